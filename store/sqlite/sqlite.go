@@ -1,0 +1,155 @@
+// Package sqlite is onceflow's embedded store: a single SQLite file in WAL mode, opened
+// through the pure-Go driver modernc.org/sqlite, so nothing needs to be installed.
+//
+// Writes go through one connection whose transactions begin IMMEDIATE, so two writers in
+// this process never deadlock on a lock upgrade; other processes sharing the file wait up
+// to BusyTimeout. synchronous=FULL is the default: a transaction that returned has reached
+// the disk.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow/store"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune how the database file is opened. The zero value is the safe default.
+type Options struct {
+	// Synchronous is SQLite's synchronous pragma: "FULL" (default) makes every commit
+	// durable before it returns; "NORMAL" may lose the last commits on power loss.
+	Synchronous string
+	// BusyTimeout is how long a writer waits for another process's lock (default 10 s).
+	BusyTimeout time.Duration
+	// ReadConns is the size of the read pool (default 4).
+	ReadConns int
+}
+
+// Store is the SQLite implementation of store.Store.
+type Store struct {
+	path string
+	w    *sql.DB // one connection, BEGIN IMMEDIATE
+	r    *sql.DB // read-only pool
+}
+
+// Open opens (creating if needed) the database file at path and migrates it to the newest
+// schema.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: open: empty path; give a file path such as ./onceflow.db")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: open %q: the path must not contain '?' or '#'", path)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("sqlite: open %q: directory %q does not exist", path, dir)
+		}
+	}
+	sync := strings.ToUpper(opts.Synchronous)
+	switch sync {
+	case "":
+		sync = "FULL"
+	case "FULL", "NORMAL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("sqlite: open: synchronous %q is not one of FULL, NORMAL, EXTRA", opts.Synchronous)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = 10 * time.Second
+	}
+	readConns := opts.ReadConns
+	if readConns <= 0 {
+		readConns = 4
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", "foreign_keys(ON)")
+	wq := url.Values{}
+	for k, v := range q {
+		wq[k] = v
+	}
+	wq.Set("_txlock", "immediate")
+
+	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	rq := url.Values{}
+	for k, v := range q {
+		rq[k] = v
+	}
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
+
+	s := &Store{path: path, w: w, r: r}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// tx runs fn in one write transaction and commits it, or rolls it back on error.
+func (s *Store) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: %s: commit: %w", op, err)
+	}
+	return nil
+}
+
+// ts converts a time to the stored form: microseconds since the Unix epoch, 0 for zero.
+func ts(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// fromTS converts a stored timestamp back; 0 is the zero time.
+func fromTS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}

@@ -1,0 +1,444 @@
+// Package store is the contract between the onceflow engine and the databases it runs on.
+//
+// The engine decides policy (which error is retryable, how long to back off, when to give
+// up); a Store applies those decisions atomically and decides every race with database
+// constraints and compare-and-set updates, never with a read followed by a write in Go.
+// Each backend lives in its own package (store/sqlite, and later store/postgres), owns its
+// SQL and migrations, and must pass the conformance suite in store/storetest.
+//
+// # Transactions and the audit trail
+//
+// Every method that changes state does so in one transaction together with the audit events
+// that describe the change. A method either commits all of it or none of it. The events a
+// method appends are listed on its documentation.
+//
+// # Idempotency
+//
+// RunInsert is idempotent per (workflow, run key). StepClaim consults the effect ledger so
+// that an effect key completed by any step of any run is never handed out for execution
+// again. StepRecord and StepHeartbeat are compare-and-set on (step, lease owner, attempt):
+// a worker that lost its lease cannot overwrite the step's state.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// State is the state of a step or of a run.
+type State string
+
+// States of steps and runs. Failed is terminal and needs nobody; NeedsReview loses nothing
+// and waits for a person.
+const (
+	StatePending     State = "pending"
+	StateProcessing  State = "processing"
+	StateRetrying    State = "retrying"
+	StateCompleted   State = "completed"
+	StateFailed      State = "failed"
+	StateNeedsReview State = "needs_review"
+	StateSkipped     State = "skipped"
+	StateCancelled   State = "cancelled"
+)
+
+// States lists every state in display order.
+var States = []State{StatePending, StateProcessing, StateRetrying, StateCompleted, StateFailed, StateNeedsReview, StateSkipped, StateCancelled}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome classifies how one attempt ended.
+type Outcome string
+
+// Attempt outcomes.
+const (
+	// OutcomeSuccess: the effect happened and its result is known.
+	OutcomeSuccess Outcome = "success"
+	// OutcomeRetryable: the effect did not happen; trying again may succeed.
+	OutcomeRetryable Outcome = "retryable"
+	// OutcomePermanent: the effect did not happen and trying again will not help.
+	OutcomePermanent Outcome = "permanent"
+	// OutcomeUnknown: the effect may or may not have happened (a lost lease, a connection
+	// dropped after the request was sent, a worker stopped mid-step).
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// EffectState is the state of a ledger row.
+type EffectState string
+
+// Effect states. A key that has no ledger row is free.
+const (
+	// EffectInFlight: a step holds the key and is acting, retrying, or waiting for a
+	// person after an unknown outcome. Other steps with the same key wait.
+	EffectInFlight EffectState = "in_flight"
+	// EffectCompleted: the effect happened; its result is stored and reused.
+	EffectCompleted EffectState = "completed"
+)
+
+// Review and decision reason codes shared by the engine and the backends.
+const (
+	ReasonPermanentError    = "permanent_error"
+	ReasonAttemptsExhausted = "attempts_exhausted"
+	ReasonKeyConflict       = "key_conflict"
+	ReasonOutcomeUnknown    = "outcome_unknown"
+	ReasonInvalidKey        = "invalid_key"
+	ReasonEffectInFlight    = "effect_in_flight"
+	ReasonLeaseExpired      = "lease_expired"
+	ReasonRetryableError    = "retryable_error"
+	ReasonDependencyFailed  = "dependency_failed"
+	ReasonWorkerShutdown    = "worker_shutdown"
+)
+
+// Event types appended to the audit trail.
+const (
+	EventRunCreated        = "run.created"
+	EventRunDeduplicated   = "run.deduplicated"
+	EventRunStateChanged   = "run.state_changed"
+	EventStepClaimed       = "step.claimed"
+	EventStepCompleted     = "step.completed"
+	EventStepRetryPlanned  = "step.retry_scheduled"
+	EventStepNeedsReview   = "step.needs_review"
+	EventStepFailed        = "step.failed"
+	EventStepCancelled     = "step.cancelled"
+	EventStepReleased      = "step.released"
+	EventEffectReused      = "effect.reused"
+	EventEffectWaiting     = "effect.waiting"
+	EventEffectConflict    = "effect.key_conflict"
+	EventLeaseExpired      = "lease.expired"
+	EventLeaseLost         = "lease.lost"
+	EventLeaseLostRecorded = "lease.lost_result_kept"
+)
+
+// Actor names used for events the system itself causes.
+const (
+	ActorEngine = "engine"
+	ActorReaper = "reaper"
+)
+
+// Sentinel errors. Backends wrap them; callers test with errors.Is.
+var (
+	// ErrNotFound: the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost: the step is no longer processing under this owner and attempt; the
+	// write was not applied to the step (see StepRecord for what is kept).
+	ErrLeaseLost = errors.New("lease lost")
+)
+
+// Run is one execution of a workflow for one business event.
+type Run struct {
+	ID        int64
+	Workflow  string
+	RunKey    string
+	Entity    string
+	Input     json.RawMessage
+	InputHash string
+	State     State
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Step is one step of a run as stored.
+type Step struct {
+	ID       int64
+	RunID    int64
+	Workflow string
+	Name     string
+	// Needs names the steps of the same run that must complete first.
+	Needs []string
+	// Waiting counts the entries of Needs that have not completed yet.
+	Waiting     int
+	State       State
+	EffectKey   string
+	Fingerprint string
+	// Attempt is the number of the latest attempt (0 before the first claim).
+	Attempt        int
+	NextAt         time.Time
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	// LastOutcome is the outcome of the latest finished attempt ("" before any).
+	LastOutcome Outcome
+	Output      json.RawMessage
+	LastError   string
+	// Reason is the code of the latest decision about the step (review reason, retry
+	// cause, why it waits).
+	Reason    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Effect is a row of the global effect ledger.
+type Effect struct {
+	Key         string
+	State       EffectState
+	Fingerprint string
+	Result      json.RawMessage
+	// RunID, StepID, Workflow and StepName name the step that holds or completed the key.
+	RunID       int64
+	StepID      int64
+	Workflow    string
+	StepName    string
+	CreatedAt   time.Time
+	CompletedAt time.Time
+}
+
+// Attempt is one try of a step.
+type Attempt struct {
+	ID              int64
+	RunID           int64
+	StepID          int64
+	StepName        string
+	Number          int
+	EffectKey       string
+	Worker          string
+	StartedAt       time.Time
+	EndedAt         time.Time // zero while in flight
+	Outcome         Outcome   // "" while in flight
+	Error           string
+	ResponseStatus  int
+	ResponseExcerpt string
+}
+
+// Event is one append-only audit record. IDs increase in commit order within a backend.
+type Event struct {
+	ID        int64
+	At        time.Time
+	Type      string
+	RunID     int64
+	StepID    int64
+	Workflow  string
+	Entity    string
+	StepName  string
+	EffectKey string
+	Attempt   int
+	Actor     string
+	Reason    string
+	// Detail is a JSON object with the facts specific to the event type.
+	Detail json.RawMessage
+}
+
+// StepInsert describes one step of a new run.
+type StepInsert struct {
+	Name  string
+	Needs []string
+}
+
+// RunInsertParams are the arguments of RunInsert.
+type RunInsertParams struct {
+	Workflow  string
+	RunKey    string
+	Entity    string
+	Input     json.RawMessage
+	InputHash string
+	Steps     []StepInsert
+	Actor     string
+	Now       time.Time
+}
+
+// RunListParams filters RunList. Zero fields do not filter.
+type RunListParams struct {
+	Workflow string
+	State    State
+	Entity   string
+	RunKey   string
+	// BeforeID pages backwards: only runs with a smaller ID.
+	BeforeID int64
+	// Limit caps the result (default 100).
+	Limit int
+}
+
+// EventListParams filters EventList. Zero fields do not filter; results are in ID order.
+type EventListParams struct {
+	RunID     int64
+	Entity    string
+	EffectKey string
+	AfterID   int64
+	Limit     int // default 1000
+}
+
+// ClaimCandidate is a due step offered to StepClaimParams.Prepare inside the claim
+// transaction.
+type ClaimCandidate struct {
+	Run  *Run
+	Step *Step
+	// Outputs holds the outputs of the completed steps the candidate needs, by step name.
+	Outputs map[string]json.RawMessage
+}
+
+// EffectSpec is what Prepare derives for a candidate: the effect key it will act under
+// and the fingerprint of the request it will send.
+type EffectSpec struct {
+	Key string
+	// Fingerprint identifies the request; "" means the step does not compare requests.
+	Fingerprint string
+}
+
+// PrepareError is returned by Prepare when a step cannot be prepared (a template field is
+// missing, a key is invalid). The step goes to needs_review with Reason.
+type PrepareError struct {
+	Reason string
+	Err    error
+}
+
+func (e *PrepareError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *PrepareError) Unwrap() error { return e.Err }
+
+// StepClaimParams are the arguments of StepClaim.
+type StepClaimParams struct {
+	// Owner identifies the worker; it is written into the lease and the attempt.
+	Owner string
+	Now   time.Time
+	// LeaseFor is how long the lease lasts without a heartbeat.
+	LeaseFor time.Duration
+	// Limit is the most steps handed out.
+	Limit int
+	// Workflows restricts claims to workflows this worker knows.
+	Workflows []string
+	// Prepare derives the effect key and fingerprint of a candidate. It runs inside the
+	// claim transaction, so it must be fast and must not do I/O. An error parks the step in
+	// needs_review (reason from a *PrepareError, else ReasonInvalidKey).
+	Prepare func(*ClaimCandidate) (EffectSpec, error)
+	// WaitFor is how long a step waits before looking again at an effect key that another
+	// step holds in flight.
+	WaitFor time.Duration
+}
+
+// ClaimedStep is a step handed to a worker: it is processing under the worker's lease and
+// its attempt has started.
+type ClaimedStep struct {
+	Run     *Run
+	Step    *Step
+	Outputs map[string]json.RawMessage
+	// PreviousOutcome is the outcome of the attempt before this one; OutcomeUnknown means
+	// the effect may already exist at the destination.
+	PreviousOutcome Outcome
+}
+
+// ClaimResult reports what StepClaim did.
+type ClaimResult struct {
+	Claimed []*ClaimedStep
+	// Reused counts steps completed from the ledger without acting.
+	Reused int
+	// Parked counts steps sent to needs_review (key conflict, prepare error).
+	Parked int
+	// Waiting counts steps postponed because their key is in flight elsewhere.
+	Waiting int
+}
+
+// StepHeartbeatParams are the arguments of StepHeartbeat.
+type StepHeartbeatParams struct {
+	Owner    string
+	Now      time.Time
+	LeaseFor time.Duration
+	StepIDs  []int64
+}
+
+// StepRecordParams is the result of one attempt and the engine's decision about it.
+type StepRecordParams struct {
+	StepID  int64
+	Owner   string
+	Attempt int
+	Now     time.Time
+
+	Outcome         Outcome
+	Error           string
+	ResponseStatus  int
+	ResponseExcerpt string
+	// Output is the step's result (JSON), stored on success in the step and the ledger.
+	Output json.RawMessage
+
+	// NextState is one of completed, retrying, needs_review, failed.
+	NextState State
+	// NextAt is when a retrying step becomes due.
+	NextAt time.Time
+	// Reason is the decision's code (review reason, retry cause).
+	Reason string
+	// Detail is merged into the event's detail (backoff chosen, policy that decided).
+	Detail map[string]any
+	Actor  string
+}
+
+// ReapDecision is what the engine decides for a step whose lease expired.
+type ReapDecision struct {
+	// State is retrying (try again with the same effect key) or needs_review.
+	State  State
+	NextAt time.Time
+	Reason string
+	Detail map[string]any
+}
+
+// StepReapParams are the arguments of StepReapExpired.
+type StepReapParams struct {
+	Now   time.Time
+	Limit int
+	// Decide runs inside the transaction for each expired step (must not do I/O).
+	Decide func(*Step) ReapDecision
+}
+
+// Store is the contract every backend implements. All methods are safe for concurrent use
+// by many goroutines and, where the backend allows, by many processes.
+type Store interface {
+	// Migrate brings the schema to the newest version. It is idempotent and safe to call
+	// from several processes at once.
+	Migrate(ctx context.Context) error
+
+	// RunInsert creates a run and its steps (all pending; steps without needs are due at
+	// Now), or returns the existing run for (Workflow, RunKey) with created=false. It never
+	// compares inputs: the caller does, with Run.InputHash. Events: run.created, or
+	// run.deduplicated for an existing run.
+	RunInsert(ctx context.Context, p RunInsertParams) (run *Run, created bool, err error)
+	// RunGetByID returns ErrNotFound for an unknown ID.
+	RunGetByID(ctx context.Context, id int64) (*Run, error)
+	// RunList returns runs newest first.
+	RunList(ctx context.Context, p RunListParams) ([]*Run, error)
+
+	// StepListByRun returns a run's steps in insertion order.
+	StepListByRun(ctx context.Context, runID int64) ([]*Step, error)
+	// StepClaim hands out due steps (pending or retrying, Waiting 0, NextAt <= Now, lease
+	// free) under a lease, oldest due first, each to exactly one caller. For every
+	// candidate it consults the effect ledger first:
+	//   - key completed, same fingerprint (or either empty): the step completes with the
+	//     stored result without an attempt; events effect.reused and step.completed name
+	//     the run that completed the key;
+	//   - key completed, other fingerprint: needs_review, reason key_conflict;
+	//   - key in flight under another step: the step stays due at Now+WaitFor (event
+	//     effect.waiting when it starts waiting);
+	//   - otherwise the step takes the key and is claimed: attempt+1, an attempt row,
+	//     event step.claimed.
+	// Completing a step releases the steps that need it; run states are re-derived.
+	StepClaim(ctx context.Context, p StepClaimParams) (*ClaimResult, error)
+	// StepHeartbeat extends the leases the owner still holds and returns the IDs it no
+	// longer holds.
+	StepHeartbeat(ctx context.Context, p StepHeartbeatParams) (lost []int64, err error)
+	// StepRecord applies attempt results. Each entry is compare-and-set on (StepID, Owner,
+	// Attempt, processing); its error is ErrLeaseLost when that fails, in which case only
+	// the attempt row is closed, an event lease.lost is appended and, for a success, the
+	// result is kept in the ledger (lease.lost_result_kept) so the effect is not repeated.
+	// On success the ledger row completes; on a known failure (permanent, or retryable
+	// but given up) the key is released; on an unknown outcome it stays held. A step
+	// reaching failed cancels the steps that transitively need it. The returned slice has
+	// one entry per param; err is for failures of the whole call.
+	StepRecord(ctx context.Context, p []StepRecordParams) ([]error, error)
+	// StepReapExpired turns processing steps whose lease expired before Now into the state
+	// Decide returns, closing their attempt with outcome unknown and keeping the key held.
+	// Event lease.expired. Returns how many steps it reaped.
+	StepReapExpired(ctx context.Context, p StepReapParams) (int, error)
+
+	// AttemptListByRun returns a run's attempts in order.
+	AttemptListByRun(ctx context.Context, runID int64) ([]*Attempt, error)
+	// EffectGetByKey returns ErrNotFound for a free key.
+	EffectGetByKey(ctx context.Context, key string) (*Effect, error)
+	// EventList returns audit events in ID order.
+	EventList(ctx context.Context, p EventListParams) ([]*Event, error)
+
+	// Close releases the backend's resources.
+	Close() error
+}
