@@ -1,0 +1,182 @@
+// Package keytmpl parses and renders the small templates that derive run keys, entity keys
+// and effect keys from a run's data: "lead-create:{input.submission_id}".
+//
+// A field is a dotted path in braces; "{{" and "}}" stand for literal braces. Rendering never
+// invents a value: a missing or null field, or one that is an object or a list, is an error
+// that names the field, so no key is ever empty or partial.
+package keytmpl
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Template is a parsed template.
+type Template struct {
+	src   string
+	parts []part
+}
+
+type part struct {
+	lit  string
+	path []string // nil for a literal
+}
+
+// FieldError says which field of a template could not be rendered and why.
+type FieldError struct {
+	Template string
+	Field    string
+	Problem  string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("template %q: field %s %s", e.Template, e.Field, e.Problem)
+}
+
+// Parse parses src. Errors give the byte offset of the problem.
+func Parse(src string) (*Template, error) {
+	t := &Template{src: src}
+	var lit strings.Builder
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '{' && i+1 < len(src) && src[i+1] == '{':
+			lit.WriteByte('{')
+			i++
+		case c == '}' && i+1 < len(src) && src[i+1] == '}':
+			lit.WriteByte('}')
+			i++
+		case c == '}':
+			return nil, fmt.Errorf("template %q: unexpected '}' at offset %d (write '}}' for a literal brace)", src, i)
+		case c == '{':
+			end := strings.IndexByte(src[i+1:], '}')
+			if end < 0 {
+				return nil, fmt.Errorf("template %q: '{' at offset %d is never closed", src, i)
+			}
+			field := src[i+1 : i+1+end]
+			path, err := parsePath(field)
+			if err != nil {
+				return nil, fmt.Errorf("template %q: field at offset %d: %w", src, i, err)
+			}
+			if lit.Len() > 0 {
+				t.parts = append(t.parts, part{lit: lit.String()})
+				lit.Reset()
+			}
+			t.parts = append(t.parts, part{path: path})
+			i += end + 1
+		default:
+			lit.WriteByte(c)
+		}
+	}
+	if lit.Len() > 0 {
+		t.parts = append(t.parts, part{lit: lit.String()})
+	}
+	return t, nil
+}
+
+func parsePath(field string) ([]string, error) {
+	if field == "" {
+		return nil, fmt.Errorf("empty field {}")
+	}
+	segs := strings.Split(field, ".")
+	for _, s := range segs {
+		if s == "" {
+			return nil, fmt.Errorf("field {%s} has an empty path segment", field)
+		}
+		for _, r := range s {
+			if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return nil, fmt.Errorf("field {%s} has %q; use letters, digits, '_' and '-' separated by '.'", field, r)
+			}
+		}
+	}
+	return segs, nil
+}
+
+// String returns the template's source.
+func (t *Template) String() string { return t.src }
+
+// Fields returns the dotted paths the template reads.
+func (t *Template) Fields() []string {
+	var out []string
+	for _, p := range t.parts {
+		if p.path != nil {
+			out = append(out, strings.Join(p.path, "."))
+		}
+	}
+	return out
+}
+
+// Render fills the template from data: a tree of maps, slices and scalars as produced by
+// encoding/json with UseNumber. Slices are indexed by decimal path segments.
+func (t *Template) Render(data map[string]any) (string, error) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.path == nil {
+			b.WriteString(p.lit)
+			continue
+		}
+		v, err := t.lookup(data, p.path)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}
+
+func (t *Template) lookup(data map[string]any, path []string) (string, error) {
+	field := strings.Join(path, ".")
+	var cur any = data
+	for i, seg := range path {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[seg]
+			if !ok {
+				return "", &FieldError{Template: t.src, Field: field, Problem: "is missing"}
+			}
+			cur = v
+		case []any:
+			var idx int
+			if _, err := fmt.Sscanf(seg, "%d", &idx); err != nil || idx < 0 || idx >= len(c) || fmt.Sprint(idx) != seg {
+				return "", &FieldError{Template: t.src, Field: field, Problem: fmt.Sprintf("is missing (%s is a list of %d)", strings.Join(path[:i], "."), len(c))}
+			}
+			cur = c[idx]
+		default:
+			return "", &FieldError{Template: t.src, Field: field, Problem: fmt.Sprintf("is missing (%s is not an object)", strings.Join(path[:i], "."))}
+		}
+	}
+	switch v := cur.(type) {
+	case nil:
+		return "", &FieldError{Template: t.src, Field: field, Problem: "is null"}
+	case string:
+		if v == "" {
+			return "", &FieldError{Template: t.src, Field: field, Problem: "is an empty string"}
+		}
+		return v, nil
+	case json.Number:
+		return v.String(), nil
+	case bool, int, int64, float64:
+		return fmt.Sprint(v), nil
+	case map[string]any:
+		return "", &FieldError{Template: t.src, Field: field, Problem: "is an object; a key needs a single value"}
+	case []any:
+		return "", &FieldError{Template: t.src, Field: field, Problem: "is a list; a key needs a single value"}
+	default:
+		return fmt.Sprint(v), nil
+	}
+}
+
+// Decode parses JSON into the tree Render reads, keeping numbers exact.
+func Decode(raw []byte) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

@@ -1,0 +1,76 @@
+package keytmpl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func data(t *testing.T) map[string]any {
+	t.Helper()
+	in, err := Decode([]byte(`{"submission_id": 8812, "email": "a@example.com", "empty": "", "nothing": null,
+		"customer": {"id": "c_1"}, "items": ["x", "y"], "big": 12345678901234567890}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"input": in, "run": map[string]any{"key": "sub-8812"}}
+}
+
+func TestRender(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"lead-create:{input.submission_id}", "lead-create:8812"},
+		{"{run.key}/{input.customer.id}", "sub-8812/c_1"},
+		{"item:{input.items.1}", "item:y"},
+		{"big:{input.big}", "big:12345678901234567890"},
+		{"literal {{braces}}", "literal {braces}"},
+		{"no fields", "no fields"},
+	}
+	for _, tt := range tests {
+		tpl, err := Parse(tt.src)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.src, err)
+		}
+		got, err := tpl.Render(data(t))
+		if err != nil {
+			t.Fatalf("Render(%q): %v", tt.src, err)
+		}
+		if got != tt.want {
+			t.Errorf("Render(%q) = %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+func TestRenderNamesTheBadField(t *testing.T) {
+	tests := []struct{ src, field, problem string }{
+		{"k:{input.missing}", "input.missing", "is missing"},
+		{"k:{input.nothing}", "input.nothing", "is null"},
+		{"k:{input.empty}", "input.empty", "is an empty string"},
+		{"k:{input.customer}", "input.customer", "is an object"},
+		{"k:{input.items}", "input.items", "is a list"},
+		{"k:{input.items.7}", "input.items.7", "is missing"},
+		{"k:{input.email.x}", "input.email.x", "is missing"},
+		{"k:{steps.crm.output.id}", "steps.crm.output.id", "is missing"},
+	}
+	for _, tt := range tests {
+		tpl, err := Parse(tt.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tpl.Render(data(t))
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Fatalf("Render(%q) error = %v, want a *FieldError", tt.src, err)
+		}
+		if fe.Field != tt.field || !strings.Contains(fe.Problem, tt.problem) {
+			t.Errorf("Render(%q) = field %q problem %q, want %q %q", tt.src, fe.Field, fe.Problem, tt.field, tt.problem)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, src := range []string{"a{", "a}", "{}", "{input..x}", "{input.a b}"} {
+		if _, err := Parse(src); err == nil {
+			t.Errorf("Parse(%q) succeeded, want an error", src)
+		}
+	}
+}
