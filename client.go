@@ -1,0 +1,321 @@
+package onceflow
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/store"
+)
+
+// State is the state of a run or a step.
+type State = store.State
+
+// States of runs and steps.
+const (
+	StatePending     = store.StatePending
+	StateProcessing  = store.StateProcessing
+	StateRetrying    = store.StateRetrying
+	StateCompleted   = store.StateCompleted
+	StateFailed      = store.StateFailed
+	StateNeedsReview = store.StateNeedsReview
+	StateSkipped     = store.StateSkipped
+	StateCancelled   = store.StateCancelled
+)
+
+// Config configures a Client. Only Store is required; every other zero value takes the
+// default documented on its field.
+type Config struct {
+	// Store is where runs, steps, the effect ledger and the audit trail live.
+	Store store.Store
+	// Workers is the most steps executed at once (default 10).
+	Workers int
+	// WorkerID names this client in leases, attempts and events (default host-pid-random).
+	WorkerID string
+	// LeaseFor is how long a claimed step stays ours without a heartbeat (default 30 s).
+	LeaseFor time.Duration
+	// HeartbeatEvery is how often leases of running steps are extended (default LeaseFor/3).
+	HeartbeatEvery time.Duration
+	// PollInterval is how often Serve looks for due steps when nothing woke it (default 1 s).
+	PollInterval time.Duration
+	// ReapInterval is how often expired leases are looked for (default 5 s).
+	ReapInterval time.Duration
+	// EffectWait is how long a step waits before looking again at an effect key another
+	// step holds in flight (default 1 s).
+	EffectWait time.Duration
+	// ShutdownGrace is how long Serve lets running steps finish after its context ends
+	// before it interrupts them and releases them for a retry (default 30 s).
+	ShutdownGrace time.Duration
+	// Logger receives structured logs (default: none).
+	Logger *slog.Logger
+	// Clock returns the current time (default time.Now). Tests inject one to control
+	// backoff and lease expiry.
+	Clock func() time.Time
+	// Rand returns a uniform number in [0, 1) for backoff jitter (default math/rand/v2).
+	Rand func() float64
+}
+
+// Client registers workflows, starts runs and executes their steps.
+type Client struct {
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+
+	mu        sync.RWMutex
+	workflows map[string]*workflowDef
+	names     []string
+
+	wake chan struct{}
+
+	serving  sync.Mutex // held while Serve runs
+	inflight inflight
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) (*Client, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("onceflow: Config.Store is required (open one with store/sqlite.Open)")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 10
+	}
+	if cfg.LeaseFor <= 0 {
+		cfg.LeaseFor = 30 * time.Second
+	}
+	if cfg.HeartbeatEvery <= 0 {
+		cfg.HeartbeatEvery = cfg.LeaseFor / 3
+	}
+	if cfg.HeartbeatEvery >= cfg.LeaseFor {
+		return nil, fmt.Errorf("onceflow: HeartbeatEvery (%v) must be shorter than LeaseFor (%v)", cfg.HeartbeatEvery, cfg.LeaseFor)
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = 5 * time.Second
+	}
+	if cfg.EffectWait <= 0 {
+		cfg.EffectWait = time.Second
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = mrand.Float64
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = defaultWorkerID()
+	}
+	return &Client{
+		cfg:       cfg,
+		store:     cfg.Store,
+		log:       cfg.Logger.With("worker", cfg.WorkerID),
+		workflows: map[string]*workflowDef{},
+		wake:      make(chan struct{}, 1),
+		inflight:  inflight{steps: map[int64]*execution{}},
+	}, nil
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Store returns the client's store.
+func (c *Client) Store() store.Store { return c.store }
+
+// WorkerID returns the name this client uses in leases and attempts.
+func (c *Client) WorkerID() string { return c.cfg.WorkerID }
+
+// Register validates and adds a workflow. Registering a name twice is an error.
+func (c *Client) Register(w Workflow) error {
+	def, err := compile(w)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.workflows[w.Name]; dup {
+		return &DefinitionError{Workflow: w.Name, Problem: "is already registered with this client"}
+	}
+	c.workflows[w.Name] = def
+	c.names = append(c.names, w.Name)
+	sort.Strings(c.names)
+	return nil
+}
+
+// Workflows returns the names of the registered workflows, sorted.
+func (c *Client) Workflows() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return append([]string(nil), c.names...)
+}
+
+func (c *Client) workflow(name string) (*workflowDef, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	def, ok := c.workflows[name]
+	if !ok {
+		return nil, &WorkflowNotFoundError{Name: name}
+	}
+	return def, nil
+}
+
+func (c *Client) step(workflow, step string) (*workflowDef, *stepDef) {
+	def, err := c.workflow(workflow)
+	if err != nil {
+		return nil, nil
+	}
+	return def, def.steps[step]
+}
+
+// Run is a run as seen by callers.
+type Run struct {
+	ID        int64
+	Workflow  string
+	RunKey    string
+	Entity    string
+	State     State
+	Input     json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Duplicate is true when Start found this run already started with the same key and
+	// input, and created nothing.
+	Duplicate bool
+}
+
+func runFrom(r *store.Run, dup bool) *Run {
+	return &Run{ID: r.ID, Workflow: r.Workflow, RunKey: r.RunKey, Entity: r.Entity, State: r.State,
+		Input: r.Input, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Duplicate: dup}
+}
+
+// Start starts a run of workflow for the business event named by runKey, or returns the
+// run that key already started (Run.Duplicate). The same key with a different input is a
+// *RunConflictError. input is a JSON object: a map, a struct, a json.RawMessage or []byte.
+// The run is durably stored when Start returns.
+func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
+	def, err := c.workflow(workflow)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateKey("run key", runKey); err != nil {
+		return nil, err
+	}
+	raw, tree, err := normalizeInput(input)
+	if err != nil {
+		return nil, &InputError{Workflow: workflow, Problem: err.Error()}
+	}
+	data := map[string]any{"input": tree, "run": map[string]any{"key": runKey}}
+	for _, f := range def.RequiredInput {
+		t, _ := keytmpl.Parse("{input." + f + "}")
+		if _, err := t.Render(data); err != nil {
+			var fe *keytmpl.FieldError
+			if errors.As(err, &fe) {
+				return nil, &InputError{Workflow: workflow, Problem: fmt.Sprintf("required field %s %s", f, fe.Problem)}
+			}
+			return nil, &InputError{Workflow: workflow, Problem: err.Error()}
+		}
+	}
+	var entity string
+	if def.entity != nil {
+		if entity, err = def.entity.Render(data); err != nil {
+			return nil, &InputError{Workflow: workflow, Problem: "entity: " + err.Error()}
+		}
+	}
+	sum := sha256.Sum256(raw)
+	p := store.RunInsertParams{
+		Workflow: workflow, RunKey: runKey, Entity: entity, Input: raw, InputHash: hex.EncodeToString(sum[:]),
+		Actor: "api", Now: c.cfg.Clock(),
+	}
+	for _, sd := range def.order {
+		p.Steps = append(p.Steps, store.StepInsert{Name: sd.ID, Needs: sd.Needs})
+	}
+	run, created, err := c.store.RunInsert(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+	}
+	if !created && run.InputHash != p.InputHash {
+		return nil, &RunConflictError{Workflow: workflow, RunKey: runKey, RunID: run.ID}
+	}
+	if created {
+		c.log.Debug("run started", "run_id", run.ID, "workflow", workflow, "run_key", runKey, "entity", entity)
+		c.poke()
+	}
+	return runFrom(run, !created), nil
+}
+
+// GetRun returns a run by ID; errors.Is(err, ErrNotFound) for an unknown ID.
+func (c *Client) GetRun(ctx context.Context, id int64) (*Run, error) {
+	r, err := c.store.RunGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return runFrom(r, false), nil
+}
+
+// normalizeInput turns input into canonical JSON (object keys sorted, numbers kept as
+// written) and the tree templates read.
+func normalizeInput(input any) ([]byte, any, error) {
+	var raw []byte
+	switch v := input.(type) {
+	case nil:
+		raw = []byte("{}")
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	case string:
+		return nil, nil, errors.New("is a Go string; pass a map, a struct, a json.RawMessage or []byte")
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot be encoded as JSON: %v", err)
+		}
+		raw = b
+	}
+	if !json.Valid(raw) {
+		return nil, nil, errors.New("is not valid JSON")
+	}
+	tree, err := keytmpl.Decode(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("is not valid JSON: %v", err)
+	}
+	if _, ok := tree.(map[string]any); !ok {
+		return nil, nil, errors.New("must be a JSON object")
+	}
+	canon, err := json.Marshal(tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	return canon, tree, nil
+}
+
+// poke wakes the claim loop without blocking.
+func (c *Client) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,56 @@
+// Package onceflow runs business automations — a form that creates a CRM lead and sends a
+// welcome e-mail, a payment webhook that marks an order paid and issues an invoice — so
+// that every side effect happens once and none is lost, although steps are retried, runs
+// are started twice, workers crash and two workers race.
+//
+// # Workflows, runs and steps
+//
+// A Workflow is a DAG of Steps. Each Step performs one side effect under an effect key,
+// a template such as "lead-create:{input.submission_id}" rendered from the run's input and
+// the outputs of earlier steps. A run is one execution of a workflow for one business
+// event; Client.Start creates it at most once per (workflow, run key):
+//
+//	st, _ := sqlite.Open(ctx, "onceflow.db", sqlite.Options{})
+//	client, _ := onceflow.New(onceflow.Config{Store: st})
+//	client.Register(onceflow.Workflow{
+//		Name:   "website-lead",
+//		Entity: "lead:{input.submission_id}",
+//		Steps: []onceflow.Step{
+//			{ID: "crm", EffectKey: "lead-create:{input.submission_id}", Do: createLead},
+//			{ID: "welcome", Needs: []string{"crm"}, EffectKey: "welcome-email:{input.submission_id}", Do: sendWelcome},
+//		},
+//	})
+//	client.Start(ctx, "website-lead", "form-8812", map[string]any{"submission_id": 8812})
+//	client.Serve(ctx) // until ctx ends
+//
+// # The effect ledger
+//
+// Every effect key has at most one row in a ledger shared by all runs and workflows. A
+// step whose key another step already completed is completed with the stored result
+// without acting again, and the audit trail names the run that did it. A step whose key is
+// being worked on elsewhere waits. A key completed with a different request (see
+// Step.Fingerprint) is not reused: the step goes to review with reason key_conflict.
+//
+// # Retries and review
+//
+// A step function returns an error to fail an attempt. A plain error is retryable: the step
+// is tried again, with the same effect key, after an exponential backoff with full jitter
+// (RetryPolicy), or after the destination's Retry-After (RetryAfterError). A permanent
+// error (PermanentError), or retries running out, parks the step in needs_review with a
+// reason code, or fails it where Step.OnFailure says so. Steps that need a parked step
+// wait; other branches go on.
+//
+// # Crashes
+//
+// A claimed step is leased to its worker, which renews the lease while the step runs. If
+// the worker dies, the lease expires and the step's outcome is unknown: it is tried again
+// with the same effect key (the attempt sees PreviousOutcome == Unknown), or parked for a
+// person where Step.OnUnknown says the destination cannot deduplicate.
+//
+// # The audit trail
+//
+// Every state change and decision — a run created or deduplicated, a step claimed,
+// retried with the backoff chosen, completed from the ledger, parked, a lease expired —
+// is an event appended in the same transaction as the change, carrying the run, step,
+// workflow, entity, effect key, attempt, actor and reason.
+package onceflow

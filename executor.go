@@ -1,0 +1,353 @@
+package onceflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/store"
+)
+
+// execution is one claimed step being worked on.
+type execution struct {
+	step   *store.Step
+	cancel context.CancelCauseFunc
+}
+
+// inflight tracks the steps this client is executing, for heartbeats and shutdown.
+type inflight struct {
+	mu    sync.Mutex
+	steps map[int64]*execution
+	wg    sync.WaitGroup
+}
+
+func (f *inflight) add(e *execution) {
+	f.mu.Lock()
+	f.steps[e.step.ID] = e
+	f.mu.Unlock()
+}
+
+func (f *inflight) remove(id int64) {
+	f.mu.Lock()
+	delete(f.steps, id)
+	f.mu.Unlock()
+}
+
+func (f *inflight) ids() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]int64, 0, len(f.steps))
+	for id := range f.steps {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (f *inflight) cancel(id int64, cause error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.steps[id]; ok {
+		e.cancel(cause)
+	}
+}
+
+func (f *inflight) cancelAll(cause error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.steps {
+		e.cancel(cause)
+	}
+}
+
+// Causes of an interrupted step context.
+var (
+	errLeaseLost = errors.New("the step's lease was lost to another worker")
+	errShutdown  = errors.New("the worker is shutting down")
+)
+
+// stepContext builds what a step function sees.
+func stepContext(run *store.Run, st *store.Step, outputs map[string]json.RawMessage, attempt int, prev store.Outcome) *StepContext {
+	return &StepContext{
+		RunID: run.ID, RunKey: run.RunKey, Workflow: run.Workflow, Entity: run.Entity,
+		Step: st.Name, EffectKey: st.EffectKey, Attempt: attempt, PreviousOutcome: classOfOutcome(prev),
+		Input: run.Input, Outputs: outputs,
+	}
+}
+
+func classOfOutcome(o store.Outcome) ErrorClass {
+	switch o {
+	case store.OutcomeRetryable:
+		return Retryable
+	case store.OutcomePermanent:
+		return Permanent
+	case store.OutcomeUnknown:
+		return Unknown
+	}
+	return ""
+}
+
+// templateData is the tree effect-key templates read.
+func templateData(sc *StepContext) (map[string]any, error) {
+	in, err := keytmpl.Decode(sc.Input)
+	if err != nil {
+		return nil, fmt.Errorf("decode input: %w", err)
+	}
+	steps := map[string]any{}
+	for name, raw := range sc.Outputs {
+		out, err := keytmpl.Decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode output of step %q: %w", name, err)
+		}
+		steps[name] = map[string]any{"output": out}
+	}
+	return map[string]any{
+		"input":    in,
+		"run":      map[string]any{"key": sc.RunKey, "id": json.Number(fmt.Sprint(sc.RunID))},
+		"workflow": sc.Workflow,
+		"step":     sc.Step,
+		"steps":    steps,
+	}, nil
+}
+
+// prepare derives a candidate's effect key and fingerprint. It runs inside the claim
+// transaction: no I/O.
+func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
+	_, sd := c.step(cand.Step.Workflow, cand.Step.Name)
+	if sd == nil {
+		return store.EffectSpec{}, &store.PrepareError{Reason: "step_not_defined",
+			Err: fmt.Errorf("workflow %q has no step %q in this worker's definition", cand.Step.Workflow, cand.Step.Name)}
+	}
+	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
+	data, err := templateData(sc)
+	if err != nil {
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: err}
+	}
+	key, err := sd.effectKey.Render(data)
+	if err != nil {
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: err}
+	}
+	if err := ValidateKey("effect key", key); err != nil {
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: err}
+	}
+	spec := store.EffectSpec{Key: key}
+	if sd.Fingerprint != nil {
+		sc.EffectKey = key
+		v, err := sd.Fingerprint(sc)
+		if err != nil {
+			return store.EffectSpec{}, &store.PrepareError{Reason: "fingerprint_failed", Err: err}
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return store.EffectSpec{}, &store.PrepareError{Reason: "fingerprint_failed", Err: err}
+		}
+		sum := sha256.Sum256(b)
+		spec.Fingerprint = hex.EncodeToString(sum[:])
+	}
+	return spec, nil
+}
+
+// claim hands out up to limit due steps to this client.
+func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, error) {
+	return c.store.StepClaim(ctx, store.StepClaimParams{
+		Owner:     c.cfg.WorkerID,
+		Now:       c.cfg.Clock(),
+		LeaseFor:  c.cfg.LeaseFor,
+		Limit:     limit,
+		Workflows: c.Workflows(),
+		Prepare:   c.prepare,
+		WaitFor:   c.cfg.EffectWait,
+	})
+}
+
+// execute runs one claimed step and records its result. base is cancelled on a hard stop.
+func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
+	st := cs.Step
+	log := c.log.With("run_id", cs.Run.ID, "workflow", cs.Run.Workflow, "entity", cs.Run.Entity,
+		"step", st.Name, "effect_key", st.EffectKey, "attempt", st.Attempt)
+	_, sd := c.step(st.Workflow, st.Name)
+	if sd == nil { // the workflow list we claimed for guarantees a definition
+		log.Error("claimed a step with no definition")
+		return
+	}
+	sc := stepContext(cs.Run, st, cs.Outputs, st.Attempt, cs.PreviousOutcome)
+	ctx, cancel := context.WithCancelCause(base)
+	ctx, cancelTimeout := context.WithTimeout(ctx, sd.Timeout)
+	c.inflight.add(&execution{step: st, cancel: cancel})
+	started := c.cfg.Clock()
+	out, err := callStep(ctx, sd.Do, sc)
+	cause := context.Cause(ctx)
+	cancelTimeout()
+	cancel(nil)
+	c.inflight.remove(st.ID)
+
+	p := c.decide(sd, st, out, err, cause)
+	log.Debug("step attempt finished", "outcome", p.Outcome, "next_state", p.NextState, "reason", p.Reason,
+		"duration", c.cfg.Clock().Sub(started), "error", p.Error)
+	c.record(log, p)
+}
+
+// callStep runs fn, turning a panic into a retryable error.
+func callStep(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("step panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn(ctx, sc)
+}
+
+// decide turns an attempt's result into the step's next state, by the step's policy.
+func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause error) store.StepRecordParams {
+	now := c.cfg.Clock()
+	p := store.StepRecordParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt, Now: now, Actor: c.cfg.WorkerID}
+	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "initial": sd.retry.Initial.String(),
+		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
+	var se *StepError
+	if errors.As(err, &se) {
+		p.ResponseStatus, p.ResponseExcerpt = se.ResponseStatus, se.ResponseExcerpt
+	}
+	if err == nil {
+		b, merr := encodeOutput(out)
+		if merr == nil {
+			p.Outcome, p.NextState, p.Output = store.OutcomeSuccess, store.StateCompleted, b
+			return p
+		}
+		err = PermanentError(fmt.Errorf("the step succeeded but its output cannot be stored as JSON: %w", merr))
+	}
+	p.Error = err.Error()
+	failState := store.StateNeedsReview
+	if sd.OnFailure == Fail {
+		failState = store.StateFailed
+	}
+	exhausted := st.Attempt >= sd.retry.MaxAttempts
+	retry := func(reason string, after time.Duration) {
+		delay := sd.retry.curve().Delay(st.Attempt, c.cfg.Rand())
+		d := map[string]any{"policy": policy, "backoff": delay.String()}
+		if after > 0 {
+			delay = after
+			d["retry_after"] = after.String()
+		}
+		p.NextState, p.NextAt, p.Reason, p.Detail = store.StateRetrying, now.Add(delay), reason, d
+	}
+	if errors.Is(cause, errShutdown) {
+		// Interrupted by shutdown: release it for the next worker, same key.
+		p.Outcome, p.NextState, p.NextAt, p.Reason = store.OutcomeUnknown, store.StateRetrying, now, store.ReasonWorkerShutdown
+		return p
+	}
+	switch ClassOf(err) {
+	case Permanent:
+		p.Outcome, p.NextState, p.Reason = store.OutcomePermanent, failState, store.ReasonPermanentError
+		p.Detail = map[string]any{"policy": policy}
+	case Unknown:
+		p.Outcome = store.OutcomeUnknown
+		switch {
+		case sd.OnUnknown == ReviewUnknown:
+			p.NextState, p.Reason, p.Detail = store.StateNeedsReview, store.ReasonOutcomeUnknown, map[string]any{"policy": policy}
+		case exhausted:
+			p.NextState, p.Reason, p.Detail = store.StateNeedsReview, store.ReasonOutcomeUnknown, map[string]any{"policy": policy, "attempts_exhausted": true}
+		default:
+			retry(store.ReasonOutcomeUnknown, 0)
+		}
+	default:
+		p.Outcome = store.OutcomeRetryable
+		if exhausted {
+			p.NextState, p.Reason, p.Detail = failState, store.ReasonAttemptsExhausted, map[string]any{"policy": policy}
+		} else {
+			var after time.Duration
+			if se != nil {
+				after = se.RetryAfter
+			}
+			retry(store.ReasonRetryableError, after)
+		}
+	}
+	return p
+}
+
+func encodeOutput(out any) (json.RawMessage, error) {
+	switch v := out.(type) {
+	case nil:
+		return json.RawMessage("null"), nil
+	case json.RawMessage:
+		if !json.Valid(v) {
+			return nil, errors.New("the json.RawMessage is not valid JSON")
+		}
+		return v, nil
+	}
+	return json.Marshal(out)
+}
+
+// record stores an attempt's result, retrying briefly if the database is unavailable. If
+// it cannot, the lease expires and the reaper retries the step with the same key.
+func (c *Client) record(log interface {
+	Error(string, ...any)
+	Warn(string, ...any)
+}, p store.StepRecordParams) {
+	delay := 50 * time.Millisecond
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs, err := c.store.StepRecord(ctx, []store.StepRecordParams{p})
+		cancel()
+		if err == nil {
+			if errs[0] != nil {
+				log.Warn("result recorded after the lease was lost", "error", errs[0])
+			}
+			c.poke()
+			return
+		}
+		if i == 5 {
+			log.Error("could not record the attempt; the lease will expire and the step will be retried with the same effect key", "error", err)
+			return
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
+}
+
+// heartbeat extends the leases of running steps and interrupts those it lost.
+func (c *Client) heartbeat(ctx context.Context) {
+	ids := c.inflight.ids()
+	if len(ids) == 0 {
+		return
+	}
+	lost, err := c.store.StepHeartbeat(ctx, store.StepHeartbeatParams{Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), LeaseFor: c.cfg.LeaseFor, StepIDs: ids})
+	if err != nil {
+		c.log.Warn("heartbeat failed", "error", err, "steps", len(ids))
+		return
+	}
+	for _, id := range lost {
+		c.log.Warn("lease lost; interrupting the step", "step_id", id)
+		c.inflight.cancel(id, errLeaseLost)
+	}
+}
+
+// Work executes every step that is due now, up to Workers at a time, and returns when none
+// is left due. It is for tests, scripts and one-shot processing; long-running processes
+// use Serve. Work must not run while Serve runs on the same client.
+func (c *Client) Work(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		res, err := c.claim(ctx, c.cfg.Workers)
+		if err != nil {
+			return total, fmt.Errorf("onceflow: work: %w", err)
+		}
+		if len(res.Claimed) == 0 && res.Reused == 0 && res.Parked == 0 {
+			return total, nil
+		}
+		var wg sync.WaitGroup
+		for _, cs := range res.Claimed {
+			wg.Go(func() { c.execute(ctx, cs) })
+		}
+		wg.Wait()
+		total += len(res.Claimed) + res.Reused
+	}
+}

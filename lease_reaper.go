@@ -1,0 +1,64 @@
+package onceflow
+
+import (
+	"context"
+	"time"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// reapLoop runs the lease reaper every ReapInterval until ctx ends.
+func (c *Client) reapLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		if _, err := c.Reap(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("lease reaper failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Reap finds steps whose worker stopped renewing its lease (it crashed, or lost the
+// database) and, since their effect may or may not have happened, schedules them to be
+// tried again with the same effect key, or parks them for review where the step says the
+// destination cannot deduplicate or its attempts are used up. Serve calls it every
+// ReapInterval; it returns how many steps it reaped.
+func (c *Client) Reap(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := c.store.StepReapExpired(ctx, store.StepReapParams{Now: c.cfg.Clock(), Limit: 100, Decide: c.reapDecision})
+		total += n
+		if err != nil || n < 100 {
+			if total > 0 {
+				c.log.Info("reaped expired leases", "steps", total)
+				c.poke()
+			}
+			return total, err
+		}
+	}
+}
+
+func (c *Client) reapDecision(st *store.Step) store.ReapDecision {
+	now := c.cfg.Clock()
+	_, sd := c.step(st.Workflow, st.Name)
+	if sd == nil {
+		// Another worker's workflow: it decides when it claims the step again.
+		return store.ReapDecision{State: store.StateRetrying, NextAt: now, Reason: store.ReasonLeaseExpired}
+	}
+	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "on_unknown": string(sd.OnUnknown)}
+	switch {
+	case sd.OnUnknown == ReviewUnknown:
+		return store.ReapDecision{State: store.StateNeedsReview, Reason: store.ReasonOutcomeUnknown,
+			Detail: map[string]any{"policy": policy, "why": "the destination cannot deduplicate; a person decides whether the effect happened"}}
+	case st.Attempt >= sd.retry.MaxAttempts:
+		return store.ReapDecision{State: store.StateNeedsReview, Reason: store.ReasonOutcomeUnknown,
+			Detail: map[string]any{"policy": policy, "attempts_exhausted": true}}
+	}
+	return store.ReapDecision{State: store.StateRetrying, NextAt: now, Reason: store.ReasonLeaseExpired,
+		Detail: map[string]any{"policy": policy, "why": "retry with the same effect key; the destination deduplicates"}}
+}

@@ -1,0 +1,106 @@
+package onceflow
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Serve claims and executes due steps, keeps their leases alive and reaps expired leases,
+// until ctx ends. It then stops claiming, lets running steps finish for up to
+// ShutdownGrace, interrupts the rest and releases them for a retry with the same effect
+// key, and returns nil. Only one Serve runs per client at a time.
+func (c *Client) Serve(ctx context.Context) error {
+	if !c.serving.TryLock() {
+		return errors.New("onceflow: Serve is already running on this client")
+	}
+	defer c.serving.Unlock()
+
+	// Steps run under base, which outlives ctx so that they can finish during the grace
+	// period; it is cancelled when the grace period ends.
+	base, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardStop(nil)
+	sem := make(chan struct{}, c.cfg.Workers)
+
+	var loops sync.WaitGroup
+	loops.Go(func() { c.reapLoop(ctx) })
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	loops.Go(func() { c.heartbeatLoop(hbCtx) })
+
+	c.claimLoop(ctx, base, sem)
+
+	// Shutdown: wait for running steps, then interrupt them.
+	done := make(chan struct{})
+	go func() { c.inflight.wg.Wait(); close(done) }()
+	grace := time.NewTimer(c.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		c.log.Warn("shutdown grace period over; interrupting running steps", "grace", c.cfg.ShutdownGrace)
+		hardStop(errShutdown)
+		c.inflight.cancelAll(errShutdown)
+		<-done
+	}
+	stopHeartbeat()
+	loops.Wait()
+	return nil
+}
+
+// claimLoop claims due steps whenever there is a free worker and something may be due.
+func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		free := cap(sem) - len(sem)
+		more := false
+		if free > 0 && ctx.Err() == nil {
+			res, err := c.claim(ctx, free)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				c.log.Warn("claim failed", "error", err)
+			case err == nil:
+				for _, cs := range res.Claimed {
+					sem <- struct{}{}
+					c.inflight.wg.Add(1)
+					go func() {
+						defer c.inflight.wg.Done()
+						defer func() { <-sem; c.poke() }()
+						c.execute(base, cs)
+					}()
+				}
+				more = len(res.Claimed) == free || res.Reused > 0 || res.Parked > 0
+			}
+		}
+		if more {
+			continue
+		}
+		if !poll.Stop() {
+			select {
+			case <-poll.C:
+			default:
+			}
+		}
+		poll.Reset(c.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+func (c *Client) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.heartbeat(ctx)
+		}
+	}
+}

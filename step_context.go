@@ -1,0 +1,50 @@
+package onceflow
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// StepContext is what a step function knows about the work it is doing.
+type StepContext struct {
+	// RunID, RunKey, Workflow and Entity identify the run.
+	RunID    int64
+	RunKey   string
+	Workflow string
+	Entity   string
+	// Step is the step's ID.
+	Step string
+	// EffectKey is the key this effect is known by, the same on every attempt: pass it to
+	// the destination as its idempotency key.
+	EffectKey string
+	// Attempt is this attempt's number, starting at 1.
+	Attempt int
+	// PreviousOutcome is how the previous attempt ended ("" for the first). Unknown means
+	// the effect may already exist: check with the destination before acting again if it
+	// cannot deduplicate by EffectKey.
+	PreviousOutcome ErrorClass
+	// Input is the run's input, a JSON object.
+	Input json.RawMessage
+	// Outputs holds the outputs of the run's completed steps by step ID.
+	Outputs map[string]json.RawMessage
+}
+
+// DecodeInput decodes the run's input into v.
+func (sc *StepContext) DecodeInput(v any) error {
+	if err := json.Unmarshal(sc.Input, v); err != nil {
+		return PermanentError(fmt.Errorf("decode input of run %d: %w", sc.RunID, err))
+	}
+	return nil
+}
+
+// DecodeOutput decodes the output of a completed step into v.
+func (sc *StepContext) DecodeOutput(step string, v any) error {
+	raw, ok := sc.Outputs[step]
+	if !ok {
+		return PermanentError(fmt.Errorf("step %q has no output in run %d; is it listed in Needs?", step, sc.RunID))
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return PermanentError(fmt.Errorf("decode output of step %q: %w", step, err))
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+package onceflow
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/backoff"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+)
+
+// Workflow defines how a business event is automated: how its entity is named and which
+// steps run, in which order.
+type Workflow struct {
+	// Name identifies the workflow: letters, digits, '.', '_' and '-', at most 100 bytes.
+	Name string
+	// Entity is a template naming the business object a run is about, such as
+	// "lead:{input.submission_id}". It may read {input.…} and {run.key}. Optional.
+	Entity string
+	// RequiredInput lists dotted input paths that must be present and non-null, such as
+	// "submission_id" or "customer.email". Start refuses input that lacks one.
+	RequiredInput []string
+	// Steps form a DAG through their Needs.
+	Steps []Step
+}
+
+// StepFunc performs a step's effect. It returns the step's output (anything encoding/json
+// can encode; a json.RawMessage is stored as is) or an error. A plain error is retryable;
+// wrap it with PermanentError, RetryAfterError or UnknownOutcomeError to say otherwise.
+//
+// The function must pass sc.EffectKey to the destination as its idempotency key where the
+// destination supports one: the same key is used for every attempt.
+type StepFunc func(ctx context.Context, sc *StepContext) (any, error)
+
+// FailureAction is what happens to a step whose error is permanent or whose attempts ran out.
+type FailureAction string
+
+// Failure actions.
+const (
+	// Review parks the step in needs_review for a person (the default).
+	Review FailureAction = "needs_review"
+	// Fail ends the step failed; steps that need it are cancelled.
+	Fail FailureAction = "fail"
+)
+
+// UnknownAction is what happens after an attempt whose outcome is unknown.
+type UnknownAction string
+
+// Unknown-outcome actions.
+const (
+	// RetrySameKey tries again with the same effect key, relying on the destination to
+	// deduplicate (the default). The next attempt sees PreviousOutcome == Unknown.
+	RetrySameKey UnknownAction = "retry"
+	// ReviewUnknown parks the step for a person to decide, for destinations that cannot
+	// deduplicate.
+	ReviewUnknown UnknownAction = "needs_review"
+)
+
+// Step is one side effect (or computation) of a workflow.
+type Step struct {
+	// ID names the step within its workflow: letters, digits, '_' and '-'.
+	ID string
+	// Needs lists the IDs of steps that must complete first.
+	Needs []string
+	// EffectKey is the template of the step's effect key, e.g.
+	// "lead-create:{input.submission_id}". It may read {input.…}, {run.key}, {run.id},
+	// {workflow}, {step} and {steps.ID.output.…} of steps it (transitively) needs. The
+	// default, "{workflow}.{step}:{run.key}", is unique per run; a key shared across runs
+	// and workflows makes the effect happen once for all of them.
+	EffectKey string
+	// Do performs the effect.
+	Do StepFunc
+	// Fingerprint, if set, returns the request the step will make; it is hashed and stored
+	// in the effect ledger. A key completed with a different request is not reused: the
+	// step goes to review with reason key_conflict.
+	Fingerprint func(sc *StepContext) (any, error)
+	// Retry is the retry policy; zero fields take the defaults.
+	Retry RetryPolicy
+	// OnFailure applies to permanent errors and exhausted attempts (default Review).
+	OnFailure FailureAction
+	// OnUnknown applies after an attempt whose outcome is unknown (default RetrySameKey).
+	OnUnknown UnknownAction
+	// Timeout bounds one attempt (default 5 minutes). An attempt that times out has an
+	// unknown outcome.
+	Timeout time.Duration
+}
+
+// RetryPolicy decides how often and how soon a step is tried again. Delays grow
+// exponentially with full jitter: attempt n waits a random duration below
+// min(Max, Initial × Multiplier^(n-1)).
+type RetryPolicy struct {
+	// MaxAttempts is the most attempts, the first included (default 6).
+	MaxAttempts int
+	// Initial is the ceiling of the first delay (default 2 s).
+	Initial time.Duration
+	// Max caps every delay (default 5 min).
+	Max time.Duration
+	// Multiplier is the growth per attempt (default 2).
+	Multiplier float64
+}
+
+// DefaultRetryPolicy is the policy a zero RetryPolicy stands for.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 6, Initial: 2 * time.Second, Max: 5 * time.Minute, Multiplier: 2}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy
+	if p.MaxAttempts > 0 {
+		d.MaxAttempts = p.MaxAttempts
+	}
+	if p.Initial > 0 {
+		d.Initial = p.Initial
+	}
+	if p.Max > 0 {
+		d.Max = p.Max
+	}
+	if p.Multiplier >= 1 {
+		d.Multiplier = p.Multiplier
+	}
+	return d
+}
+
+func (p RetryPolicy) curve() backoff.Policy {
+	return backoff.Policy{Initial: p.Initial, Max: p.Max, Multiplier: p.Multiplier}
+}
+
+const defaultEffectKey = "{workflow}.{step}:{run.key}"
+
+var (
+	workflowNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	stepIDRE       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$`)
+)
+
+// workflowDef is a validated, compiled workflow.
+type workflowDef struct {
+	Workflow
+	entity *keytmpl.Template
+	steps  map[string]*stepDef
+	order  []*stepDef // definition order
+}
+
+type stepDef struct {
+	Step
+	effectKey *keytmpl.Template
+	retry     RetryPolicy
+	ancestors map[string]bool
+}
+
+// compile validates a workflow and prepares its templates.
+func compile(w Workflow) (*workflowDef, error) {
+	bad := func(step, format string, args ...any) error {
+		return &DefinitionError{Workflow: w.Name, Step: step, Problem: fmt.Sprintf(format, args...)}
+	}
+	if !workflowNameRE.MatchString(w.Name) {
+		return nil, bad("", "the name must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	if len(w.Steps) == 0 {
+		return nil, bad("", "it has no steps")
+	}
+	def := &workflowDef{Workflow: w, steps: map[string]*stepDef{}}
+	if w.Entity != "" {
+		t, err := keytmpl.Parse(w.Entity)
+		if err != nil {
+			return nil, bad("", "entity: %v", err)
+		}
+		for _, f := range t.Fields() {
+			if !strings.HasPrefix(f, "input.") && f != "run.key" {
+				return nil, bad("", "entity template reads {%s}; it may read only {input.…} and {run.key}", f)
+			}
+		}
+		def.entity = t
+	}
+	for _, f := range w.RequiredInput {
+		if _, err := keytmpl.Parse("{" + f + "}"); err != nil || f == "" {
+			return nil, bad("", "required input %q is not a dotted field path", f)
+		}
+	}
+	for _, s := range w.Steps {
+		if !stepIDRE.MatchString(s.ID) {
+			return nil, bad(s.ID, "the step ID must be 1-100 letters, digits, '_' or '-', starting with a letter or digit")
+		}
+		if _, dup := def.steps[s.ID]; dup {
+			return nil, bad(s.ID, "the step ID is used twice")
+		}
+		if s.Do == nil {
+			return nil, bad(s.ID, "Do is nil; every step needs a function")
+		}
+		switch s.OnFailure {
+		case "", Review, Fail:
+		default:
+			return nil, bad(s.ID, "OnFailure %q is not %q or %q", s.OnFailure, Review, Fail)
+		}
+		switch s.OnUnknown {
+		case "", RetrySameKey, ReviewUnknown:
+		default:
+			return nil, bad(s.ID, "OnUnknown %q is not %q or %q", s.OnUnknown, RetrySameKey, ReviewUnknown)
+		}
+		if s.Retry.MaxAttempts < 0 || s.Retry.Initial < 0 || s.Retry.Max < 0 || s.Retry.Multiplier < 0 {
+			return nil, bad(s.ID, "retry policy values must not be negative")
+		}
+		src := s.EffectKey
+		if src == "" {
+			src = defaultEffectKey
+		}
+		t, err := keytmpl.Parse(src)
+		if err != nil {
+			return nil, bad(s.ID, "effect key: %v", err)
+		}
+		sd := &stepDef{Step: s, effectKey: t, retry: s.Retry.withDefaults()}
+		if sd.OnFailure == "" {
+			sd.OnFailure = Review
+		}
+		if sd.OnUnknown == "" {
+			sd.OnUnknown = RetrySameKey
+		}
+		if sd.Timeout <= 0 {
+			sd.Timeout = 5 * time.Minute
+		}
+		def.steps[s.ID] = sd
+		def.order = append(def.order, sd)
+	}
+	for _, sd := range def.order {
+		seen := map[string]bool{}
+		for _, n := range sd.Needs {
+			if _, ok := def.steps[n]; !ok {
+				return nil, bad(sd.ID, "needs %q, which is not a step of this workflow", n)
+			}
+			if seen[n] {
+				return nil, bad(sd.ID, "needs %q twice", n)
+			}
+			seen[n] = true
+		}
+	}
+	// Ancestors, with cycle detection.
+	const (
+		visiting = 1
+		done     = 2
+	)
+	mark := map[string]int{}
+	var visit func(id string, path []string) error
+	visit = func(id string, path []string) error {
+		switch mark[id] {
+		case visiting:
+			return bad(id, "its needs form a cycle: %s", strings.Join(append(path, id), " → "))
+		case done:
+			return nil
+		}
+		mark[id] = visiting
+		sd := def.steps[id]
+		sd.ancestors = map[string]bool{}
+		for _, n := range sd.Needs {
+			if err := visit(n, append(path, id)); err != nil {
+				return err
+			}
+			sd.ancestors[n] = true
+			for a := range def.steps[n].ancestors {
+				sd.ancestors[a] = true
+			}
+		}
+		mark[id] = done
+		return nil
+	}
+	for _, sd := range def.order {
+		if err := visit(sd.ID, nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, sd := range def.order {
+		for _, f := range sd.effectKey.Fields() {
+			seg := strings.Split(f, ".")
+			switch {
+			case seg[0] == "input" && len(seg) > 1:
+			case f == "run.key", f == "run.id", f == "workflow", f == "step":
+			case seg[0] == "steps" && len(seg) >= 4 && seg[2] == "output":
+				if !sd.ancestors[seg[1]] {
+					return nil, bad(sd.ID, "effect key reads {%s}, but %q is not a step it needs (directly or through others)", f, seg[1])
+				}
+			default:
+				return nil, bad(sd.ID, "effect key reads {%s}; it may read {input.…}, {run.key}, {run.id}, {workflow}, {step} and {steps.ID.output.…}", f)
+			}
+		}
+	}
+	return def, nil
+}
