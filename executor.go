@@ -219,7 +219,10 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 			p.Outcome, p.NextState, p.Output = store.OutcomeSuccess, store.StateCompleted, b
 			return p
 		}
-		err = PermanentError(fmt.Errorf("the step succeeded but its output cannot be stored as JSON: %w", merr))
+		// The effect happened: keep its key held and let a person decide.
+		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateNeedsReview, "output_invalid"
+		p.Error = fmt.Sprintf("the step succeeded but its output cannot be stored as JSON: %v", merr)
+		return p
 	}
 	p.Error = err.Error()
 	failState := store.StateNeedsReview

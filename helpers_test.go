@@ -235,6 +235,8 @@ func post(url string) onceflow.StepFunc {
 	}
 }
 
-func noop(context.Context, *onceflow.StepContext) (any, error) { return map[string]any{"ok": true}, nil }
+func noop(context.Context, *onceflow.StepContext) (any, error) {
+	return map[string]any{"ok": true}, nil
+}
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -109,7 +109,6 @@ const (
 	EventStepNeedsReview   = "step.needs_review"
 	EventStepFailed        = "step.failed"
 	EventStepCancelled     = "step.cancelled"
-	EventStepReleased      = "step.released"
 	EventEffectReused      = "effect.reused"
 	EventEffectWaiting     = "effect.waiting"
 	EventEffectConflict    = "effect.key_conflict"
@@ -269,7 +268,8 @@ type EventListParams struct {
 type ClaimCandidate struct {
 	Run  *Run
 	Step *Step
-	// Outputs holds the outputs of the completed steps the candidate needs, by step name.
+	// Outputs holds the outputs of the run's completed steps by step name; every step the
+	// candidate needs is among them.
 	Outputs map[string]json.RawMessage
 }
 

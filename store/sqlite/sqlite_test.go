@@ -1,0 +1,228 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// openStore opens the store at path and closes it when the test ends.
+func openStore(t *testing.T, path string, opts sqlite.Options) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// rawDB opens a second, independent database/sql connection to the file.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store {
+		return openStore(t, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	})
+}
+
+var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func insertRun(t *testing.T, s store.Store, key string) *store.Run {
+	t.Helper()
+	run, _, err := s.RunInsert(t.Context(), store.RunInsertParams{
+		Workflow: "orders", RunKey: key, Entity: "order:" + key, Input: json.RawMessage(`{}`), InputHash: "h",
+		Now: base, Steps: []store.StepInsert{{Name: "a"}},
+	})
+	if err != nil {
+		t.Fatalf("RunInsert: %v", err)
+	}
+	return run
+}
+
+func TestPragmas(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		synchronous string
+		want        string // PRAGMA synchronous: 1 NORMAL, 2 FULL, 3 EXTRA
+	}{
+		{"", "2"},
+		{"FULL", "2"},
+		{"normal", "1"},
+		{"EXTRA", "3"},
+	}
+	for _, tc := range cases {
+		t.Run("synchronous="+tc.synchronous, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "onceflow.db")
+			s := openStore(t, path, sqlite.Options{Synchronous: tc.synchronous})
+
+			// The journal mode is a property of the file: another connection sees it.
+			var mode string
+			if err := rawDB(t, path).QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+				t.Fatal(err)
+			}
+			if mode != "wal" {
+				t.Errorf("journal_mode = %q, want wal", mode)
+			}
+			// synchronous belongs to each connection: read it on the store's writer.
+			for pragma, want := range map[string]string{"synchronous": tc.want, "journal_mode": "wal", "foreign_keys": "1"} {
+				got, err := sqlite.WriterPragma(t.Context(), s, pragma)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("writer PRAGMA %s = %q, want %q", pragma, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct {
+		name    string
+		path    string
+		opts    sqlite.Options
+		wantErr string
+	}{
+		{"BadSynchronous", filepath.Join(dir, "a.db"), sqlite.Options{Synchronous: "OFF"}, `synchronous "OFF" is not one of FULL, NORMAL, EXTRA`},
+		{"MissingDirectory", filepath.Join(dir, "missing", "a.db"), sqlite.Options{}, "does not exist"},
+		{"EmptyPath", "", sqlite.Options{}, "empty path"},
+		{"QueryInPath", filepath.Join(dir, "a.db?mode=ro"), sqlite.Options{}, "must not contain"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sqlite.Open(t.Context(), tc.path, tc.opts)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%q, %+v) succeeded, want an error", tc.path, tc.opts)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Open(%q, %+v) = %v, want an error containing %q", tc.path, tc.opts, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := insertRun(t, s, "k1")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := openStore(t, path, sqlite.Options{})
+	got, err := s2.RunGetByID(t.Context(), run.ID)
+	if err != nil {
+		t.Fatalf("RunGetByID after reopening: %v", err)
+	}
+	if got.RunKey != "k1" || got.Entity != "order:k1" || !got.CreatedAt.Equal(base) {
+		t.Errorf("run after reopening = %+v, want %+v", got, run)
+	}
+	again, created, err := s2.RunInsert(t.Context(), store.RunInsertParams{Workflow: "orders", RunKey: "k1", Input: json.RawMessage(`{}`), Now: base})
+	if err != nil || created || again.ID != run.ID {
+		t.Errorf("RunInsert of the same key after reopening = run %v, created %v, %v; want run %d, false", again, created, err, run.ID)
+	}
+	applied, known, err := s2.SchemaVersion(t.Context())
+	if err != nil || applied != 1 || known != 1 {
+		t.Errorf("SchemaVersion = %d, %d, %v; want 1, 1", applied, known, err)
+	}
+}
+
+func TestSchemaMigrations(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	s := openStore(t, path, sqlite.Options{})
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	rows, err := rawDB(t, path).Query(`SELECT version, name FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var v int
+		var name string
+		if err := rows.Scan(&v, &name); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d %s", v, name))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "1 initial" {
+		t.Errorf("schema_migrations = %q, want [1 initial]", got)
+	}
+}
+
+func TestEventsAppendOnly(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	s := openStore(t, path, sqlite.Options{})
+	run := insertRun(t, s, "k1")
+
+	_, err := rawDB(t, path).Exec(`UPDATE events SET type = 'forged', reason = 'x' WHERE run_id = ?`, run.ID)
+	if err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("UPDATE events = %v, want the append-only trigger to refuse it", err)
+	}
+	evs, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != store.EventRunCreated || evs[0].Reason != "" {
+		t.Errorf("events after a refused UPDATE = %+v, want the run.created event unchanged", evs)
+	}
+}
+
+func TestClosedStore(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunGetByID(t.Context(), 1); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RunGetByID on a closed store = %v, want a non-NotFound error", err)
+	}
+}
