@@ -1,0 +1,177 @@
+// Package egress keeps outbound requests of HTTP steps to the addresses an operator allows.
+//
+// The check runs at connect time on the IP address actually dialled, after name
+// resolution, so a DNS name that resolves to an internal address, a rebinding DNS answer
+// and an IPv4-mapped IPv6 literal are all caught. Loopback, private, link-local (cloud
+// metadata services included), carrier-grade NAT, unique-local, multicast, reserved and
+// unspecified addresses are refused unless a prefix in Policy.Allow opens them.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// ErrBlocked is matched by every *BlockedError.
+var ErrBlocked = errors.New("destination blocked by the egress policy")
+
+// BlockedError says which address was refused and why.
+type BlockedError struct {
+	Host   string
+	Addr   netip.Addr
+	Reason string
+}
+
+func (e *BlockedError) Error() string {
+	if e.Host != "" && e.Host != e.Addr.String() {
+		return fmt.Sprintf("destination %s (%s) is blocked: %s address; allow it explicitly if it is meant to be reached", e.Host, e.Addr, e.Reason)
+	}
+	return fmt.Sprintf("destination %s is blocked: %s address; allow it explicitly if it is meant to be reached", e.Addr, e.Reason)
+}
+
+// Is reports whether target is ErrBlocked.
+func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
+
+// blocked lists the ranges refused by default, with the name used in errors.
+var blocked = []struct {
+	prefix netip.Prefix
+	reason string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
+	{netip.MustParsePrefix("100::/64"), "discard"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("fc00::/7"), "unique-local"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+}
+
+// Policy says where outbound requests may go. The zero value refuses every internal
+// address and follows no redirects.
+type Policy struct {
+	// Allow opens prefixes that would otherwise be refused (e.g. 127.0.0.1/32 for a local
+	// destination). An allowed prefix wins over a blocked range.
+	Allow []netip.Prefix
+	// MaxRedirects is how many redirects a request follows (default 0: a 3xx answer is
+	// returned as the response). Each hop is checked like the first request.
+	MaxRedirects int
+	// LookupIP resolves host names (default net.DefaultResolver). Tests inject one.
+	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// Check returns a *BlockedError if addr may not be reached.
+func (p *Policy) Check(host string, addr netip.Addr) error {
+	addr = addr.Unmap()
+	for _, a := range p.Allow {
+		if a.Contains(addr) {
+			return nil
+		}
+	}
+	if addr.Zone() != "" {
+		addr = addr.WithZone("")
+	}
+	for _, b := range blocked {
+		if b.prefix.Contains(addr) {
+			return &BlockedError{Host: host, Addr: addr, Reason: b.reason}
+		}
+	}
+	if !addr.IsGlobalUnicast() {
+		return &BlockedError{Host: host, Addr: addr, Reason: "non-unicast"}
+	}
+	return nil
+}
+
+// DialContext resolves address, refuses blocked IPs, and connects to the first allowed
+// one that answers. The Control hook checks the IP once more just before connect.
+func (p *Policy) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else {
+		lookup := p.LookupIP
+		if lookup == nil {
+			lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+			}
+		}
+		if addrs, err = lookup(ctx, host); err != nil {
+			return nil, err
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("egress: %s has no addresses", host)
+		}
+	}
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: func(_, raddr string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(raddr)
+		if err != nil {
+			return fmt.Errorf("egress: cannot check address %q: %w", raddr, err)
+		}
+		return p.Check(host, ap.Addr())
+	}}
+	var firstErr error
+	for _, a := range addrs {
+		if err := p.Check(host, a); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, firstErr
+}
+
+// Client returns an HTTP client whose every connection, redirects included, obeys p.
+func (p *Policy) Client(timeout time.Duration) *http.Client {
+	t := &http.Transport{
+		Proxy:                 nil, // a proxy would hide the destination from the check
+		DialContext:           p.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport: t,
+		Timeout:   timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > p.MaxRedirects {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+}
