@@ -36,7 +36,10 @@ type StepError struct {
 	// are stored with the attempt.
 	ResponseStatus  int
 	ResponseExcerpt string
-	Err             error
+	// Reason, when set, is the review reason code used if the step is parked (for example
+	// "destination_blocked"); the default is permanent_error or attempts_exhausted.
+	Reason string
+	Err    error
 }
 
 func (e *StepError) Error() string {

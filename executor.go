@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -93,29 +92,6 @@ func classOfOutcome(o store.Outcome) ErrorClass {
 	return ""
 }
 
-// templateData is the tree effect-key templates read.
-func templateData(sc *StepContext) (map[string]any, error) {
-	in, err := keytmpl.Decode(sc.Input)
-	if err != nil {
-		return nil, fmt.Errorf("decode input: %w", err)
-	}
-	steps := map[string]any{}
-	for name, raw := range sc.Outputs {
-		out, err := keytmpl.Decode(raw)
-		if err != nil {
-			return nil, fmt.Errorf("decode output of step %q: %w", name, err)
-		}
-		steps[name] = map[string]any{"output": out}
-	}
-	return map[string]any{
-		"input":    in,
-		"run":      map[string]any{"key": sc.RunKey, "id": json.Number(fmt.Sprint(sc.RunID))},
-		"workflow": sc.Workflow,
-		"step":     sc.Step,
-		"steps":    steps,
-	}, nil
-}
-
 // prepare derives a candidate's effect key and fingerprint. It runs inside the claim
 // transaction: no I/O.
 func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
@@ -125,7 +101,7 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 			Err: fmt.Errorf("workflow %q has no step %q in this worker's definition", cand.Step.Workflow, cand.Step.Name)}
 	}
 	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
-	data, err := templateData(sc)
+	data, err := sc.TemplateData()
 	if err != nil {
 		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: err}
 	}
@@ -188,6 +164,9 @@ func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
 	c.inflight.remove(st.ID)
 
 	p := c.decide(sd, st, out, err, cause)
+	if p.ResponseStatus == 0 && p.ResponseExcerpt == "" {
+		p.ResponseStatus, p.ResponseExcerpt = sc.respStatus, sc.respExcerpt
+	}
 	log.Debug("step attempt finished", "outcome", p.Outcome, "next_state", p.NextState, "reason", p.Reason,
 		"duration", c.cfg.Clock().Sub(started), "error", p.Error)
 	c.record(log, p)
@@ -248,6 +227,9 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 	case Permanent:
 		p.Outcome, p.NextState, p.Reason = store.OutcomePermanent, failState, store.ReasonPermanentError
 		p.Detail = map[string]any{"policy": policy}
+		if se != nil && se.Reason != "" {
+			p.Reason = se.Reason
+		}
 	case Unknown:
 		p.Outcome = store.OutcomeUnknown
 		switch {

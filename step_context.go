@@ -3,6 +3,8 @@ package onceflow
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/onceflow/onceflow/internal/keytmpl"
 )
 
 // StepContext is what a step function knows about the work it is doing.
@@ -27,6 +29,16 @@ type StepContext struct {
 	Input json.RawMessage
 	// Outputs holds the outputs of the run's completed steps by step ID.
 	Outputs map[string]json.RawMessage
+
+	respStatus  int
+	respExcerpt string
+}
+
+// RecordResponse stores the destination's answer with the attempt: its status and a
+// short excerpt, already stripped of anything secret. A *StepError's response fields take
+// precedence.
+func (sc *StepContext) RecordResponse(status int, excerpt string) {
+	sc.respStatus, sc.respExcerpt = status, excerpt
 }
 
 // DecodeInput decodes the run's input into v.
@@ -47,4 +59,28 @@ func (sc *StepContext) DecodeOutput(step string, v any) error {
 		return PermanentError(fmt.Errorf("decode output of step %q: %w", step, err))
 	}
 	return nil
+}
+
+// TemplateData returns the tree that step templates read: input, run (key, id), workflow,
+// step, and steps.ID.output for the run's completed steps. Numbers keep their exact text.
+func (sc *StepContext) TemplateData() (map[string]any, error) {
+	in, err := keytmpl.Decode(sc.Input)
+	if err != nil {
+		return nil, fmt.Errorf("decode input: %w", err)
+	}
+	steps := map[string]any{}
+	for name, raw := range sc.Outputs {
+		out, err := keytmpl.Decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode output of step %q: %w", name, err)
+		}
+		steps[name] = map[string]any{"output": out}
+	}
+	return map[string]any{
+		"input":    in,
+		"run":      map[string]any{"key": sc.RunKey, "id": json.Number(fmt.Sprint(sc.RunID))},
+		"workflow": sc.Workflow,
+		"step":     sc.Step,
+		"steps":    steps,
+	}, nil
 }

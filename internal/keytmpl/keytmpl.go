@@ -180,3 +180,27 @@ func Decode(raw []byte) (any, error) {
 	}
 	return v, nil
 }
+
+// Value renders a template that is exactly one field, such as "{input.amount}", to the
+// field's own JSON value (a number stays a number, an object stays an object); any other
+// template renders to a string. A missing field is a *FieldError, as for Render.
+func (t *Template) Value(data map[string]any) (any, error) {
+	if len(t.parts) == 1 && t.parts[0].path != nil {
+		path := t.parts[0].path
+		var cur any = data
+		for _, seg := range path {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return t.Render(data) // lists and errors: let Render explain
+			}
+			if cur, ok = m[seg]; !ok {
+				return nil, &FieldError{Template: t.src, Field: strings.Join(path, "."), Problem: "is missing"}
+			}
+		}
+		if cur == nil {
+			return nil, &FieldError{Template: t.src, Field: strings.Join(path, "."), Problem: "is null"}
+		}
+		return cur, nil
+	}
+	return t.Render(data)
+}

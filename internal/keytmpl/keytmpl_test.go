@@ -2,6 +2,7 @@ package keytmpl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,30 @@ func TestParseErrors(t *testing.T) {
 		if _, err := Parse(src); err == nil {
 			t.Errorf("Parse(%q) succeeded, want an error", src)
 		}
+	}
+}
+
+func TestValueKeepsJSONTypes(t *testing.T) {
+	d := data(t)
+	for src, want := range map[string]string{
+		"{input.submission_id}":    "8812",
+		"{input.customer}":         "map[id:c_1]",
+		"id-{input.submission_id}": "id-8812",
+	} {
+		tpl, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := tpl.Value(d)
+		if err != nil {
+			t.Fatalf("Value(%q): %v", src, err)
+		}
+		if got := fmt.Sprint(v); got != want {
+			t.Errorf("Value(%q) = %v, want %v", src, got, want)
+		}
+	}
+	tpl, _ := Parse("{input.nothing}")
+	if _, err := tpl.Value(d); err == nil {
+		t.Error("a null field rendered")
 	}
 }
