@@ -1,0 +1,532 @@
+// Package httpstep implements the "http" step kind: a templated HTTP request that carries
+// the step's effect key as its idempotency key, and a declarative table that classifies
+// the answer as success, retryable, permanent or unknown.
+//
+// Defaults: 2xx is success; 408, 425, 429 and 5xx are retryable (honouring Retry-After);
+// other 4xx and unfollowed 3xx are permanent; an error before the request was written is
+// retryable; an error after it was written (a timeout, a dropped connection) leaves the
+// outcome unknown. When the previous attempt's outcome is unknown and a verify request is
+// configured, the destination is asked whether the effect exists before acting again.
+package httpstep
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/egress"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+)
+
+// ReasonDestinationBlocked is the review reason of a request the egress policy refused.
+const ReasonDestinationBlocked = "destination_blocked"
+
+// Request is a templated HTTP request. Templates read {input.…}, {run.key}, {run.id},
+// {steps.ID.output.…} and {env.NAME}; string leaves of Body that are exactly one field
+// keep that field's JSON type.
+type Request struct {
+	Method  string
+	URL     string
+	Headers map[string]string
+	Body    any
+}
+
+// Rule classifies responses whose status matches Status: "409", "4xx", or "500-504".
+type Rule struct {
+	Status string
+	// Class is "success", "retryable", "permanent" or "unknown".
+	Class string
+}
+
+// Spec describes an http step.
+type Spec struct {
+	Request
+	// IdempotencyHeader carries the effect key (default "Idempotency-Key"; "-" sends none).
+	IdempotencyHeader string
+	// Timeout bounds one request (default 30 s).
+	Timeout time.Duration
+	// Classify is consulted before the default classification, first match wins.
+	Classify []Rule
+	// Verify asks the destination whether the effect exists after an unknown outcome: a
+	// 2xx answer completes the step with its body as output, 404 means act again.
+	Verify *Request
+	// ExcerptBytes caps the stored response excerpt (default 1024).
+	ExcerptBytes int
+	// Redact lists extra JSON field names whose values are masked in stored excerpts.
+	Redact []string
+}
+
+// Env looks up an environment variable.
+type Env func(name string) (string, bool)
+
+type compiledRequest struct {
+	method  string
+	url     *keytmpl.Template
+	headers map[string]*keytmpl.Template
+	body    any // tree with *keytmpl.Template leaves
+}
+
+type rule struct {
+	lo, hi int
+	class  string
+}
+
+// Step is a compiled http step.
+type Step struct {
+	spec    Spec
+	req     compiledRequest
+	verify  *compiledRequest
+	rules   []rule
+	env     Env
+	envVars []string
+	client  *http.Client
+	redact  []string
+}
+
+// New compiles spec. client must enforce the egress policy (egress.Policy.Client).
+func New(spec Spec, client *http.Client, env Env) (*Step, error) {
+	if spec.IdempotencyHeader == "" {
+		spec.IdempotencyHeader = "Idempotency-Key"
+	}
+	if spec.Timeout <= 0 {
+		spec.Timeout = 30 * time.Second
+	}
+	if spec.ExcerptBytes <= 0 {
+		spec.ExcerptBytes = 1024
+	}
+	s := &Step{spec: spec, client: client, env: env}
+	vars := map[string]bool{}
+	var err error
+	if s.req, err = compileRequest(spec.Request, vars); err != nil {
+		return nil, err
+	}
+	if spec.Verify != nil {
+		v, err := compileRequest(*spec.Verify, vars)
+		if err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+		s.verify = &v
+	}
+	for name := range vars {
+		s.envVars = append(s.envVars, name)
+	}
+	sort.Strings(s.envVars)
+	for _, r := range spec.Classify {
+		cr, err := parseRule(r)
+		if err != nil {
+			return nil, err
+		}
+		s.rules = append(s.rules, cr)
+	}
+	s.redact = append([]string{"password", "secret", "token", "authorization", "api_key", "apikey", "card", "cvc", "iban"}, spec.Redact...)
+	return s, nil
+}
+
+func compileRequest(r Request, envVars map[string]bool) (compiledRequest, error) {
+	c := compiledRequest{method: strings.ToUpper(r.Method), headers: map[string]*keytmpl.Template{}}
+	if c.method == "" {
+		c.method = http.MethodPost
+	}
+	switch c.method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead:
+	default:
+		return c, fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method)
+	}
+	if r.URL == "" {
+		return c, errors.New("url is required")
+	}
+	var err error
+	if c.url, err = parse(r.URL, envVars); err != nil {
+		return c, fmt.Errorf("url: %w", err)
+	}
+	for k, v := range r.Headers {
+		if c.headers[k], err = parse(v, envVars); err != nil {
+			return c, fmt.Errorf("header %s: %w", k, err)
+		}
+	}
+	if r.Body != nil {
+		if c.body, err = compileBody(r.Body, envVars); err != nil {
+			return c, fmt.Errorf("body: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func parse(src string, envVars map[string]bool) (*keytmpl.Template, error) {
+	t, err := keytmpl.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range t.Fields() {
+		seg := strings.Split(f, ".")
+		switch seg[0] {
+		case "env":
+			if len(seg) != 2 {
+				return nil, fmt.Errorf("{%s}: environment fields are written {env.NAME}", f)
+			}
+			envVars[seg[1]] = true
+		case "input", "run", "steps", "workflow", "step":
+		default:
+			return nil, fmt.Errorf("{%s}: templates read input, run, steps, workflow, step and env", f)
+		}
+	}
+	return t, nil
+}
+
+func compileBody(v any, envVars map[string]bool) (any, error) {
+	switch x := v.(type) {
+	case string:
+		return parse(x, envVars)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := compileBody(e, envVars)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := compileBody(e, envVars)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func parseRule(r Rule) (rule, error) {
+	switch r.Class {
+	case "success", "retryable", "permanent", "unknown":
+	default:
+		return rule{}, fmt.Errorf("classify %q: class %q is not success, retryable, permanent or unknown", r.Status, r.Class)
+	}
+	s := strings.ToLower(strings.TrimSpace(r.Status))
+	bad := fmt.Errorf("classify: status %q is not a code (409), a class (4xx) or a range (500-504)", r.Status)
+	switch {
+	case len(s) == 3 && strings.HasSuffix(s, "xx") && s[0] >= '1' && s[0] <= '5':
+		d := int(s[0]-'0') * 100
+		return rule{d, d + 99, r.Class}, nil
+	case strings.Contains(s, "-"):
+		a, b, _ := strings.Cut(s, "-")
+		lo, err1 := strconv.Atoi(a)
+		hi, err2 := strconv.Atoi(b)
+		if err1 != nil || err2 != nil || lo < 100 || hi > 599 || lo > hi {
+			return rule{}, bad
+		}
+		return rule{lo, hi, r.Class}, nil
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 || n > 599 {
+			return rule{}, bad
+		}
+		return rule{n, n, r.Class}, nil
+	}
+}
+
+// Do performs the step: it is an onceflow.StepFunc.
+func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
+	data, err := sc.TemplateData()
+	if err != nil {
+		return nil, onceflow.PermanentError(err)
+	}
+	secrets, err := s.addEnv(data)
+	if err != nil {
+		return nil, onceflow.PermanentError(err)
+	}
+	if s.verify != nil && sc.PreviousOutcome == onceflow.Unknown {
+		out, exists, err := s.check(ctx, sc, data, secrets)
+		if err != nil || exists {
+			return out, err
+		}
+	}
+	req, err := s.build(ctx, s.req, data)
+	if err != nil {
+		return nil, onceflow.PermanentError(err)
+	}
+	if s.spec.IdempotencyHeader != "-" {
+		req.Header.Set(s.spec.IdempotencyHeader, sc.EffectKey)
+	}
+	resp, body, err := s.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	excerpt := s.excerpt(body, secrets)
+	sc.RecordResponse(resp.StatusCode, excerpt)
+	class := s.classify(resp.StatusCode)
+	if class == "success" {
+		return output(resp.StatusCode, body), nil
+	}
+	e := &onceflow.StepError{
+		ResponseStatus: resp.StatusCode, ResponseExcerpt: excerpt,
+		Err: fmt.Errorf("%s %s answered %d", s.req.method, s.req.url, resp.StatusCode),
+	}
+	switch class {
+	case "permanent":
+		e.Class = onceflow.Permanent
+	case "unknown":
+		e.Class = onceflow.Unknown
+	default:
+		e.Class = onceflow.Retryable
+		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return nil, e
+}
+
+// check runs the verify request: exists reports that the effect is already there.
+func (s *Step) check(ctx context.Context, sc *onceflow.StepContext, data map[string]any, secrets []string) (any, bool, error) {
+	req, err := s.build(ctx, *s.verify, data)
+	if err != nil {
+		return nil, false, onceflow.PermanentError(fmt.Errorf("verify: %w", err))
+	}
+	resp, body, err := s.send(ctx, req)
+	if err != nil {
+		// Asking changes nothing, so any failure to ask is simply retryable.
+		return nil, false, &onceflow.StepError{Class: onceflow.Retryable, Err: fmt.Errorf("verify: %w", err)}
+	}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		sc.RecordResponse(resp.StatusCode, "verify: "+s.excerpt(body, secrets))
+		return output(resp.StatusCode, body), true, nil
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, false, nil
+	}
+	return nil, false, &onceflow.StepError{Class: onceflow.Retryable, ResponseStatus: resp.StatusCode, ResponseExcerpt: "verify: " + s.excerpt(body, secrets),
+		Err: fmt.Errorf("verify %s %s answered %d; cannot tell whether the effect exists", s.verify.method, s.verify.url, resp.StatusCode)}
+}
+
+// addEnv adds the environment variables the templates read, returning their values so
+// that excerpts can mask them.
+func (s *Step) addEnv(data map[string]any) ([]string, error) {
+	env := map[string]any{}
+	var secrets []string
+	for _, name := range s.envVars {
+		v, ok := s.env(name)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("environment variable %s is not set; the step's templates read {env.%s}", name, name)
+		}
+		env[name] = v
+		secrets = append(secrets, v)
+	}
+	data["env"] = env
+	return secrets, nil
+}
+
+func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any) (*http.Request, error) {
+	u, err := r.url.Render(data)
+	if err != nil {
+		return nil, err
+	}
+	var body io.Reader
+	if r.body != nil {
+		v, err := renderBody(r.body, data)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", r.url, err) // the template, never the rendered URL
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	for k, t := range r.headers {
+		v, err := t.Render(data)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set(k, v)
+	}
+	return req, nil
+}
+
+func renderBody(v any, data map[string]any) (any, error) {
+	switch x := v.(type) {
+	case *keytmpl.Template:
+		return x.Value(data)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			r, err := renderBody(e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := renderBody(e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// send performs req and reads at most 1 MiB of the answer. Its errors are classified:
+// refused by the egress policy → permanent (destination_blocked); failed before the
+// request was written → retryable; after → unknown.
+func (s *Step) send(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), s.spec.Timeout)
+	defer cancel()
+	wrote := false
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true }}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	resp, err := s.client.Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+		var body []byte
+		body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err == nil {
+			return resp, body, nil
+		}
+	}
+	what := fmt.Sprintf("%s %s", req.Method, redactURL(req))
+	switch {
+	case errors.Is(err, egress.ErrBlocked):
+		return nil, nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonDestinationBlocked, Err: fmt.Errorf("%s: %w", what, unwrapURL(err))}
+	case !wrote:
+		return nil, nil, &onceflow.StepError{Class: onceflow.Retryable, Err: fmt.Errorf("%s: not sent: %w", what, unwrapURL(err))}
+	default:
+		return nil, nil, &onceflow.StepError{Class: onceflow.Unknown, Err: fmt.Errorf("%s: sent, but no complete answer: %w", what, unwrapURL(err))}
+	}
+}
+
+// redactURL names a request by scheme, host and path: query strings may carry secrets.
+func redactURL(req *http.Request) string {
+	return req.URL.Scheme + "://" + req.URL.Host + req.URL.Path
+}
+
+// unwrapURL drops *url.Error's copy of the full URL, which may carry secrets.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (s *Step) classify(status int) string {
+	for _, r := range s.rules {
+		if status >= r.lo && status <= r.hi {
+			return r.class
+		}
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return "success"
+	case status == 408 || status == 425 || status == 429 || status >= 500:
+		return "retryable"
+	}
+	return "permanent"
+}
+
+// output is the step's output: the parsed JSON answer, or the status and text.
+func output(status int, body []byte) any {
+	if len(bytes.TrimSpace(body)) > 0 && json.Valid(body) {
+		return json.RawMessage(body)
+	}
+	return map[string]any{"status": status}
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when absent.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// excerpt returns at most ExcerptBytes of body with secret-looking JSON fields and the
+// values of environment secrets masked.
+func (s *Step) excerpt(body []byte, secrets []string) string {
+	text := string(body)
+	var v any
+	if json.Unmarshal(body, &v) == nil {
+		if b, err := json.Marshal(s.mask(v)); err == nil {
+			text = string(b)
+		}
+	}
+	for _, sec := range secrets {
+		if len(sec) >= 4 {
+			text = strings.ReplaceAll(text, sec, "[redacted]")
+		}
+	}
+	if len(text) > s.spec.ExcerptBytes {
+		cut := s.spec.ExcerptBytes
+		for cut > 0 && !utf8Start(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return text
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+func (s *Step) mask(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s.secretField(k) {
+				x[k] = "[redacted]"
+			} else {
+				x[k] = s.mask(e)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = s.mask(e)
+		}
+	}
+	return v
+}
+
+func (s *Step) secretField(name string) bool {
+	n := strings.ToLower(name)
+	for _, r := range s.redact {
+		if strings.Contains(n, strings.ToLower(r)) {
+			return true
+		}
+	}
+	return false
+}
