@@ -518,3 +518,31 @@ func TestOutputsFlowAndPanicsAreRetried(t *testing.T) {
 		t.Fatalf("b: %s %s", s.State, s.Output)
 	}
 }
+
+// A false condition skips the step; what needs it still runs.
+func TestWhenFalseSkipsStep(t *testing.T) {
+	b := setup(t)
+	ran := map[string]bool{}
+	mark := func(id string) onceflow.StepFunc {
+		return func(context.Context, *onceflow.StepContext) (any, error) { ran[id] = true; return nil, nil }
+	}
+	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{
+		{ID: "sms", Do: mark("sms"), When: func(sc *onceflow.StepContext) (bool, error) {
+			var in struct{ Phone string }
+			return in.Phone != "", sc.DecodeInput(&in)
+		}},
+		{ID: "task", Needs: []string{"sms"}, Do: mark("task")},
+	}})
+	run := b.start(t, "w", "k", map[string]any{"email": "a@example.com"})
+	b.work(t)
+	steps := b.steps(t, run.ID)
+	if steps["sms"].State != store.StateSkipped || steps["sms"].Reason != "condition_false" || ran["sms"] {
+		t.Fatalf("sms: %s %s ran=%v", steps["sms"].State, steps["sms"].Reason, ran["sms"])
+	}
+	if steps["task"].State != store.StateCompleted || !ran["task"] {
+		t.Fatalf("task: %s", steps["task"].State)
+	}
+	if r := b.run(t, run.ID); r.State != store.StateCompleted {
+		t.Fatalf("run %s", r.State)
+	}
+}

@@ -101,6 +101,15 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 			Err: fmt.Errorf("workflow %q has no step %q in this worker's definition", cand.Step.Workflow, cand.Step.Name)}
 	}
 	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
+	if sd.When != nil {
+		ok, err := sd.When(sc)
+		if err != nil {
+			return store.EffectSpec{}, &store.PrepareError{Reason: "condition_error", Err: err}
+		}
+		if !ok {
+			return store.EffectSpec{Skip: "condition_false"}, nil
+		}
+	}
 	data, err := sc.TemplateData()
 	if err != nil {
 		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: err}
@@ -325,7 +334,7 @@ func (c *Client) Work(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("onceflow: work: %w", err)
 		}
-		if len(res.Claimed) == 0 && res.Reused == 0 && res.Parked == 0 {
+		if len(res.Claimed) == 0 && res.Reused == 0 && res.Parked == 0 && res.Skipped == 0 {
 			return total, nil
 		}
 		var wg sync.WaitGroup
@@ -333,6 +342,6 @@ func (c *Client) Work(ctx context.Context) (int, error) {
 			wg.Go(func() { c.execute(ctx, cs) })
 		}
 		wg.Wait()
-		total += len(res.Claimed) + res.Reused
+		total += len(res.Claimed) + res.Reused + res.Skipped
 	}
 }

@@ -70,7 +70,7 @@ func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}) {
 						c.execute(base, cs)
 					}()
 				}
-				more = len(res.Claimed) == free || res.Reused > 0 || res.Parked > 0
+				more = len(res.Claimed) == free || res.Reused > 0 || res.Parked > 0 || res.Skipped > 0
 			}
 		}
 		if more {

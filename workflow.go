@@ -72,6 +72,10 @@ type Step struct {
 	EffectKey string
 	// Do performs the effect.
 	Do StepFunc
+	// When, if set, decides whether the step applies to the run; it sees the input and the
+	// outputs of completed steps. A false answer skips the step (state skipped, reason
+	// condition_false) and releases the steps that need it. It must be fast and do no I/O.
+	When func(sc *StepContext) (bool, error)
 	// Fingerprint, if set, returns the request the step will make; it is hashed and stored
 	// in the effect ledger. A key completed with a different request is not reused: the
 	// step goes to review with reason key_conflict.

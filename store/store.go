@@ -109,6 +109,7 @@ const (
 	EventStepNeedsReview   = "step.needs_review"
 	EventStepFailed        = "step.failed"
 	EventStepCancelled     = "step.cancelled"
+	EventStepSkipped       = "step.skipped"
 	EventEffectReused      = "effect.reused"
 	EventEffectWaiting     = "effect.waiting"
 	EventEffectConflict    = "effect.key_conflict"
@@ -279,6 +280,10 @@ type EffectSpec struct {
 	Key string
 	// Fingerprint identifies the request; "" means the step does not compare requests.
 	Fingerprint string
+	// Skip, when set, is why the step does not apply to this run (its condition is
+	// false): the step becomes skipped without touching the ledger, and the steps that
+	// need it are released as if it had completed. Key and Fingerprint are ignored.
+	Skip string
 }
 
 // PrepareError is returned by Prepare when a step cannot be prepared (a template field is
@@ -327,6 +332,8 @@ type ClaimResult struct {
 	Claimed []*ClaimedStep
 	// Reused counts steps completed from the ledger without acting.
 	Reused int
+	// Skipped counts steps whose condition was false.
+	Skipped int
 	// Parked counts steps sent to needs_review (key conflict, prepare error).
 	Parked int
 	// Waiting counts steps postponed because their key is in flight elsewhere.
@@ -403,8 +410,9 @@ type Store interface {
 	// StepListByRun returns a run's steps in insertion order.
 	StepListByRun(ctx context.Context, runID int64) ([]*Step, error)
 	// StepClaim hands out due steps (pending or retrying, Waiting 0, NextAt <= Now, lease
-	// free) under a lease, oldest due first, each to exactly one caller. For every
-	// candidate it consults the effect ledger first:
+	// free) under a lease, oldest due first, each to exactly one caller. A candidate whose
+	// EffectSpec has Skip set becomes skipped (event step.skipped, reason = Skip). For
+	// every other candidate it consults the effect ledger first:
 	//   - key completed, same fingerprint (or either empty): the step completes with the
 	//     stored result without an attempt; events effect.reused and step.completed name
 	//     the run that completed the key;

@@ -164,7 +164,7 @@ func (s *Store) claimOne(ctx context.Context, tx *sql.Tx, p store.StepClaimParam
 	run, st := c.Run, c.Step
 	now := ts(p.Now)
 	spec, perr := p.Prepare(c)
-	if perr == nil && spec.Key == "" {
+	if perr == nil && spec.Key == "" && spec.Skip == "" {
 		perr = errors.New("the effect key is empty")
 	}
 	if perr != nil {
@@ -175,6 +175,16 @@ func (s *Store) claimOne(ctx context.Context, tx *sql.Tx, p store.StepClaimParam
 		}
 		res.Parked++
 		return nil, park(ctx, tx, p.Now, run, st, reason, perr.Error(), nil)
+	}
+	if spec.Skip != "" {
+		res.Skipped++
+		if _, err := tx.ExecContext(ctx, `UPDATE steps SET state = 'skipped', reason = ?, updated_at = ? WHERE id = ?`, spec.Skip, now, st.ID); err != nil {
+			return nil, err
+		}
+		if err := insertEvent(ctx, tx, stepEvent(store.EventStepSkipped, p.Now, run, st, store.ActorEngine, spec.Skip, nil)); err != nil {
+			return nil, err
+		}
+		return nil, releaseDependents(ctx, tx, run.ID, st.Name, now)
 	}
 	st.EffectKey, st.Fingerprint = spec.Key, spec.Fingerprint
 

@@ -45,6 +45,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Effect", effectTests},
 		{"Lease", leaseTests},
 		{"Event", eventTests},
+		{"Skip", skipTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
