@@ -1,0 +1,41 @@
+# Shortcuts for working on onceflow. `make` or `make help` lists them.
+
+GO ?= go
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-7s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: test
+test: ## run every test
+	$(GO) test ./...
+
+.PHONY: race
+race: ## run the engine and store tests with the race detector
+	$(GO) test -race ./store/... .
+
+.PHONY: vet
+vet: ## run go vet
+	$(GO) vet ./...
+
+.PHONY: fmt
+fmt: ## format every Go file with gofmt
+	gofmt -w .
+
+.PHONY: demo
+demo: ## run the demo: every effect once, against services that misbehave
+	$(GO) run ./cmd/onceflow demo
+
+.PHONY: bench
+bench: ## run the engine benchmarks
+	$(GO) test -run '^$$' -bench . -benchtime 2000x .
+
+.PHONY: build
+build: ## build the onceflow binary into ./onceflow
+	$(GO) build -o onceflow ./cmd/onceflow
+
+.PHONY: ci
+ci: ## run what CI runs (.ci/run)
+	./.ci/run

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// defaultDB is the database the commands use when neither --db nor ONCEFLOW_DB says otherwise.
+const defaultDB = "sqlite://./onceflow.db"
+
+// acceptedDBForms is shown whenever a --db value cannot be used.
+const acceptedDBForms = "sqlite:///abs/path.db, sqlite://./rel.db, sqlite://rel.db or a plain file path"
+
+// errPostgresNotBuilt is returned for postgres:// URLs until the PostgreSQL store exists.
+var errPostgresNotBuilt = errors.New("PostgreSQL support is not built yet; use sqlite:///path")
+
+// dbLocation is a parsed --db value.
+type dbLocation struct {
+	// Scheme is the backend: only "sqlite" for now.
+	Scheme string
+	// Path is the SQLite file, as given (relative paths stay relative).
+	Path string
+}
+
+// URL returns the location as a sqlite:// URL with an absolute path, the form that works
+// from any directory.
+func (l dbLocation) URL() string {
+	p := l.Path
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return "sqlite://" + filepath.ToSlash(p)
+}
+
+// parseDBURL turns a --db value into a location. It accepts sqlite:///abs/path.db,
+// sqlite://./rel.db, sqlite://rel.db and a bare file path.
+func parseDBURL(s string) (dbLocation, error) {
+	if strings.TrimSpace(s) == "" {
+		return dbLocation{}, fmt.Errorf("--db is empty; use %s", acceptedDBForms)
+	}
+	scheme, rest, hasScheme := strings.Cut(s, "://")
+	if !hasScheme {
+		// A bare path, unless it looks like a URL written without the slashes
+		// ("sqlite:x.db", "postgres:...").
+		if before, _, ok := strings.Cut(s, ":"); ok && isScheme(before) && len(before) > 1 {
+			return dbLocation{}, schemeError(before, s)
+		}
+		return checkPath(s, s)
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "sqlite3":
+		return checkPath(rest, s)
+	default:
+		return dbLocation{}, schemeError(scheme, s)
+	}
+}
+
+func schemeError(scheme, s string) error {
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		return errPostgresNotBuilt
+	case "sqlite", "sqlite3":
+		return fmt.Errorf("--db %q: write sqlite:// followed by the path; accepted forms are %s", s, acceptedDBForms)
+	}
+	return fmt.Errorf("--db %q: unsupported database %q; accepted forms are %s", s, scheme, acceptedDBForms)
+}
+
+// checkPath validates the file path part of a --db value.
+func checkPath(p, s string) (dbLocation, error) {
+	switch {
+	case p == "":
+		return dbLocation{}, fmt.Errorf("--db %q names no file; accepted forms are %s", s, acceptedDBForms)
+	case strings.ContainsAny(p, "?#"):
+		return dbLocation{}, fmt.Errorf("--db %q: options after '?' or '#' are not supported; give only the file path", s)
+	case strings.HasSuffix(p, "/"):
+		return dbLocation{}, fmt.Errorf("--db %q names a directory; name the database file, such as %sonceflow.db", s, s)
+	}
+	return dbLocation{Scheme: "sqlite", Path: p}, nil
+}
+
+// isScheme reports whether s has the shape of a URL scheme (RFC 3986: a letter followed by
+// letters, digits, '+', '-' or '.').
+func isScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,179 @@
+// Package cli implements the onceflow command: one cobra command tree whose subcommands
+// (migrate, runs, demo, version) each live in their own file. The library itself does not
+// depend on this package, so cobra never reaches the build of a program that only
+// imports onceflow.
+//
+// Execute runs the command tree in-process against the given arguments and writers and
+// returns the exit status: 0 on success, 1 when a command fails, 2 for a usage error.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// Main runs the command with the process's arguments and exits. It is all cmd/onceflow does.
+func Main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Execute runs the command tree with args, writing output to stdout and errors to stderr,
+// and returns the exit status.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "onceflow: %s\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if cmd != nil {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return exitUsage
+	}
+	return exitError
+}
+
+// usageError is an error in how the command was called: a bad flag, a missing argument.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// globals holds the persistent flags every subcommand shares.
+type globals struct {
+	db     string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "onceflow",
+		Short: "Run business automations whose side effects happen once",
+		Long: `onceflow runs business automations (a form to a CRM, an e-mail and a chat message; a
+payment to an order and an invoice) so that retries, repeated webhooks, double clicks and
+crashes never perform the same business action twice, and never lose one.
+
+Try it with no setup:  onceflow demo`,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          groupRunE,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	def := defaultDB
+	if env := os.Getenv("ONCEFLOW_DB"); env != "" {
+		def = env
+	}
+	root.PersistentFlags().StringVar(&g.db, "db", def,
+		"database: "+acceptedDBForms+" (env ONCEFLOW_DB)")
+
+	root.AddCommand(
+		newMigrateCommand(g),
+		newRunsCommand(g),
+		newDemoCommand(g),
+		newVersionCommand(g),
+	)
+	return root
+}
+
+// groupRunE runs a command that only groups subcommands: with no arguments it prints its
+// help; an argument is an unknown subcommand.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usagef("%s", msg)
+}
+
+// exactArgs is cobra.ExactArgs returning a usage error with the argument's name.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < len(names) {
+			return usagef("%s needs %s", cmd.CommandPath(), strings.Join(names, " "))
+		}
+		if len(args) > len(names) {
+			return usagef("%s takes %d argument(s) (%s), got %d", cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// noArgs is cobra.NoArgs returning a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args[0])
+	}
+	return nil
+}
+
+// location parses --db.
+func (g *globals) location() (dbLocation, error) {
+	loc, err := parseDBURL(g.db)
+	if errors.Is(err, errPostgresNotBuilt) {
+		return dbLocation{}, err // a valid form this build cannot serve yet
+	}
+	if err != nil {
+		return dbLocation{}, &usageError{err: err}
+	}
+	return loc, nil
+}
+
+// openStore opens the database named by --db. With mustExist, a missing file is an error
+// instead of a new empty database.
+func (g *globals) openStore(ctx context.Context, mustExist bool) (*sqlite.Store, dbLocation, error) {
+	loc, err := g.location()
+	if err != nil {
+		return nil, loc, err
+	}
+	if mustExist {
+		if _, err := os.Stat(loc.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, loc, fmt.Errorf("no database at %s; create one with 'onceflow migrate --db %s', or point --db (or ONCEFLOW_DB) at an existing one", loc.Path, loc.URL())
+		}
+	}
+	s, err := sqlite.Open(ctx, loc.Path, sqlite.Options{})
+	if err != nil {
+		return nil, loc, err
+	}
+	return s, loc, nil
+}

@@ -1,0 +1,358 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+func newRunsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs and show what happened in one",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRunE,
+	}
+	cmd.AddCommand(newRunsListCommand(g), newRunsShowCommand(g))
+	return cmd
+}
+
+type runsListFlags struct {
+	workflow, state, entity, key string
+	limit                        int
+	json                         bool
+}
+
+func newRunsListCommand(g *globals) *cobra.Command {
+	var f runsListFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Example: `  onceflow runs list --state needs_review
+  onceflow runs list --entity lead:8812 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runsList(cmd.Context(), g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.workflow, "workflow", "", "only runs of this workflow")
+	fl.StringVar(&f.state, "state", "", "only runs in this state ("+stateList()+")")
+	fl.StringVar(&f.entity, "entity", "", "only runs about this entity, such as lead:8812")
+	fl.StringVar(&f.key, "key", "", "only the run with this run key")
+	fl.IntVar(&f.limit, "limit", 50, "show at most this many runs")
+	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table")
+	return cmd
+}
+
+func stateList() string {
+	names := make([]string, len(store.States))
+	for i, s := range store.States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func runsList(ctx context.Context, g *globals, f runsListFlags) error {
+	if f.state != "" && !store.State(f.state).Valid() {
+		return usagef("--state %q is not a state; use one of %s", f.state, stateList())
+	}
+	if f.limit <= 0 {
+		return usagef("--limit must be at least 1, got %d", f.limit)
+	}
+	s, _, err := g.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	runs, err := s.RunList(ctx, store.RunListParams{
+		Workflow: f.workflow, State: store.State(f.state), Entity: f.entity, RunKey: f.key, Limit: f.limit,
+	})
+	if err != nil {
+		return err
+	}
+	if f.json {
+		out := make([]runView, 0, len(runs))
+		for _, r := range runs {
+			out = append(out, viewRun(r))
+		}
+		return writeJSON(g.stdout, out)
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(g.stdout, "no runs match")
+		return nil
+	}
+	tw := newTable(g.stdout)
+	fmt.Fprintln(tw, "ID\tWORKFLOW\tRUN KEY\tENTITY\tSTATE\tCREATED")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.RunKey, dash(r.Entity), r.State, timeText(r.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func newRunsShowCommand(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a run with its steps, attempts and audit trail",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usagef("run ID %q is not a positive number; use the ID column of 'onceflow runs list'", args[0])
+			}
+			return runsShow(cmd.Context(), g, id, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of tables")
+	return cmd
+}
+
+// runDetail is everything runs show prints.
+type runDetail struct {
+	Run      runView       `json:"run"`
+	Steps    []stepView    `json:"steps"`
+	Attempts []attemptView `json:"attempts"`
+	Events   []eventView   `json:"events"`
+}
+
+func runsShow(ctx context.Context, g *globals, id int64, asJSON bool) error {
+	s, _, err := g.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	run, err := s.RunGetByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("run %d not found", id)
+	}
+	if err != nil {
+		return err
+	}
+	steps, err := s.StepListByRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	attempts, err := s.AttemptListByRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	var events []*store.Event
+	const page = 1000
+	for after := int64(0); ; {
+		batch, err := s.EventList(ctx, store.EventListParams{RunID: id, AfterID: after, Limit: page})
+		if err != nil {
+			return err
+		}
+		events = append(events, batch...)
+		if len(batch) < page {
+			break
+		}
+		after = batch[len(batch)-1].ID
+	}
+
+	d := runDetail{Run: viewRun(run), Steps: []stepView{}, Attempts: []attemptView{}, Events: []eventView{}}
+	for _, st := range steps {
+		d.Steps = append(d.Steps, viewStep(st))
+	}
+	for _, a := range attempts {
+		d.Attempts = append(d.Attempts, viewAttempt(a))
+	}
+	for _, e := range events {
+		d.Events = append(d.Events, viewEvent(e))
+	}
+	if asJSON {
+		return writeJSON(g.stdout, d)
+	}
+	return writeRunDetail(g.stdout, run, steps, attempts, events)
+}
+
+func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts []*store.Attempt, events []*store.Event) error {
+	fmt.Fprintf(w, "run %d  %s  (run key %s)\n", run.ID, run.Workflow, run.RunKey)
+	tw := newTable(w)
+	fmt.Fprintf(tw, "  state\t%s\n", run.State)
+	fmt.Fprintf(tw, "  entity\t%s\n", dash(run.Entity))
+	fmt.Fprintf(tw, "  created\t%s\n", timeText(run.CreatedAt))
+	fmt.Fprintf(tw, "  updated\t%s\n", timeText(run.UpdatedAt))
+	fmt.Fprintf(tw, "  input\t%s\n", clip(string(run.Input), 120))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nSTEPS (%d)\n", len(steps))
+	tw = newTable(w)
+	fmt.Fprintln(tw, "NAME\tSTATE\tATTEMPT\tEFFECT KEY\tREASON\tLAST ERROR")
+	for _, st := range steps {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(st.Reason), dash(clip(st.LastError, 80)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nATTEMPTS (%d)\n", len(attempts))
+	if len(attempts) > 0 {
+		tw = newTable(w)
+		fmt.Fprintln(tw, "STEP\t#\tWORKER\tOUTCOME\tSTATUS\tSTARTED\tENDED\tERROR")
+		for _, a := range attempts {
+			status := "-"
+			if a.ResponseStatus != 0 {
+				status = strconv.Itoa(a.ResponseStatus)
+			}
+			outcome := string(a.Outcome)
+			if outcome == "" {
+				outcome = "in flight"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.StepName, a.Number, a.Worker, outcome, status,
+				timeText(a.StartedAt), timeText(a.EndedAt), dash(clip(a.Error, 80)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(events))
+	tw = newTable(w)
+	fmt.Fprintln(tw, "TIME\tTYPE\tSTEP\tREASON\tACTOR\tDETAIL")
+	for _, e := range events {
+		detail := string(e.Detail)
+		if detail == "{}" {
+			detail = ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.StepName), dash(e.Reason), dash(e.Actor), dash(clip(detail, 100)))
+	}
+	return tw.Flush()
+}
+
+// JSON views: the stable, snake_case shape the CLI prints.
+
+type runView struct {
+	ID        int64           `json:"id"`
+	Workflow  string          `json:"workflow"`
+	RunKey    string          `json:"run_key"`
+	Entity    string          `json:"entity"`
+	State     store.State     `json:"state"`
+	Input     json.RawMessage `json:"input"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+func viewRun(r *store.Run) runView {
+	return runView{ID: r.ID, Workflow: r.Workflow, RunKey: r.RunKey, Entity: r.Entity, State: r.State,
+		Input: rawOrNull(r.Input), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+type stepView struct {
+	ID          int64           `json:"id"`
+	Name        string          `json:"name"`
+	Needs       []string        `json:"needs"`
+	State       store.State     `json:"state"`
+	Attempt     int             `json:"attempt"`
+	EffectKey   string          `json:"effect_key"`
+	Reason      string          `json:"reason"`
+	LastOutcome store.Outcome   `json:"last_outcome"`
+	LastError   string          `json:"last_error"`
+	Output      json.RawMessage `json:"output"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+}
+
+func viewStep(st *store.Step) stepView {
+	needs := st.Needs
+	if needs == nil {
+		needs = []string{}
+	}
+	return stepView{ID: st.ID, Name: st.Name, Needs: needs, State: st.State, Attempt: st.Attempt, EffectKey: st.EffectKey,
+		Reason: st.Reason, LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), UpdatedAt: st.UpdatedAt}
+}
+
+type attemptView struct {
+	Step            string        `json:"step"`
+	Number          int           `json:"number"`
+	EffectKey       string        `json:"effect_key"`
+	Worker          string        `json:"worker"`
+	Outcome         store.Outcome `json:"outcome"`
+	Error           string        `json:"error"`
+	ResponseStatus  int           `json:"response_status"`
+	ResponseExcerpt string        `json:"response_excerpt"`
+	StartedAt       time.Time     `json:"started_at"`
+	EndedAt         *time.Time    `json:"ended_at"`
+}
+
+func viewAttempt(a *store.Attempt) attemptView {
+	v := attemptView{Step: a.StepName, Number: a.Number, EffectKey: a.EffectKey, Worker: a.Worker, Outcome: a.Outcome,
+		Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt, StartedAt: a.StartedAt}
+	if !a.EndedAt.IsZero() {
+		ended := a.EndedAt
+		v.EndedAt = &ended
+	}
+	return v
+}
+
+type eventView struct {
+	ID        int64           `json:"id"`
+	At        time.Time       `json:"at"`
+	Type      string          `json:"type"`
+	Step      string          `json:"step,omitempty"`
+	EffectKey string          `json:"effect_key,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Actor     string          `json:"actor"`
+	Detail    json.RawMessage `json:"detail"`
+}
+
+func viewEvent(e *store.Event) eventView {
+	return eventView{ID: e.ID, At: e.At, Type: e.Type, Step: e.StepName, EffectKey: e.EffectKey, Attempt: e.Attempt,
+		Reason: e.Reason, Actor: e.Actor, Detail: rawOrNull(e.Detail)}
+}
+
+// Output helpers shared by the commands.
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func rawOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// clip shortens s to at most n runes for a table cell, on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
