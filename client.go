@@ -149,7 +149,8 @@ func (c *Client) Store() store.Store { return c.store }
 // WorkerID returns the name this client uses in leases and attempts.
 func (c *Client) WorkerID() string { return c.cfg.WorkerID }
 
-// Register validates and adds a workflow. Registering a name twice is an error.
+// Register validates and adds a workflow. Registering a name twice is an error. The error
+// joins a *DefinitionError for every problem found.
 func (c *Client) Register(w Workflow) error {
 	def, err := compile(w)
 	if err != nil {
@@ -158,7 +159,7 @@ func (c *Client) Register(w Workflow) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, dup := c.workflows[w.Name]; dup {
-		return &DefinitionError{Workflow: w.Name, Problem: "is already registered with this client"}
+		return &DefinitionError{Workflow: w.Name, Field: "name", Problem: "is already registered with this client"}
 	}
 	c.workflows[w.Name] = def
 	c.names = append(c.names, w.Name)
@@ -216,16 +217,34 @@ func runFrom(r *store.Run, dup bool) *Run {
 // *RunConflictError. input is a JSON object: a map, a struct, a json.RawMessage or []byte.
 // The run is durably stored when Start returns.
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
-	def, err := c.workflow(workflow)
+	p, err := c.runInsertParams(workflow, runKey, input)
 	if err != nil {
 		return nil, err
 	}
+	run, created, err := c.store.RunInsert(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+	}
+	r, err := c.started(p, run, created)
+	if err == nil && created {
+		c.poke()
+	}
+	return r, err
+}
+
+// runInsertParams validates a start of workflow and builds the run to insert: Start and
+// StartTx share it.
+func (c *Client) runInsertParams(workflow, runKey string, input any) (store.RunInsertParams, error) {
+	def, err := c.workflow(workflow)
+	if err != nil {
+		return store.RunInsertParams{}, err
+	}
 	if err := ValidateKey("run key", runKey); err != nil {
-		return nil, err
+		return store.RunInsertParams{}, err
 	}
 	raw, tree, err := normalizeInput(input)
 	if err != nil {
-		return nil, &InputError{Workflow: workflow, Problem: err.Error()}
+		return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: err.Error()}
 	}
 	data := map[string]any{"input": tree, "run": map[string]any{"key": runKey}}
 	for _, f := range def.RequiredInput {
@@ -233,15 +252,15 @@ func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) 
 		if _, err := t.Render(data); err != nil {
 			var fe *keytmpl.FieldError
 			if errors.As(err, &fe) {
-				return nil, &InputError{Workflow: workflow, Problem: fmt.Sprintf("required field %s %s", f, fe.Problem)}
+				return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: fmt.Sprintf("required field %s %s", f, fe.Problem)}
 			}
-			return nil, &InputError{Workflow: workflow, Problem: err.Error()}
+			return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: err.Error()}
 		}
 	}
 	var entity string
 	if def.entity != nil {
 		if entity, err = def.entity.Render(data); err != nil {
-			return nil, &InputError{Workflow: workflow, Problem: "entity: " + err.Error()}
+			return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: "entity: " + err.Error()}
 		}
 	}
 	sum := sha256.Sum256(raw)
@@ -252,16 +271,17 @@ func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) 
 	for _, sd := range def.order {
 		p.Steps = append(p.Steps, store.StepInsert{Name: sd.ID, Needs: sd.Needs})
 	}
-	run, created, err := c.store.RunInsert(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
-	}
+	return p, nil
+}
+
+// started turns what RunInsert returned into Start's result: the run, or a
+// *RunConflictError for a known key with another input.
+func (c *Client) started(p store.RunInsertParams, run *store.Run, created bool) (*Run, error) {
 	if !created && run.InputHash != p.InputHash {
-		return nil, &RunConflictError{Workflow: workflow, RunKey: runKey, RunID: run.ID}
+		return nil, &RunConflictError{Workflow: p.Workflow, RunKey: p.RunKey, RunID: run.ID}
 	}
 	if created {
-		c.log.Debug("run started", "run_id", run.ID, "workflow", workflow, "run_key", runKey, "entity", entity)
-		c.poke()
+		c.log.Debug("run started", "run_id", run.ID, "workflow", p.Workflow, "run_key", p.RunKey, "entity", p.Entity)
 	}
 	return runFrom(run, !created), nil
 }

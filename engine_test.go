@@ -546,3 +546,23 @@ func TestWhenFalseSkipsStep(t *testing.T) {
 		t.Fatalf("run %s", r.State)
 	}
 }
+
+// Validate reports every problem, each with the step and field at fault.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	err := onceflow.Workflow{Name: "w", Entity: "x:{steps.a.output.id}", Steps: []onceflow.Step{
+		{ID: "a", Do: noop, OnFailure: "explode"},
+		{ID: "b", Needs: []string{"zzz"}},
+	}}.Validate()
+	var got []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var de *onceflow.DefinitionError
+		if !errors.As(e, &de) {
+			t.Fatalf("%v is not a DefinitionError", e)
+		}
+		got = append(got, de.Step+"/"+de.Field)
+	}
+	want := []string{"/entity", "a/on_failure", "b/do", "b/needs"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("problems %v, want %v", got, want)
+	}
+}

@@ -154,7 +154,10 @@ func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
 type DefinitionError struct {
 	Workflow string
 	Step     string // "" when the problem is the workflow's own
-	Problem  string
+	// Field names the part of the definition at fault: name, entity, required_input,
+	// steps, id, needs, effect_key, do, on_failure, on_unknown, retry.
+	Field   string
+	Problem string
 }
 
 func (e *DefinitionError) Error() string {

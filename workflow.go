@@ -2,6 +2,7 @@ package onceflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -151,57 +152,70 @@ type stepDef struct {
 	ancestors map[string]bool
 }
 
-// compile validates a workflow and prepares its templates.
+// Validate reports every problem of the definition, each a *DefinitionError, joined with
+// errors.Join; nil when the workflow can be registered.
+func (w Workflow) Validate() error {
+	_, err := compile(w)
+	return err
+}
+
+// compile validates a workflow and prepares its templates. It reports every problem it
+// finds, not only the first.
 func compile(w Workflow) (*workflowDef, error) {
-	bad := func(step, format string, args ...any) error {
-		return &DefinitionError{Workflow: w.Name, Step: step, Problem: fmt.Sprintf(format, args...)}
+	var problems []error
+	bad := func(step, field, format string, args ...any) {
+		problems = append(problems, &DefinitionError{Workflow: w.Name, Step: step, Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
+	failed := func() error { return errors.Join(problems...) }
 	if !workflowNameRE.MatchString(w.Name) {
-		return nil, bad("", "the name must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
+		bad("", "name", "the name must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	if len(w.Steps) == 0 {
-		return nil, bad("", "it has no steps")
+		bad("", "steps", "it has no steps")
 	}
 	def := &workflowDef{Workflow: w, steps: map[string]*stepDef{}}
 	if w.Entity != "" {
 		t, err := keytmpl.Parse(w.Entity)
 		if err != nil {
-			return nil, bad("", "entity: %v", err)
-		}
-		for _, f := range t.Fields() {
-			if !strings.HasPrefix(f, "input.") && f != "run.key" {
-				return nil, bad("", "entity template reads {%s}; it may read only {input.…} and {run.key}", f)
+			bad("", "entity", "entity: %v", err)
+		} else {
+			for _, f := range t.Fields() {
+				if !strings.HasPrefix(f, "input.") && f != "run.key" {
+					bad("", "entity", "entity template reads {%s}; it may read only {input.…} and {run.key}", f)
+				}
 			}
+			def.entity = t
 		}
-		def.entity = t
 	}
 	for _, f := range w.RequiredInput {
 		if _, err := keytmpl.Parse("{" + f + "}"); err != nil || f == "" {
-			return nil, bad("", "required input %q is not a dotted field path", f)
+			bad("", "required_input", "required input %q is not a dotted field path", f)
 		}
 	}
 	for _, s := range w.Steps {
 		if !stepIDRE.MatchString(s.ID) {
-			return nil, bad(s.ID, "the step ID must be 1-100 letters, digits, '_' or '-', starting with a letter or digit")
+			bad(s.ID, "id", "the step ID must be 1-100 letters, digits, '_' or '-', starting with a letter or digit")
+			continue
 		}
 		if _, dup := def.steps[s.ID]; dup {
-			return nil, bad(s.ID, "the step ID is used twice")
+			bad(s.ID, "id", "the step ID is used twice")
+			continue
 		}
 		if s.Do == nil {
-			return nil, bad(s.ID, "Do is nil; every step needs a function")
+			bad(s.ID, "do", "Do is nil; every step needs a function")
 		}
 		switch s.OnFailure {
 		case "", Review, Fail:
 		default:
-			return nil, bad(s.ID, "OnFailure %q is not %q or %q", s.OnFailure, Review, Fail)
+			bad(s.ID, "on_failure", "OnFailure %q is not %q or %q", s.OnFailure, Review, Fail)
 		}
 		switch s.OnUnknown {
 		case "", RetrySameKey, ReviewUnknown:
 		default:
-			return nil, bad(s.ID, "OnUnknown %q is not %q or %q", s.OnUnknown, RetrySameKey, ReviewUnknown)
+			bad(s.ID, "on_unknown", "OnUnknown %q is not %q or %q", s.OnUnknown, RetrySameKey, ReviewUnknown)
 		}
 		if s.Retry.MaxAttempts < 0 || s.Retry.Initial < 0 || s.Retry.Max < 0 || s.Retry.Multiplier < 0 {
-			return nil, bad(s.ID, "retry policy values must not be negative")
+			bad(s.ID, "retry", "retry policy values must not be negative")
 		}
 		src := s.EffectKey
 		if src == "" {
@@ -209,7 +223,8 @@ func compile(w Workflow) (*workflowDef, error) {
 		}
 		t, err := keytmpl.Parse(src)
 		if err != nil {
-			return nil, bad(s.ID, "effect key: %v", err)
+			bad(s.ID, "effect_key", "effect key: %v", err)
+			t, _ = keytmpl.Parse(defaultEffectKey)
 		}
 		sd := &stepDef{Step: s, effectKey: t, retry: s.Retry.withDefaults()}
 		if sd.OnFailure == "" {
@@ -228,13 +243,15 @@ func compile(w Workflow) (*workflowDef, error) {
 		seen := map[string]bool{}
 		for _, n := range sd.Needs {
 			if _, ok := def.steps[n]; !ok {
-				return nil, bad(sd.ID, "needs %q, which is not a step of this workflow", n)
-			}
-			if seen[n] {
-				return nil, bad(sd.ID, "needs %q twice", n)
+				bad(sd.ID, "needs", "needs %q, which is not a step of this workflow", n)
+			} else if seen[n] {
+				bad(sd.ID, "needs", "needs %q twice", n)
 			}
 			seen[n] = true
 		}
+	}
+	if len(problems) > 0 {
+		return nil, failed()
 	}
 	// Ancestors, with cycle detection.
 	const (
@@ -242,20 +259,21 @@ func compile(w Workflow) (*workflowDef, error) {
 		done     = 2
 	)
 	mark := map[string]int{}
-	var visit func(id string, path []string) error
-	visit = func(id string, path []string) error {
+	var visit func(id string, path []string) bool
+	visit = func(id string, path []string) bool {
 		switch mark[id] {
 		case visiting:
-			return bad(id, "its needs form a cycle: %s", strings.Join(append(path, id), " → "))
+			bad(id, "needs", "its needs form a cycle: %s", strings.Join(append(path, id), " → "))
+			return false
 		case done:
-			return nil
+			return true
 		}
 		mark[id] = visiting
 		sd := def.steps[id]
 		sd.ancestors = map[string]bool{}
 		for _, n := range sd.Needs {
-			if err := visit(n, append(path, id)); err != nil {
-				return err
+			if !visit(n, append(path, id)) {
+				return false
 			}
 			sd.ancestors[n] = true
 			for a := range def.steps[n].ancestors {
@@ -263,11 +281,11 @@ func compile(w Workflow) (*workflowDef, error) {
 			}
 		}
 		mark[id] = done
-		return nil
+		return true
 	}
 	for _, sd := range def.order {
-		if err := visit(sd.ID, nil); err != nil {
-			return nil, err
+		if !visit(sd.ID, nil) {
+			return nil, failed()
 		}
 	}
 	for _, sd := range def.order {
@@ -278,12 +296,15 @@ func compile(w Workflow) (*workflowDef, error) {
 			case f == "run.key", f == "run.id", f == "workflow", f == "step":
 			case seg[0] == "steps" && len(seg) >= 4 && seg[2] == "output":
 				if !sd.ancestors[seg[1]] {
-					return nil, bad(sd.ID, "effect key reads {%s}, but %q is not a step it needs (directly or through others)", f, seg[1])
+					bad(sd.ID, "effect_key", "effect key reads {%s}, but %q is not a step it needs (directly or through others)", f, seg[1])
 				}
 			default:
-				return nil, bad(sd.ID, "effect key reads {%s}; it may read {input.…}, {run.key}, {run.id}, {workflow}, {step} and {steps.ID.output.…}", f)
+				bad(sd.ID, "effect_key", "effect key reads {%s}; it may read {input.…}, {run.key}, {run.id}, {workflow}, {step} and {steps.ID.output.…}", f)
 			}
 		}
+	}
+	if len(problems) > 0 {
+		return nil, failed()
 	}
 	return def, nil
 }
