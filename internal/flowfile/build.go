@@ -1,0 +1,242 @@
+package flowfile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/httpstep"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+)
+
+// Deps are what Build needs to back steps with real destinations.
+type Deps struct {
+	// HTTPClient sends http steps' requests; it must enforce the egress policy.
+	HTTPClient *http.Client
+	// Env looks up {env.NAME} values (secrets come only from the environment).
+	Env func(name string) (string, bool)
+	// Funcs are the Go functions "go" steps name with func:.
+	Funcs map[string]onceflow.StepFunc
+	// Email builds an email step; nil means e-mail is not configured.
+	Email func(def *EmailDef) (onceflow.StepFunc, error)
+	// Transition builds a transition step; nil means transitions are not available.
+	Transition func(def *TransitionDef) (onceflow.StepFunc, error)
+}
+
+// placeholder stands in for step functions while a definition is only checked.
+func placeholder(context.Context, *onceflow.StepContext) (any, error) {
+	return nil, errors.New("not built")
+}
+
+// skeleton is the definition as an onceflow.Workflow with placeholder functions, for the
+// engine's own checks.
+func (d *Definition) skeleton() (onceflow.Workflow, error) {
+	return d.workflow(func(int, StepDef) (onceflow.StepFunc, error) { return placeholder, nil })
+}
+
+// Build turns checked definitions into workflows ready to register.
+func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
+	var out []onceflow.Workflow
+	var ps Problems
+	for _, d := range defs {
+		w, err := d.workflow(func(i int, s StepDef) (onceflow.StepFunc, error) {
+			fn, err := deps.stepFunc(s)
+			if err != nil {
+				ps = append(ps, d.problemAt(fmt.Sprintf("$.steps[%d]", i), "step %q: %v", s.ID, err))
+				return placeholder, nil
+			}
+			return fn, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return out, nil
+}
+
+func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
+	switch s.Kind {
+	case KindHTTP:
+		if deps.HTTPClient == nil {
+			return nil, errors.New("http steps need an HTTP client")
+		}
+		spec, err := httpSpec(s.HTTP)
+		if err != nil {
+			return nil, err
+		}
+		env := deps.Env
+		if env == nil {
+			env = func(string) (string, bool) { return "", false }
+		}
+		st, err := httpstep.New(spec, deps.HTTPClient, env)
+		if err != nil {
+			return nil, err
+		}
+		return st.Do, nil
+	case KindEmail:
+		if deps.Email == nil {
+			return nil, errors.New("email steps need an SMTP server; set ONCEFLOW_SMTP_ADDR (and ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD)")
+		}
+		return deps.Email(s.Email)
+	case KindTransition:
+		if deps.Transition == nil {
+			return nil, errors.New("transition steps are not available with this store")
+		}
+		return deps.Transition(s.Transition)
+	case KindGo:
+		fn, ok := deps.Funcs[s.Func]
+		if !ok {
+			return nil, fmt.Errorf("func %q is not registered; register Go step functions by name before loading workflow files", s.Func)
+		}
+		return fn, nil
+	}
+	return nil, fmt.Errorf("kind %q is not http, email, transition or go", s.Kind)
+}
+
+// workflow converts the definition, with step functions from fn.
+func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) (onceflow.Workflow, error) {
+	w := onceflow.Workflow{Name: d.Name, Entity: d.Entity, RequiredInput: d.Input.Required}
+	for i, s := range d.Steps {
+		do, err := fn(i, s)
+		if err != nil {
+			return w, err
+		}
+		st := onceflow.Step{ID: s.ID, Needs: s.Needs, EffectKey: s.EffectKey, Do: do, Timeout: time.Duration(s.Timeout)}
+		if s.Retry != nil {
+			st.Retry = onceflow.RetryPolicy{MaxAttempts: s.Retry.MaxAttempts, Initial: time.Duration(s.Retry.Initial),
+				Max: time.Duration(s.Retry.Max), Multiplier: s.Retry.Multiplier}
+		}
+		switch s.OnExhausted {
+		case "fail":
+			st.OnFailure = onceflow.Fail
+		case "needs_review":
+			st.OnFailure = onceflow.Review
+		}
+		switch s.OnUnknown {
+		case "needs_review":
+			st.OnUnknown = onceflow.ReviewUnknown
+		case "retry":
+			st.OnUnknown = onceflow.RetrySameKey
+		case "":
+			// A destination that cannot deduplicate, and cannot be asked, must not get a
+			// second request on a guess.
+			if s.Kind == KindEmail || (s.HTTP != nil && s.HTTP.Idempotent != nil && !*s.HTTP.Idempotent && s.HTTP.Verify == nil) {
+				st.OnUnknown = onceflow.ReviewUnknown
+			}
+		}
+		if s.When != "" {
+			prog, err := compileWhen(s.When)
+			if err == nil {
+				st.When = whenFunc(prog)
+			}
+		}
+		w.Steps = append(w.Steps, st)
+	}
+	return w, nil
+}
+
+// httpSpec converts an http block.
+func httpSpec(h *HTTPDef) (httpstep.Spec, error) {
+	spec := httpstep.Spec{
+		Request:           httpstep.Request{Method: h.Method, URL: h.URL, Headers: h.Headers, Body: h.Body},
+		IdempotencyHeader: h.IdempotencyHeader,
+		Timeout:           time.Duration(h.Timeout),
+		Redact:            h.Redact,
+	}
+	for _, r := range h.Classify {
+		spec.Classify = append(spec.Classify, httpstep.Rule{Status: r.Status, Class: r.Class})
+	}
+	if h.Verify != nil {
+		spec.Verify = &httpstep.Request{Method: h.Verify.Method, URL: h.Verify.URL, Headers: h.Verify.Headers, Body: h.Verify.Body}
+	}
+	// Compile once to report template and rule problems now.
+	_, err := httpstep.New(spec, http.DefaultClient, func(string) (string, bool) { return "", false })
+	return spec, err
+}
+
+// whenEnv is the shape of the data a condition reads.
+var whenEnv = map[string]any{"input": map[string]any{}, "steps": map[string]any{}, "run": map[string]any{}, "workflow": "", "step": ""}
+
+func compileWhen(src string) (*vm.Program, error) {
+	return expr.Compile(src, expr.Env(whenEnv), expr.AsBool())
+}
+
+// whenFunc evaluates a compiled condition against the run's data.
+func whenFunc(prog *vm.Program) func(*onceflow.StepContext) (bool, error) {
+	return func(sc *onceflow.StepContext) (bool, error) {
+		data, err := sc.TemplateData()
+		if err != nil {
+			return false, err
+		}
+		v, err := expr.Run(prog, plain(data))
+		if err != nil {
+			return false, fmt.Errorf("when: %w", err)
+		}
+		b, ok := v.(bool)
+		if !ok {
+			return false, fmt.Errorf("when: the condition gave %T, not a boolean", v)
+		}
+		return b, nil
+	}
+}
+
+// plain turns json.Number leaves into int64 or float64 so that conditions can compare them.
+func plain(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = plain(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plain(e)
+		}
+		return out
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return int(i)
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+// DeriveRunKey derives a run key from a request body with the run_key template.
+func (d *Definition) DeriveRunKey(input []byte) (string, error) {
+	if d.RunKey == "" {
+		return "", errors.New("the workflow has no run_key template; send an Idempotency-Key header")
+	}
+	return renderInput(d.RunKey, input)
+}
+
+// DeriveEventID derives a webhook delivery's run key with the event_id template.
+func (d *Definition) DeriveEventID(body []byte) (string, error) {
+	return renderInput(d.Webhook.EventID, body)
+}
+
+func renderInput(src string, input []byte) (string, error) {
+	t, err := keytmpl.Parse(src)
+	if err != nil {
+		return "", err
+	}
+	tree, err := keytmpl.Decode(input)
+	if err != nil {
+		return "", fmt.Errorf("the body is not valid JSON: %w", err)
+	}
+	return t.Render(map[string]any{"input": tree})
+}

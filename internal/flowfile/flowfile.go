@@ -1,0 +1,567 @@
+// Package flowfile reads workflow definitions from YAML files and checks them, reporting
+// every problem as "file:line:col: message" so that an operator can fix a file in one pass.
+//
+// A file describes one workflow:
+//
+//	name: website-lead
+//	run_key: "{input.submission_id}"
+//	entity: "lead:{input.submission_id}"
+//	input:
+//	  required: [submission_id, email]
+//	steps:
+//	  - id: crm
+//	    kind: http
+//	    effect_key: "lead-create:{input.submission_id}"
+//	    http:
+//	      url: "{env.CRM_URL}/leads"
+//	      body: {email: "{input.email}"}
+//	  - id: welcome
+//	    kind: email
+//	    needs: [crm]
+//	    effect_key: "welcome-email:{input.submission_id}"
+//	    email: {to: "{input.email}", subject: "Welcome", body: "Hello {input.name}"}
+//
+// Build turns checked definitions into onceflow.Workflow values whose steps are backed by
+// the http, email, transition and go step kinds.
+package flowfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/webhook"
+)
+
+// Problem is one thing wrong with a file, at a position (line and column from 1; 0 when
+// the problem concerns the whole file).
+type Problem struct {
+	File      string
+	Line, Col int
+	Message   string
+}
+
+func (p Problem) String() string {
+	if p.Line == 0 {
+		return fmt.Sprintf("%s: %s", p.File, p.Message)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Message)
+}
+
+// Problems is every problem found, in file and position order.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Duration is a time.Duration written as "250ms", "30s", "5m", "2h" or "7d".
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration.
+func (d *Duration) UnmarshalYAML(b []byte) error {
+	s := strings.Trim(strings.TrimSpace(string(b)), `"'`)
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("duration %q: write a whole number of days such as 30d", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("duration %q: write it as 250ms, 30s, 5m, 2h or 7d", s)
+	}
+	return v, nil
+}
+
+// Definition is one workflow file.
+type Definition struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// RunKey derives the run key from a request body when the caller sends no
+	// Idempotency-Key. It may read {input.…}.
+	RunKey  string    `yaml:"run_key"`
+	Entity  string    `yaml:"entity"`
+	Input   InputDef  `yaml:"input"`
+	Webhook *Webhook  `yaml:"webhook"`
+	Steps   []StepDef `yaml:"steps"`
+
+	file string
+	ast  *ast.File
+}
+
+// File returns the path the definition was read from.
+func (d *Definition) File() string { return d.file }
+
+// InputDef lists what a run's input must contain.
+type InputDef struct {
+	Required []string `yaml:"required"`
+}
+
+// Webhook exposes the workflow at /hooks/{name} for a provider's deliveries.
+type Webhook struct {
+	Name   string `yaml:"name"`
+	Scheme string `yaml:"scheme"`
+	// SecretEnv names the environment variables holding the signing secrets (several for
+	// rotation; any one may match).
+	SecretEnv []string `yaml:"secret_env"`
+	Tolerance Duration `yaml:"tolerance"`
+	// EventID derives the run key from the delivery, e.g. "{input.id}" for Stripe; the
+	// default is the delivery id header of schemes that have one.
+	EventID string `yaml:"event_id"`
+	// EventTypes, when set, accepts only deliveries whose EventTypeField is listed; others
+	// are acknowledged and ignored.
+	EventTypes     []string `yaml:"event_types"`
+	EventTypeField string   `yaml:"event_type_field"`
+	// Header, Encoding and Prefix configure the generic hmac scheme.
+	Header   string `yaml:"header"`
+	Encoding string `yaml:"encoding"`
+	Prefix   string `yaml:"prefix"`
+}
+
+// StepDef is one step.
+type StepDef struct {
+	ID          string    `yaml:"id"`
+	Kind        string    `yaml:"kind"`
+	EffectKey   string    `yaml:"effect_key"`
+	Needs       []string  `yaml:"needs"`
+	When        string    `yaml:"when"`
+	Retry       *RetryDef `yaml:"retry"`
+	OnExhausted string    `yaml:"on_exhausted"`
+	OnUnknown   string    `yaml:"on_unknown"`
+	Retention   string    `yaml:"retention"`
+	Timeout     Duration  `yaml:"timeout"`
+
+	HTTP       *HTTPDef       `yaml:"http"`
+	Email      *EmailDef      `yaml:"email"`
+	Transition *TransitionDef `yaml:"transition"`
+	Func       string         `yaml:"func"`
+}
+
+// RetryDef is a retry policy.
+type RetryDef struct {
+	MaxAttempts int      `yaml:"max_attempts"`
+	Initial     Duration `yaml:"initial"`
+	Max         Duration `yaml:"max"`
+	Multiplier  float64  `yaml:"multiplier"`
+}
+
+// RequestDef is a templated HTTP request.
+type RequestDef struct {
+	Method  string            `yaml:"method"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	Body    any               `yaml:"body"`
+}
+
+// HTTPDef configures an http step.
+type HTTPDef struct {
+	RequestDef        `yaml:",inline"`
+	IdempotencyHeader string         `yaml:"idempotency_header"`
+	Timeout           Duration       `yaml:"timeout"`
+	Classify          []ClassifyRule `yaml:"classify"`
+	Verify            *RequestDef    `yaml:"verify"`
+	// Idempotent says whether the destination deduplicates by the idempotency header
+	// (default true). A non-idempotent destination without verify sends an unknown
+	// outcome to review instead of risking a second effect.
+	Idempotent *bool    `yaml:"idempotent"`
+	Redact     []string `yaml:"redact"`
+}
+
+// ClassifyRule maps response statuses to a class.
+type ClassifyRule struct {
+	Status string `yaml:"status"`
+	Class  string `yaml:"class"`
+}
+
+// EmailDef configures an email step.
+type EmailDef struct {
+	From    string `yaml:"from"`
+	To      string `yaml:"to"`
+	Cc      string `yaml:"cc"`
+	ReplyTo string `yaml:"reply_to"`
+	Subject string `yaml:"subject"`
+	Body    string `yaml:"body"`
+	HTML    bool   `yaml:"html"`
+}
+
+// TransitionDef configures a guarded entity state change.
+type TransitionDef struct {
+	Entity string   `yaml:"entity"`
+	From   []string `yaml:"from"`
+	To     string   `yaml:"to"`
+	// OnInvalid is "skip" (default) or "needs_review".
+	OnInvalid string `yaml:"on_invalid"`
+}
+
+// Kinds of steps.
+const (
+	KindHTTP       = "http"
+	KindEmail      = "email"
+	KindTransition = "transition"
+	KindGo         = "go"
+)
+
+// LoadDir reads every *.yaml and *.yml file of dir, in name order.
+func LoadDir(dir string) ([]*Definition, error) {
+	var files []string
+	for _, pat := range []string{"*.yaml", "*.yml"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("workflows directory %s: %w", dir, err)
+		}
+		return nil, fmt.Errorf("workflows directory %s has no .yaml or .yml files", dir)
+	}
+	sort.Strings(files)
+	return LoadFiles(files...)
+}
+
+// LoadFiles reads and checks files; the error is Problems listing everything wrong in all
+// of them (including two files naming the same workflow or webhook).
+func LoadFiles(files ...string) ([]*Definition, error) {
+	var defs []*Definition
+	var all Problems
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			all = append(all, Problem{File: f, Message: err.Error()})
+			continue
+		}
+		d, ps := Parse(f, src)
+		all = append(all, ps...)
+		if d != nil {
+			defs = append(defs, d)
+		}
+	}
+	names, hooks := map[string]string{}, map[string]string{}
+	for _, d := range defs {
+		if prev, ok := names[d.Name]; ok && d.Name != "" {
+			all = append(all, d.problemAt("$.name", "workflow %q is also defined in %s", d.Name, prev))
+		}
+		names[d.Name] = d.file
+		if d.Webhook != nil && d.Webhook.Name != "" {
+			if prev, ok := hooks[d.Webhook.Name]; ok {
+				all = append(all, d.problemAt("$.webhook.name", "webhook %q is also defined in %s", d.Webhook.Name, prev))
+			}
+			hooks[d.Webhook.Name] = d.file
+		}
+	}
+	if len(all) > 0 {
+		return nil, all
+	}
+	return defs, nil
+}
+
+// Parse reads one file's source. It returns the definition (nil if the YAML could not be
+// decoded) and every problem found.
+func Parse(file string, src []byte) (*Definition, Problems) {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil, Problems{yamlProblem(file, err)}
+	}
+	d := &Definition{file: file, ast: f}
+	if err := yaml.UnmarshalWithOptions(src, d, yaml.Strict()); err != nil {
+		return nil, Problems{yamlProblem(file, err)}
+	}
+	ps := d.check()
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Line != ps[j].Line {
+			return ps[i].Line < ps[j].Line
+		}
+		return ps[i].Col < ps[j].Col
+	})
+	if len(ps) > 0 {
+		return d, ps
+	}
+	return d, nil
+}
+
+func yamlProblem(file string, err error) Problem {
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil {
+		pos := ye.GetToken().Position
+		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: ye.GetMessage()}
+	}
+	return Problem{File: file, Message: err.Error()}
+}
+
+// problemAt places a problem at the node a YAML path names, or at the nearest parent that
+// exists.
+func (d *Definition) problemAt(path string, format string, args ...any) Problem {
+	p := Problem{File: d.file, Message: fmt.Sprintf(format, args...)}
+	for path != "" {
+		yp, err := yaml.PathString(path)
+		if err == nil {
+			if n, err := yp.FilterFile(d.ast); err == nil && n != nil && n.GetToken() != nil {
+				p.Line, p.Col = n.GetToken().Position.Line, n.GetToken().Position.Column
+				return p
+			}
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i <= 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return p
+}
+
+var (
+	hookNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
+	stateRE    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	envNameRE  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+)
+
+// check validates what the YAML schema cannot express.
+func (d *Definition) check() Problems {
+	var ps Problems
+	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
+	if d.Name == "" {
+		add("$", "name is required")
+	}
+	checkTemplate := func(path, src string, allowed func(field string) bool, hint string) {
+		t, err := keytmpl.Parse(src)
+		if err != nil {
+			add(path, "%v", err)
+			return
+		}
+		for _, f := range t.Fields() {
+			if !allowed(f) {
+				add(path, "{%s}: %s", f, hint)
+			}
+		}
+	}
+	inputOnly := func(f string) bool { return strings.HasPrefix(f, "input.") }
+	if d.RunKey != "" {
+		checkTemplate("$.run_key", d.RunKey, inputOnly, "run_key may read only {input.…}")
+	}
+	if d.Webhook != nil {
+		ps = append(ps, d.checkWebhook()...)
+	}
+	for i, s := range d.Steps {
+		ps = append(ps, d.checkStep(i, s)...)
+	}
+	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
+	wf, err := d.skeleton()
+	if err == nil {
+		err = wf.Validate()
+	}
+	if err != nil {
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			var de *onceflow.DefinitionError
+			if !errors.As(e, &de) {
+				add("$", "%v", e)
+				continue
+			}
+			if de.Step == "" {
+				add("$."+yamlField(de.Field), "%s", de.Problem)
+				continue
+			}
+			idx := d.stepIndex(de.Step)
+			add(fmt.Sprintf("$.steps[%d].%s", idx, yamlField(de.Field)), "step %q: %s", de.Step, de.Problem)
+		}
+	}
+	return dedupe(ps)
+}
+
+// yamlField maps an engine field name to the file's.
+func yamlField(f string) string {
+	switch f {
+	case "required_input":
+		return "input.required"
+	case "on_failure":
+		return "on_exhausted"
+	case "do":
+		return "kind"
+	}
+	return f
+}
+
+func (d *Definition) stepIndex(id string) int {
+	for i, s := range d.Steps {
+		if s.ID == id {
+			return i
+		}
+	}
+	return 0
+}
+
+func dedupe(ps Problems) Problems {
+	seen := map[string]bool{}
+	var out Problems
+	for _, p := range ps {
+		if k := p.String(); !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (d *Definition) checkWebhook() Problems {
+	var ps Problems
+	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
+	w := d.Webhook
+	if !hookNameRE.MatchString(w.Name) {
+		add("$.webhook.name", "webhook name %q must be 1-100 lowercase letters, digits, '_' or '-'; it becomes /hooks/NAME", w.Name)
+	}
+	if _, err := webhook.ParseScheme(w.Scheme); err != nil {
+		add("$.webhook.scheme", "%v", err)
+	}
+	if len(w.SecretEnv) == 0 {
+		add("$.webhook", "secret_env must name at least one environment variable holding the signing secret")
+	}
+	for i, e := range w.SecretEnv {
+		if !envNameRE.MatchString(e) {
+			add(fmt.Sprintf("$.webhook.secret_env[%d]", i), "%q is not an environment variable name (A-Z, 0-9, _); secrets are never written in workflow files", e)
+		}
+	}
+	if w.EventID != "" {
+		t, err := keytmpl.Parse(w.EventID)
+		if err != nil {
+			add("$.webhook.event_id", "%v", err)
+		} else {
+			for _, f := range t.Fields() {
+				if !strings.HasPrefix(f, "input.") {
+					add("$.webhook.event_id", "{%s}: event_id may read only {input.…}", f)
+				}
+			}
+		}
+	} else if w.Scheme == "stripe" || w.Scheme == "hmac" {
+		add("$.webhook", "event_id is required for scheme %s (for Stripe: \"{input.id}\"); it makes a repeated delivery start nothing", w.Scheme)
+	}
+	if len(w.EventTypes) > 0 && w.EventTypeField == "" {
+		w.EventTypeField = "type"
+	}
+	if w.Scheme == "hmac" && w.Header == "" {
+		add("$.webhook", "header is required for scheme hmac: the request header that carries the signature")
+	}
+	return ps
+}
+
+func (d *Definition) checkStep(i int, s StepDef) Problems {
+	var ps Problems
+	at := func(field string) string {
+		if field == "" {
+			return fmt.Sprintf("$.steps[%d]", i)
+		}
+		return fmt.Sprintf("$.steps[%d].%s", i, field)
+	}
+	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
+	blocks := map[string]bool{KindHTTP: s.HTTP != nil, KindEmail: s.Email != nil, KindTransition: s.Transition != nil, KindGo: s.Func != ""}
+	switch s.Kind {
+	case KindHTTP, KindEmail, KindTransition, KindGo:
+		for k, present := range blocks {
+			if present && k != s.Kind {
+				field := k
+				if k == KindGo {
+					field = "func"
+				}
+				add(at(field), "step %q is of kind %s; remove its %s settings", s.ID, s.Kind, field)
+			}
+		}
+		if !blocks[s.Kind] {
+			field := s.Kind
+			if s.Kind == KindGo {
+				field = "func"
+			}
+			add(at("kind"), "step %q of kind %s needs its %s settings", s.ID, s.Kind, field)
+		}
+	case "":
+		add(at(""), "step %q: kind is required (http, email, transition or go)", s.ID)
+	default:
+		add(at("kind"), "step %q: kind %q is not http, email, transition or go", s.ID, s.Kind)
+	}
+	switch s.OnExhausted {
+	case "", "needs_review", "fail":
+	default:
+		add(at("on_exhausted"), "step %q: on_exhausted %q is not needs_review or fail", s.ID, s.OnExhausted)
+	}
+	switch s.OnUnknown {
+	case "", "retry", "needs_review":
+	default:
+		add(at("on_unknown"), "step %q: on_unknown %q is not retry or needs_review", s.ID, s.OnUnknown)
+	}
+	if s.Retention != "" && s.Retention != "forever" {
+		if _, err := parseDuration(s.Retention); err != nil {
+			add(at("retention"), "step %q: retention %q is not forever or a duration such as 90d", s.ID, s.Retention)
+		}
+	}
+	if s.Retry != nil && (s.Retry.MaxAttempts < 0 || s.Retry.Multiplier < 0 || (s.Retry.Multiplier > 0 && s.Retry.Multiplier < 1)) {
+		add(at("retry"), "step %q: max_attempts must be positive and multiplier at least 1", s.ID)
+	}
+	if s.When != "" {
+		if _, err := compileWhen(s.When); err != nil {
+			add(at("when"), "step %q: when: %v", s.ID, err)
+		}
+	}
+	if s.HTTP != nil {
+		if _, err := httpSpec(s.HTTP); err != nil {
+			add(at("http"), "step %q: %v", s.ID, err)
+		}
+	}
+	if s.Email != nil {
+		for field, v := range map[string]string{"to": s.Email.To, "from": s.Email.From, "subject": s.Email.Subject} {
+			if v == "" {
+				add(at("email"), "step %q: email %s is required", s.ID, field)
+			}
+		}
+	}
+	if t := s.Transition; t != nil {
+		if t.Entity == "" || t.To == "" || len(t.From) == 0 {
+			add(at("transition"), "step %q: transition needs entity, from (a list of states) and to", s.ID)
+		}
+		for _, st := range append(append([]string{}, t.From...), t.To) {
+			if st != "" && !stateRE.MatchString(st) {
+				add(at("transition"), "step %q: state %q must be lowercase letters, digits and '_'", s.ID, st)
+			}
+		}
+		switch t.OnInvalid {
+		case "", "skip", "needs_review":
+		default:
+			add(at("transition.on_invalid"), "step %q: on_invalid %q is not skip or needs_review", s.ID, t.OnInvalid)
+		}
+		if t.Entity != "" {
+			if _, err := keytmpl.Parse(t.Entity); err != nil {
+				add(at("transition.entity"), "step %q: %v", s.ID, err)
+			}
+		}
+	}
+	return ps
+}
