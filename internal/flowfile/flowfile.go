@@ -139,10 +139,11 @@ type Webhook struct {
 	// are acknowledged and ignored.
 	EventTypes     []string `yaml:"event_types"`
 	EventTypeField string   `yaml:"event_type_field"`
-	// Header, Encoding and Prefix configure the generic hmac scheme.
-	Header   string `yaml:"header"`
-	Encoding string `yaml:"encoding"`
-	Prefix   string `yaml:"prefix"`
+	// Header, Encoding, Prefix and TimestampHeader configure the generic hmac scheme.
+	Header          string `yaml:"header"`
+	Encoding        string `yaml:"encoding"`
+	Prefix          string `yaml:"prefix"`
+	TimestampHeader string `yaml:"timestamp_header"`
 }
 
 // StepDef is one step.

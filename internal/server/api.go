@@ -1,0 +1,232 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store"
+)
+
+// readBody reads at most MaxBody bytes; a larger body is a 413 before anything is parsed.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+}
+
+// createdRun is the answer to a start: only what never changes, so that a replay is the
+// first answer, byte for byte.
+type createdRun struct {
+	ID        int64     `json:"id"`
+	Workflow  string    `json:"workflow"`
+	RunKey    string    `json:"run_key"`
+	Entity    string    `json:"entity,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Links     links     `json:"links"`
+}
+
+type links struct {
+	Self string `json:"self"`
+}
+
+func runLink(id int64) string { return "/v1/runs/" + strconv.FormatInt(id, 10) }
+
+// startRun is POST /v1/workflows/{name}/runs.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(body) {
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the request body is not valid JSON")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		def, ok := s.defs[name]
+		if !ok || def.RunKey == "" {
+			return newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required",
+				"send an Idempotency-Key header naming this business event (for example the form submission id)")
+		}
+		if key, err = def.DeriveRunKey(body); err != nil {
+			return newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required",
+				fmt.Sprintf("no Idempotency-Key header, and the run key could not be derived from the body: %v", err))
+		}
+	}
+	if err := onceflow.ValidateKey("Idempotency-Key", key); err != nil {
+		return newProblem(http.StatusBadRequest, "invalid-idempotency-key", "Invalid Idempotency-Key", err.Error())
+	}
+	if !s.claimKey(name, key) {
+		p := newProblem(http.StatusConflict, "idempotency-key-in-use", "Request in progress",
+			"a request with this Idempotency-Key is still being processed; retry after it has completed")
+		p.RetryAfter = 1
+		return p
+	}
+	defer s.releaseKey(name, key)
+
+	run, err := s.cfg.Client.Start(r.Context(), name, key, json.RawMessage(body))
+	if err != nil {
+		return startProblem(err)
+	}
+	if run.Duplicate {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Location", runLink(run.ID))
+	return writeJSON(w, http.StatusCreated, createdRun{ID: run.ID, Workflow: run.Workflow, RunKey: run.RunKey,
+		Entity: run.Entity, CreatedAt: run.CreatedAt.UTC(), Links: links{Self: runLink(run.ID)}})
+}
+
+// startProblem maps Start's errors to answers.
+func startProblem(err error) error {
+	var ce *onceflow.RunConflictError
+	switch {
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		return newProblem(http.StatusNotFound, "workflow-not-found", "Workflow not found", err.Error())
+	case errors.As(err, &ce):
+		p := newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused with a different body",
+			"this key already started a run with a different body; use a new key for a new business event")
+		p.Extra = map[string]any{"run_id": ce.RunID}
+		return p
+	case errors.Is(err, onceflow.ErrInvalidInput):
+		return newProblem(http.StatusUnprocessableEntity, "invalid-input", "Invalid input", err.Error())
+	case errors.Is(err, onceflow.ErrInvalidKey):
+		return newProblem(http.StatusBadRequest, "invalid-idempotency-key", "Invalid key", err.Error())
+	}
+	return err
+}
+
+// runView is a run with its steps and attempts.
+type runView struct {
+	ID        int64           `json:"id"`
+	Workflow  string          `json:"workflow"`
+	RunKey    string          `json:"run_key"`
+	Entity    string          `json:"entity,omitempty"`
+	State     store.State     `json:"state"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	Steps     []stepView      `json:"steps,omitempty"`
+	Links     links           `json:"links"`
+}
+
+type stepView struct {
+	Name      string          `json:"name"`
+	State     store.State     `json:"state"`
+	EffectKey string          `json:"effect_key,omitempty"`
+	Needs     []string        `json:"needs,omitempty"`
+	Attempt   int             `json:"attempts"`
+	Reason    string          `json:"reason,omitempty"`
+	LastError string          `json:"last_error,omitempty"`
+	NextAt    *time.Time      `json:"next_at,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Tries     []attemptView   `json:"attempt_log,omitempty"`
+}
+
+type attemptView struct {
+	Number          int        `json:"number"`
+	Worker          string     `json:"worker"`
+	StartedAt       time.Time  `json:"started_at"`
+	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	Outcome         string     `json:"outcome,omitempty"`
+	Error           string     `json:"error,omitempty"`
+	ResponseStatus  int        `json:"response_status,omitempty"`
+	ResponseExcerpt string     `json:"response_excerpt,omitempty"`
+}
+
+func viewRun(r *store.Run) runView {
+	return runView{ID: r.ID, Workflow: r.Workflow, RunKey: r.RunKey, Entity: r.Entity, State: r.State,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Links: links{Self: runLink(r.ID)}}
+}
+
+// getRun is GET /v1/runs/{id}: the run, its steps with their effect keys, and attempts.
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return newProblem(http.StatusBadRequest, "invalid-id", "Invalid run ID", "a run ID is a positive integer")
+	}
+	ctx := r.Context()
+	run, err := s.cfg.Store.RunGetByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return newProblem(http.StatusNotFound, "run-not-found", "Run not found", fmt.Sprintf("run %d does not exist", id))
+	}
+	if err != nil {
+		return err
+	}
+	steps, err := s.cfg.Store.StepListByRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	attempts, err := s.cfg.Store.AttemptListByRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	v := viewRun(run)
+	v.Input = run.Input
+	for _, st := range steps {
+		sv := stepView{Name: st.Name, State: st.State, EffectKey: st.EffectKey, Needs: st.Needs, Attempt: st.Attempt,
+			Reason: st.Reason, LastError: st.LastError, Output: st.Output}
+		if st.State == store.StateRetrying || (st.State == store.StatePending && !st.NextAt.IsZero()) {
+			t := st.NextAt
+			sv.NextAt = &t
+		}
+		for _, a := range attempts {
+			if a.StepID != st.ID {
+				continue
+			}
+			av := attemptView{Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt, Outcome: string(a.Outcome),
+				Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt}
+			if !a.EndedAt.IsZero() {
+				t := a.EndedAt
+				av.EndedAt = &t
+			}
+			sv.Tries = append(sv.Tries, av)
+		}
+		v.Steps = append(v.Steps, sv)
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// listRuns is GET /v1/runs?workflow=&state=&entity=&key=&limit=&before=.
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	p := store.RunListParams{Workflow: q.Get("workflow"), Entity: q.Get("entity"), RunKey: q.Get("key"), Limit: 50}
+	if st := q.Get("state"); st != "" {
+		if !store.State(st).Valid() {
+			return newProblem(http.StatusBadRequest, "invalid-state", "Invalid state", fmt.Sprintf("state %q is not one of %v", st, store.States))
+		}
+		p.State = store.State(st)
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "before must be a positive integer")
+		}
+		p.BeforeID = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 500 {
+			return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "limit must be between 1 and 500")
+		}
+		p.Limit = n
+	}
+	runs, err := s.cfg.Store.RunList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Runs       []runView `json:"runs"`
+		NextBefore int64     `json:"next_before,omitempty"`
+	}{Runs: []runView{}}
+	for _, run := range runs {
+		out.Runs = append(out.Runs, viewRun(run))
+	}
+	if len(runs) == p.Limit {
+		out.NextBefore = runs[len(runs)-1].ID
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/webhook"
+)
+
+// hookConfig builds the verification settings of a webhook, reading its secrets from the
+// environment.
+func (s *Server) hookConfig(h *flowfile.Webhook) (webhook.Config, error) {
+	scheme, err := webhook.ParseScheme(h.Scheme)
+	if err != nil {
+		return webhook.Config{}, err
+	}
+	cfg := webhook.Config{Scheme: scheme, Tolerance: time.Duration(h.Tolerance)}
+	if scheme == webhook.HMAC {
+		cfg.Header, cfg.Encoding, cfg.Prefix, cfg.TimestampHeader = h.Header, h.Encoding, h.Prefix, h.TimestampHeader
+	}
+	for _, name := range h.SecretEnv {
+		if v, ok := s.cfg.Env(name); ok && v != "" {
+			cfg.Secrets = append(cfg.Secrets, v)
+		}
+	}
+	if len(cfg.Secrets) == 0 {
+		return cfg, fmt.Errorf("webhook %q: none of its secret variables %v is set", h.Name, h.SecretEnv)
+	}
+	return cfg, cfg.Validate()
+}
+
+// webhook is POST /hooks/{name}: verify the signature, then start the workflow with the
+// provider's event id as run key. A repeated delivery is answered 200 and starts nothing.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	def, ok := s.hooks[name]
+	if !ok {
+		return newProblem(http.StatusNotFound, "webhook-not-found", "Webhook not found", fmt.Sprintf("no workflow declares the webhook %q", name))
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	cfg, err := s.hookConfig(def.Webhook)
+	if err != nil {
+		s.log.Error("webhook is not configured", "webhook", name, "error", err)
+		return newProblem(http.StatusInternalServerError, "webhook-misconfigured", "Webhook not configured",
+			"the receiver's webhook secret is not configured; nothing was accepted")
+	}
+	delivery, err := webhook.Verify(cfg, r.Header, body, s.cfg.Now())
+	switch {
+	case errors.Is(err, webhook.ErrMissingSignature), errors.Is(err, webhook.ErrMalformed):
+		return newProblem(http.StatusBadRequest, "signature-missing", "Signature missing or malformed", err.Error())
+	case errors.Is(err, webhook.ErrBadSignature), errors.Is(err, webhook.ErrExpired):
+		s.log.Warn("webhook signature refused", "webhook", name, "error", err)
+		return newProblem(http.StatusUnauthorized, "signature-invalid", "Signature invalid", err.Error())
+	case err != nil:
+		return err
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(body, &payload); err != nil {
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the delivery body is not a JSON object")
+	}
+	hook := def.Webhook
+	if len(hook.EventTypes) > 0 {
+		field := hook.EventTypeField
+		if field == "" {
+			field = "type"
+		}
+		t, _ := payload[field].(string)
+		if !contains(hook.EventTypes, t) {
+			return writeJSON(w, http.StatusOK, map[string]any{"status": "ignored", "reason": fmt.Sprintf("event type %q is not handled by %s", t, def.Name)})
+		}
+	}
+	key := delivery.ID
+	if hook.EventID != "" {
+		if key, err = def.DeriveEventID(body); err != nil {
+			var fe *keytmpl.FieldError
+			if errors.As(err, &fe) {
+				return newProblem(http.StatusBadRequest, "event-id-missing", "Event id missing", fmt.Sprintf("the delivery has no event id: %v", err))
+			}
+			return err
+		}
+	}
+	if key == "" {
+		return newProblem(http.StatusBadRequest, "event-id-missing", "Event id missing", "the delivery carries no event id")
+	}
+	run, err := s.cfg.Client.Start(r.Context(), def.Name, key, json.RawMessage(body))
+	if err != nil {
+		return startProblem(err)
+	}
+	if run.Duplicate {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"status": "accepted", "run_id": run.ID, "event_id": key, "duplicate": run.Duplicate})
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+)
+
+// problem is an RFC 9457 problem detail, returned as application/problem+json.
+type problem struct {
+	Status int    `json:"status"`
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Detail string `json:"detail,omitempty"`
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds).
+	RetryAfter int `json:"-"`
+	// Extra members of the problem object.
+	Extra map[string]any `json:"-"`
+}
+
+func (p *problem) Error() string { return p.Title + ": " + p.Detail }
+
+// problemTypes are the "type" URIs, relative to the API's documentation.
+const typeBase = "https://onceflow.dev/problems/"
+
+func newProblem(status int, typ, title, detail string) *problem {
+	return &problem{Status: status, Type: typeBase + typ, Title: title, Detail: detail}
+}
+
+// handlerFunc is an HTTP handler that returns an error; errors become problems.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts h: a *problem is written as it is, any other error is logged and answered
+// with a 500 that reveals nothing.
+func (s *Server) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		var p *problem
+		if !errors.As(err, &p) {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
+					"the body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			} else {
+				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+				p = newProblem(http.StatusInternalServerError, "internal", "Internal error", "the request could not be completed; nothing was acknowledged")
+			}
+		}
+		writeProblem(w, p)
+	})
+}
+
+func writeProblem(w http.ResponseWriter, p *problem) {
+	body := map[string]any{"type": p.Type, "title": p.Title, "status": p.Status}
+	if p.Detail != "" {
+		body["detail"] = p.Detail
+	}
+	for k, v := range p.Extra {
+		body[k] = v
+	}
+	if p.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
