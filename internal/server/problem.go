@@ -80,4 +80,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
-
