@@ -1,0 +1,308 @@
+// Package emailstep implements the "email" step kind: one e-mail message, its addresses,
+// subject and body rendered from the run's data, submitted to an SMTP server.
+//
+// # Templates
+//
+// Every field of a Spec is a template over the step's TemplateData ({input.…}, {run.key},
+// {run.id}, {workflow}, {step}, {steps.ID.output.…}) and the environment ({env.NAME}).
+// Rendering never invents a value: a missing field, or a rendered address that does not
+// parse, is a permanent error naming the field. The values of environment variables are
+// treated as secrets and masked in errors and response excerpts, as is the server password.
+//
+// # The message
+//
+// The message is RFC 5322 text with a quoted-printable UTF-8 body (text/plain, or text/html
+// when Spec.HTML is set) and an RFC 2047 encoded subject when it is not ASCII. Its
+// Message-ID is derived only from the step's effect key,
+//
+//	Message-ID: <first 32 hex digits of SHA-256(effect key)@onceflow>
+//
+// and the key itself travels in an X-Onceflow-Effect-Key header, so every attempt of a step
+// carries the same identity and a receiving system that looks can recognise a repeat.
+//
+// # Outcomes and deduplication
+//
+// A failure to connect, or a network failure before the whole message has been sent,
+// leaves nothing delivered and is retryable. A 4xx reply, at any stage, is retryable and a
+// 5xx reply permanent: the server refused the message, so it was not delivered. Once the
+// whole message has been sent, a dropped connection, a timeout or an unexpected reply
+// instead of the server's final answer leaves the outcome unknown: the message may have
+// been delivered. A server the egress policy refuses is permanent (reason
+// destination_blocked), as is one that cannot be used as configured (STARTTLS required but
+// not offered; credentials that would travel unencrypted).
+//
+// SMTP servers generally cannot deduplicate: a message submitted twice is delivered twice,
+// the shared Message-ID notwithstanding. The workflow layer should therefore send an
+// unknown outcome to a person for review rather than retry it, unless the destination is
+// known to deduplicate by Message-ID: register email steps with
+// Step.OnUnknown = DefaultOnUnknown (onceflow.ReviewUnknown).
+package emailstep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+)
+
+// DefaultOnUnknown is the unknown-outcome action email steps should be registered with:
+// SMTP servers cannot deduplicate, so a message that may have been delivered goes to
+// review instead of being sent again.
+const DefaultOnUnknown = onceflow.ReviewUnknown
+
+// ReasonDestinationBlocked is the review reason of a server the egress policy refused.
+const ReasonDestinationBlocked = "destination_blocked"
+
+// DefaultTimeout bounds one attempt when Spec.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// Spec describes an email step. Every string is a template (see the package doc): write
+// "{{" and "}}" for literal braces, as in the CSS of an HTML body.
+type Spec struct {
+	// From is the sender, one address ("Shop <noreply@example.com>"). Required.
+	From string
+	// To lists the recipients, separated by commas. Required.
+	To string
+	// Cc and ReplyTo are optional comma-separated lists.
+	Cc      string
+	ReplyTo string
+	// Subject is a single line; line breaks in the rendered text become spaces.
+	Subject string
+	// Body is the message text, or HTML when HTML is set.
+	Body string
+	// HTML sends Body as text/html instead of text/plain.
+	HTML bool
+	// Timeout bounds one attempt, from connecting to the server's last reply (default
+	// DefaultTimeout). A deadline of the attempt's context that comes sooner wins.
+	Timeout time.Duration
+}
+
+// Output is the output of a successful step.
+type Output struct {
+	MessageID string   `json:"message_id"`
+	To        []string `json:"to"`
+	Accepted  bool     `json:"accepted"`
+}
+
+// Step is a compiled email step.
+type Step struct {
+	spec    Spec
+	srv     Server
+	host    string
+	tmpl    templates
+	env     func(string) (string, bool)
+	envVars []string
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	now     func() time.Time
+}
+
+type templates struct {
+	from, to, cc, replyTo, subject, body *keytmpl.Template
+}
+
+// New compiles spec for sending through srv. env looks up the variables that {env.NAME}
+// fields read (it may be nil when no template reads one). dial opens connections to the
+// server: pass egress.Policy.DialContext so that the egress policy applies, or a
+// net.Dialer's DialContext where none does. New checks the templates, the server settings
+// and every address that contains no template field.
+func New(spec Spec, srv Server, env func(string) (string, bool), dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*Step, error) {
+	if spec.Timeout <= 0 {
+		spec.Timeout = DefaultTimeout
+	}
+	if err := srv.check(); err != nil {
+		return nil, fmt.Errorf("email: %w", err)
+	}
+	if dial == nil {
+		return nil, errors.New("email: dial is required: pass egress.Policy.DialContext, or a net.Dialer's DialContext where no egress policy applies")
+	}
+	host, _, _ := net.SplitHostPort(srv.Addr)
+	s := &Step{spec: spec, srv: srv, host: host, env: env, dial: dial, now: time.Now}
+
+	vars := map[string]bool{}
+	fields := []struct {
+		name     string
+		src      string
+		dst      **keytmpl.Template
+		required bool
+		check    func(string) error // validates a value without template fields
+	}{
+		{"from", spec.From, &s.tmpl.from, true, func(v string) error { _, err := parseAddress("from", v); return err }},
+		{"to", spec.To, &s.tmpl.to, true, func(v string) error { _, err := parseList("to", v); return err }},
+		{"cc", spec.Cc, &s.tmpl.cc, false, func(v string) error { _, err := parseList("cc", v); return err }},
+		{"reply_to", spec.ReplyTo, &s.tmpl.replyTo, false, func(v string) error { _, err := parseList("reply_to", v); return err }},
+		{"subject", spec.Subject, &s.tmpl.subject, false, nil},
+		{"body", spec.Body, &s.tmpl.body, false, nil},
+	}
+	for _, f := range fields {
+		if strings.TrimSpace(f.src) == "" {
+			if f.required {
+				return nil, fmt.Errorf("email: %s is required", f.name)
+			}
+			continue
+		}
+		t, err := parse(f.src, vars)
+		if err != nil {
+			return nil, fmt.Errorf("email %s: %w", f.name, err)
+		}
+		if f.check != nil && len(t.Fields()) == 0 {
+			if err := f.check(f.src); err != nil {
+				return nil, fmt.Errorf("email: %w", err)
+			}
+		}
+		*f.dst = t
+	}
+	for name := range vars {
+		s.envVars = append(s.envVars, name)
+	}
+	sort.Strings(s.envVars)
+	if len(s.envVars) > 0 && env == nil {
+		return nil, fmt.Errorf("email: the templates read {env.%s} but no environment lookup was given", s.envVars[0])
+	}
+	return s, nil
+}
+
+// parse parses a template and notes the environment variables it reads.
+func parse(src string, envVars map[string]bool) (*keytmpl.Template, error) {
+	t, err := keytmpl.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range t.Fields() {
+		seg := strings.Split(f, ".")
+		switch seg[0] {
+		case "env":
+			if len(seg) != 2 {
+				return nil, fmt.Errorf("{%s}: environment fields are written {env.NAME}", f)
+			}
+			envVars[seg[1]] = true
+		case "input", "run", "steps", "workflow", "step":
+		default:
+			return nil, fmt.Errorf("{%s}: templates read input, run, steps, workflow, step and env", f)
+		}
+	}
+	return t, nil
+}
+
+// Do sends the message: it is an onceflow.StepFunc.
+func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
+	data, err := sc.TemplateData()
+	if err != nil {
+		return nil, onceflow.PermanentError(fmt.Errorf("email: %w", err))
+	}
+	secrets, err := s.addEnv(data)
+	if err != nil {
+		return nil, onceflow.PermanentError(err)
+	}
+	m, err := s.compose(data, sc.EffectKey)
+	if err != nil {
+		return nil, onceflow.PermanentError(redact(err, secrets))
+	}
+	reply, err := s.send(ctx, m, secrets)
+	if err != nil {
+		return nil, err
+	}
+	sc.RecordResponse(250, secrets.excerpt(reply))
+	return Output{MessageID: m.id, To: m.toAddrs, Accepted: true}, nil
+}
+
+// addEnv adds the environment variables the templates read to data and returns the
+// secrets to mask: their values and the server's credentials.
+func (s *Step) addEnv(data map[string]any) (secrets, error) {
+	sec := s.srv.secrets()
+	env := map[string]any{}
+	for _, name := range s.envVars {
+		v, ok := s.env(name)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("email: environment variable %s is not set; the step's templates read {env.%s}", name, name)
+		}
+		env[name] = v
+		if len(v) >= 4 {
+			sec = append(sec, v)
+		}
+	}
+	data["env"] = env
+	sort.Slice(sec, func(i, j int) bool { return len(sec[i]) > len(sec[j]) })
+	return sec, nil
+}
+
+// parseAddress parses the single address of the field called name.
+func parseAddress(name, v string) (*mail.Address, error) {
+	a, err := mail.ParseAddress(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a valid e-mail address: %v", name, v, trimMail(err))
+	}
+	if err := checkEnvelope(name, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// parseList parses the comma-separated addresses of the field called name.
+func parseList(name, v string) ([]*mail.Address, error) {
+	list, err := mail.ParseAddressList(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a valid list of e-mail addresses: %v", name, v, trimMail(err))
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%s: %q holds no e-mail address", name, v)
+	}
+	for _, a := range list {
+		if err := checkEnvelope(name, a); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+// checkEnvelope refuses addresses that cannot be written on an SMTP command line.
+func checkEnvelope(name string, a *mail.Address) error {
+	if strings.ContainsAny(a.Address, "\r\n<>") {
+		return fmt.Errorf("%s: %q cannot be used as an SMTP address", name, a.Address)
+	}
+	return nil
+}
+
+func trimMail(err error) string { return strings.TrimPrefix(err.Error(), "mail: ") }
+
+// secrets are strings that must not appear in errors or excerpts, longest first.
+type secrets []string
+
+func (sec secrets) mask(s string) string {
+	for _, v := range sec {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s
+}
+
+// excerptBytes caps a stored server reply.
+const excerptBytes = 512
+
+// excerpt returns the masked, trimmed text of a server reply.
+func (sec secrets) excerpt(reply string) string {
+	text := strings.TrimSpace(strings.ToValidUTF8(sec.mask(reply), "\uFFFD"))
+	if len(text) > excerptBytes {
+		cut := excerptBytes
+		for cut > 0 && text[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return text
+}
+
+// redactedError carries an error text from which secrets were removed, and only the parts
+// of the original chain that carry no secret text.
+type redactedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *redactedError) Error() string   { return e.msg }
+func (e *redactedError) Unwrap() []error { return e.errs }
