@@ -103,6 +103,8 @@ Try it with no setup:  onceflow demo`,
 
 	root.AddCommand(
 		newMigrateCommand(g),
+		newServeCommand(g),
+		newValidateCommand(g),
 		newRunsCommand(g),
 		newDemoCommand(g),
 		newVersionCommand(g),

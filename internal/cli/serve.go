@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/egress"
+	"github.com/onceflow/onceflow/internal/emailstep"
+	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/store"
+)
+
+type serveFlags struct {
+	addr         string
+	workflows    string
+	allowNet     []string
+	maxRedirects int
+	workers      int
+	logLevel     string
+}
+
+func newServeCommand(g *globals) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the API and webhooks, and execute workflow steps",
+		Long: `serve loads the workflow files of --workflows, then serves the JSON API
+(POST /v1/workflows/{name}/runs, GET /v1/runs, GET /v1/runs/{id}), the webhook endpoints the
+files declare (/hooks/{name}), /healthz and /readyz, and executes steps with --workers
+workers until it receives SIGINT or SIGTERM.
+
+API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
+scopes ingest and admin); webhook secrets and {env.NAME} values from the environment;
+e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
+ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
+opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), g, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().StringVar(&f.workflows, "workflows", "", "directory of workflow YAML files (required)")
+	cmd.Flags().StringSliceVar(&f.allowNet, "allow-net", nil, "CIDR ranges steps may reach although internal (repeatable)")
+	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
+	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// app is a loaded set of workflows on a client, ready to serve.
+type app struct {
+	store  store.Store
+	client *onceflow.Client
+	defs   []*flowfile.Definition
+	log    *slog.Logger
+}
+
+// appConfig says how to assemble an app.
+type appConfig struct {
+	store     store.Store
+	workflows string
+	allowNet  []string
+	redirects int
+	workers   int
+	log       *slog.Logger
+	env       func(string) (string, bool)
+	funcs     map[string]onceflow.StepFunc
+	tune      func(*onceflow.Config)
+}
+
+// newApp loads and builds the workflow files and registers them on a new client.
+func newApp(c appConfig) (*app, error) {
+	if c.workflows == "" {
+		return nil, usagef("--workflows is required: a directory of workflow YAML files")
+	}
+	defs, err := flowfile.LoadDir(c.workflows)
+	if err != nil {
+		return nil, err
+	}
+	policy := &egress.Policy{MaxRedirects: c.redirects}
+	for _, s := range c.allowNet {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return nil, usagef("--allow-net %q is not a CIDR range such as 127.0.0.1/32", s)
+		}
+		policy.Allow = append(policy.Allow, p)
+	}
+	if c.env == nil {
+		c.env = os.LookupEnv
+	}
+	getenv := func(k string) string { v, _ := c.env(k); return v }
+	deps := flowfile.Deps{HTTPClient: policy.Client(0), Env: c.env, Funcs: c.funcs}
+	if getenv(emailstep.EnvAddr) != "" {
+		srv, err := emailstep.ServerFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		deps.Email = func(d *flowfile.EmailDef) (onceflow.StepFunc, error) {
+			st, err := emailstep.New(emailstep.Spec{From: d.From, To: d.To, Cc: d.Cc, ReplyTo: d.ReplyTo, Subject: d.Subject, Body: d.Body, HTML: d.HTML},
+				srv, c.env, policy.DialContext)
+			if err != nil {
+				return nil, err
+			}
+			return st.Do, nil
+		}
+	}
+	wfs, err := flowfile.Build(defs, deps)
+	if err != nil {
+		return nil, err
+	}
+	cfg := onceflow.Config{Store: c.store, Workers: c.workers, Logger: c.log}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	client, err := onceflow.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range wfs {
+		if err := client.Register(w); err != nil {
+			return nil, err
+		}
+	}
+	return &app{store: c.store, client: client, defs: defs, log: c.log}, nil
+}
+
+// run serves the API on ln and executes steps until ctx ends, then shuts both down.
+func (a *app) run(ctx context.Context, ln net.Listener, tokens []server.Token) error {
+	api := server.New(server.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: os.LookupEnv, Logger: a.log})
+	hs := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	engine := make(chan error, 1)
+	go func() { engine <- a.client.Serve(ctx) }()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := hs.Shutdown(shutdown)
+	return errors.Join(err, <-engine)
+}
+
+func serve(ctx context.Context, g *globals, f serveFlags) error {
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return usagef("--log-level %q is not debug, info, warn or error", f.logLevel)
+	}
+	log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	tokens, err := server.ParseTokens(os.Getenv("ONCEFLOW_API_TOKENS"))
+	if err != nil {
+		return err
+	}
+	st, loc, err := g.openStore(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		log.Warn("no API tokens configured: the /v1 API answers 401 until ONCEFLOW_API_TOKENS is set; webhooks work")
+	}
+	log.Info("onceflow serving", "addr", "http://"+ln.Addr().String(), "db", loc.URL(), "workflows", a.client.Workflows())
+	return a.run(ctx, ln, tokens)
+}
