@@ -125,7 +125,7 @@ func New(spec Spec, srv Server, env func(string) (string, bool), dial func(ctx c
 	host, _, _ := net.SplitHostPort(srv.Addr)
 	s := &Step{spec: spec, srv: srv, host: host, env: env, dial: dial, now: time.Now}
 
-	vars := map[string]bool{}
+	vars := keytmpl.EnvVars{}
 	fields := []struct {
 		name     string
 		src      string
@@ -147,7 +147,7 @@ func New(spec Spec, srv Server, env func(string) (string, bool), dial func(ctx c
 			}
 			continue
 		}
-		t, err := parse(f.src, vars)
+		t, err := keytmpl.ParseStep(f.src, vars)
 		if err != nil {
 			return nil, fmt.Errorf("email %s: %w", f.name, err)
 		}
@@ -158,36 +158,11 @@ func New(spec Spec, srv Server, env func(string) (string, bool), dial func(ctx c
 		}
 		*f.dst = t
 	}
-	for name := range vars {
-		s.envVars = append(s.envVars, name)
-	}
-	sort.Strings(s.envVars)
+	s.envVars = vars.Names()
 	if len(s.envVars) > 0 && env == nil {
 		return nil, fmt.Errorf("email: the templates read {env.%s} but no environment lookup was given", s.envVars[0])
 	}
 	return s, nil
-}
-
-// parse parses a template and notes the environment variables it reads.
-func parse(src string, envVars map[string]bool) (*keytmpl.Template, error) {
-	t, err := keytmpl.Parse(src)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range t.Fields() {
-		seg := strings.Split(f, ".")
-		switch seg[0] {
-		case "env":
-			if len(seg) != 2 {
-				return nil, fmt.Errorf("{%s}: environment fields are written {env.NAME}", f)
-			}
-			envVars[seg[1]] = true
-		case "input", "run", "steps", "workflow", "step":
-		default:
-			return nil, fmt.Errorf("{%s}: templates read input, run, steps, workflow, step and env", f)
-		}
-	}
-	return t, nil
 }
 
 // Do sends the message: it is an onceflow.StepFunc.
@@ -215,19 +190,16 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 // addEnv adds the environment variables the templates read to data and returns the
 // secrets to mask: their values and the server's credentials.
 func (s *Step) addEnv(data map[string]any) (secrets, error) {
+	values, err := keytmpl.AddEnv(data, s.envVars, s.env)
+	if err != nil {
+		return nil, fmt.Errorf("email: %w", err)
+	}
 	sec := s.srv.secrets()
-	env := map[string]any{}
-	for _, name := range s.envVars {
-		v, ok := s.env(name)
-		if !ok || v == "" {
-			return nil, fmt.Errorf("email: environment variable %s is not set; the step's templates read {env.%s}", name, name)
-		}
-		env[name] = v
+	for _, v := range values {
 		if len(v) >= 4 {
 			sec = append(sec, v)
 		}
 	}
-	data["env"] = env
 	sort.Slice(sec, func(i, j int) bool { return len(sec[i]) > len(sec[j]) })
 	return sec, nil
 }

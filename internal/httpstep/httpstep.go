@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +105,7 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 		spec.ExcerptBytes = 1024
 	}
 	s := &Step{spec: spec, client: client, env: env}
-	vars := map[string]bool{}
+	vars := keytmpl.EnvVars{}
 	var err error
 	if s.req, err = compileRequest(spec.Request, vars); err != nil {
 		return nil, err
@@ -118,10 +117,7 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 		}
 		s.verify = &v
 	}
-	for name := range vars {
-		s.envVars = append(s.envVars, name)
-	}
-	sort.Strings(s.envVars)
+	s.envVars = vars.Names()
 	for _, r := range spec.Classify {
 		cr, err := parseRule(r)
 		if err != nil {
@@ -133,7 +129,7 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	return s, nil
 }
 
-func compileRequest(r Request, envVars map[string]bool) (compiledRequest, error) {
+func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error) {
 	c := compiledRequest{method: strings.ToUpper(r.Method), headers: map[string]*keytmpl.Template{}}
 	if c.method == "" {
 		c.method = http.MethodPost
@@ -147,11 +143,11 @@ func compileRequest(r Request, envVars map[string]bool) (compiledRequest, error)
 		return c, errors.New("url is required")
 	}
 	var err error
-	if c.url, err = parse(r.URL, envVars); err != nil {
+	if c.url, err = keytmpl.ParseStep(r.URL, envVars); err != nil {
 		return c, fmt.Errorf("url: %w", err)
 	}
 	for k, v := range r.Headers {
-		if c.headers[k], err = parse(v, envVars); err != nil {
+		if c.headers[k], err = keytmpl.ParseStep(v, envVars); err != nil {
 			return c, fmt.Errorf("header %s: %w", k, err)
 		}
 	}
@@ -163,31 +159,10 @@ func compileRequest(r Request, envVars map[string]bool) (compiledRequest, error)
 	return c, nil
 }
 
-func parse(src string, envVars map[string]bool) (*keytmpl.Template, error) {
-	t, err := keytmpl.Parse(src)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range t.Fields() {
-		seg := strings.Split(f, ".")
-		switch seg[0] {
-		case "env":
-			if len(seg) != 2 {
-				return nil, fmt.Errorf("{%s}: environment fields are written {env.NAME}", f)
-			}
-			envVars[seg[1]] = true
-		case "input", "run", "steps", "workflow", "step":
-		default:
-			return nil, fmt.Errorf("{%s}: templates read input, run, steps, workflow, step and env", f)
-		}
-	}
-	return t, nil
-}
-
-func compileBody(v any, envVars map[string]bool) (any, error) {
+func compileBody(v any, envVars keytmpl.EnvVars) (any, error) {
 	switch x := v.(type) {
 	case string:
-		return parse(x, envVars)
+		return keytmpl.ParseStep(x, envVars)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
@@ -247,7 +222,7 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
 	}
-	secrets, err := s.addEnv(data)
+	secrets, err := keytmpl.AddEnv(data, s.envVars, s.env)
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
 	}
@@ -310,23 +285,6 @@ func (s *Step) check(ctx context.Context, sc *onceflow.StepContext, data map[str
 	}
 	return nil, false, &onceflow.StepError{Class: onceflow.Retryable, ResponseStatus: resp.StatusCode, ResponseExcerpt: "verify: " + s.excerpt(body, secrets),
 		Err: fmt.Errorf("verify %s %s answered %d; cannot tell whether the effect exists", s.verify.method, s.verify.url, resp.StatusCode)}
-}
-
-// addEnv adds the environment variables the templates read, returning their values so
-// that excerpts can mask them.
-func (s *Step) addEnv(data map[string]any) ([]string, error) {
-	env := map[string]any{}
-	var secrets []string
-	for _, name := range s.envVars {
-		v, ok := s.env(name)
-		if !ok || v == "" {
-			return nil, fmt.Errorf("environment variable %s is not set; the step's templates read {env.%s}", name, name)
-		}
-		env[name] = v
-		secrets = append(secrets, v)
-	}
-	data["env"] = env
-	return secrets, nil
 }
 
 func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any) (*http.Request, error) {
