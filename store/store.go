@@ -3,8 +3,9 @@
 // The engine decides policy (which error is retryable, how long to back off, when to give
 // up); a Store applies those decisions atomically and decides every race with database
 // constraints and compare-and-set updates, never with a read followed by a write in Go.
-// Each backend lives in its own package (store/sqlite, and later store/postgres), owns its
-// SQL and migrations, and must pass the conformance suite in store/storetest.
+// Each backend lives in its own package (store/sqlite, store/postgres), owns its SQL and
+// migrations, and must pass the conformance suite in store/storetest. Optional interfaces
+// (Notifier, TxRunInserter) add what only some databases can do.
 //
 // # Transactions and the audit trail
 //
@@ -95,6 +96,7 @@ const (
 	ReasonLeaseExpired      = "lease_expired"
 	ReasonRetryableError    = "retryable_error"
 	ReasonDependencyFailed  = "dependency_failed"
+	ReasonDependencySkipped = "dependency_skipped"
 	ReasonWorkerShutdown    = "worker_shutdown"
 )
 
@@ -281,8 +283,9 @@ type EffectSpec struct {
 	// Fingerprint identifies the request; "" means the step does not compare requests.
 	Fingerprint string
 	// Skip, when set, is why the step does not apply to this run (its condition is
-	// false): the step becomes skipped without touching the ledger, and the steps that
-	// need it are released as if it had completed. Key and Fingerprint are ignored.
+	// false): the step becomes skipped without touching the ledger, and so, transitively,
+	// do the steps that need it (reason dependency_skipped). Key and Fingerprint are
+	// ignored.
 	Skip string
 }
 
@@ -362,7 +365,8 @@ type StepRecordParams struct {
 	// Output is the step's result (JSON), stored on success in the step and the ledger.
 	Output json.RawMessage
 
-	// NextState is one of completed, retrying, needs_review, failed.
+	// NextState is one of completed, retrying, needs_review, failed, skipped (the step
+	// found nothing to do: its key is released and the steps that need it are skipped).
 	NextState State
 	// NextAt is when a retrying step becomes due.
 	NextAt time.Time
@@ -390,9 +394,22 @@ type StepReapParams struct {
 	Decide func(*Step) ReapDecision
 }
 
+// LeaderAttemptParams are the arguments of LeaderAttempt.
+type LeaderAttemptParams struct {
+	// Name names the duty, e.g. "reaper".
+	Name string
+	// Owner identifies the candidate, e.g. the worker ID.
+	Owner string
+	Now   time.Time
+	// TTL is how long the leadership lasts without a renewal.
+	TTL time.Duration
+}
+
 // Store is the contract every backend implements. All methods are safe for concurrent use
 // by many goroutines and, where the backend allows, by many processes.
 type Store interface {
+	EntityStore
+
 	// Migrate brings the schema to the newest version. It is idempotent and safe to call
 	// from several processes at once.
 	Migrate(ctx context.Context) error
@@ -447,6 +464,38 @@ type Store interface {
 	// EventList returns audit events in ID order.
 	EventList(ctx context.Context, p EventListParams) ([]*Event, error)
 
+	// LeaderAttempt acquires or renews the leadership called Name for Owner, so that one
+	// process among many runs a duty such as the lease reaper. It is compare-and-set on one
+	// lease per name: it succeeds, and returns true, when the leadership is free, expired
+	// before Now, or already Owner's; Owner then holds it until Now+TTL. Otherwise it
+	// returns false and changes nothing. A leader renews by calling it again before TTL
+	// ends; there is no resignation: a leader that stops is replaced once its lease expires.
+	LeaderAttempt(ctx context.Context, p LeaderAttemptParams) (bool, error)
+
 	// Close releases the backend's resources.
 	Close() error
+}
+
+// Notifier is implemented by stores that can tell a process when steps may have become
+// due because of work done in any process (a run started, a step completed and released
+// its dependents, a retry or an expired lease made a step due again). The engine still
+// polls: notifications only shorten the wait.
+type Notifier interface {
+	// Notifications returns a channel that receives a value, coalesced, whenever steps may
+	// have become due. The subscription is active when Notifications returns: a change
+	// committed afterwards is notified. The channel is closed when ctx ends or the store
+	// is closed. A store that loses its connection reconnects by itself and sends a value
+	// once it is back, since notifications may have been missed meanwhile.
+	Notifications(ctx context.Context) (<-chan struct{}, error)
+}
+
+// TxRunInserter is implemented by stores that can create a run inside a transaction the
+// caller owns, so that a run is started if and only if the caller's own writes commit
+// (the transactional outbox pattern). The type of tx depends on the backend (store/postgres
+// takes a pgx.Tx); any other type is an error. RunInsertTx behaves as RunInsert, except that
+// nothing is durable, and nothing is visible to workers, before the caller commits; the
+// caller's rollback undoes all of it. It does not retry: an error leaves the caller's
+// transaction usable where the backend allows (store/postgres rolls back to a savepoint).
+type TxRunInserter interface {
+	RunInsertTx(ctx context.Context, tx any, p RunInsertParams) (run *Run, created bool, err error)
 }

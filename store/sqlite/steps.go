@@ -184,7 +184,7 @@ func (s *Store) claimOne(ctx context.Context, tx *sql.Tx, p store.StepClaimParam
 		if err := insertEvent(ctx, tx, stepEvent(store.EventStepSkipped, p.Now, run, st, store.ActorEngine, spec.Skip, nil)); err != nil {
 			return nil, err
 		}
-		return nil, releaseDependents(ctx, tx, run.ID, st.Name, now)
+		return nil, skipDependents(ctx, tx, run, p.Now)
 	}
 	st.EffectKey, st.Fingerprint = spec.Key, spec.Fingerprint
 
@@ -300,32 +300,43 @@ func releaseDependents(ctx context.Context, tx *sql.Tx, runID int64, name string
 // cancelDependents cancels, transitively, the pending steps that need a failed or
 // cancelled step.
 func cancelDependents(ctx context.Context, tx *sql.Tx, run *store.Run, at time.Time) error {
+	return propagate(ctx, tx, run, at, `'failed', 'cancelled'`, store.StateCancelled, store.ReasonDependencyFailed, store.EventStepCancelled)
+}
+
+// skipDependents skips, transitively, the pending steps that need a skipped step.
+func skipDependents(ctx context.Context, tx *sql.Tx, run *store.Run, at time.Time) error {
+	return propagate(ctx, tx, run, at, `'skipped'`, store.StateSkipped, store.ReasonDependencySkipped, store.EventStepSkipped)
+}
+
+// propagate moves, transitively, the pending steps of run that need a step in one of the
+// states of the SQL list causes to state, appending an event for each.
+func propagate(ctx context.Context, tx *sql.Tx, run *store.Run, at time.Time, causes string, state store.State, reason, event string) error {
 	for {
-		rows, err := tx.QueryContext(ctx, `UPDATE steps SET state = 'cancelled', reason = 'dependency_failed', updated_at = ?
+		rows, err := tx.QueryContext(ctx, `UPDATE steps SET state = ?, reason = ?, updated_at = ?
 			WHERE run_id = ? AND state = 'pending' AND EXISTS (
 				SELECT 1 FROM json_each(steps.needs) j JOIN steps d ON d.run_id = steps.run_id AND d.name = j.value
-				WHERE d.state IN ('failed', 'cancelled'))
-			RETURNING id, name, attempt`, ts(at), run.ID)
+				WHERE d.state IN (`+causes+`))
+			RETURNING id, name, attempt`, string(state), reason, ts(at), run.ID)
 		if err != nil {
 			return err
 		}
-		var cancelled []*store.Step
+		var moved []*store.Step
 		for rows.Next() {
 			st := &store.Step{}
 			if err := rows.Scan(&st.ID, &st.Name, &st.Attempt); err != nil {
 				rows.Close()
 				return err
 			}
-			cancelled = append(cancelled, st)
+			moved = append(moved, st)
 		}
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		if len(cancelled) == 0 {
+		if len(moved) == 0 {
 			return nil
 		}
-		for _, st := range cancelled {
-			if err := insertEvent(ctx, tx, stepEvent(store.EventStepCancelled, at, run, st, store.ActorEngine, store.ReasonDependencyFailed, nil)); err != nil {
+		for _, st := range moved {
+			if err := insertEvent(ctx, tx, stepEvent(event, at, run, st, store.ActorEngine, reason, nil)); err != nil {
 				return err
 			}
 		}
@@ -395,9 +406,9 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 
 func recordOne(ctx context.Context, tx *sql.Tx, p *store.StepRecordParams) (lost bool, err error) {
 	switch p.NextState {
-	case store.StateCompleted, store.StateRetrying, store.StateNeedsReview, store.StateFailed:
+	case store.StateCompleted, store.StateRetrying, store.StateNeedsReview, store.StateFailed, store.StateSkipped:
 	default:
-		return false, fmt.Errorf("next state %q is not one of completed, retrying, needs_review, failed", p.NextState)
+		return false, fmt.Errorf("next state %q is not one of completed, retrying, needs_review, failed, skipped", p.NextState)
 	}
 	now := ts(p.Now)
 	actor := p.Actor
@@ -469,6 +480,17 @@ func recordOne(ctx context.Context, tx *sql.Tx, p *store.StepRecordParams) (lost
 		d["next_at"] = p.NextAt
 		d["delay"] = p.NextAt.Sub(p.Now).String()
 		if err := insertEvent(ctx, tx, stepEvent(store.EventStepRetryPlanned, p.Now, run, st, actor, p.Reason, d)); err != nil {
+			return false, err
+		}
+	case store.StateSkipped:
+		// The step found nothing to do: nothing happened, so the key is free again.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`, st.EffectKey, st.ID); err != nil {
+			return false, err
+		}
+		if err := insertEvent(ctx, tx, stepEvent(store.EventStepSkipped, p.Now, run, st, actor, p.Reason, d)); err != nil {
+			return false, err
+		}
+		if err := skipDependents(ctx, tx, run, p.Now); err != nil {
 			return false, err
 		}
 	case store.StateNeedsReview, store.StateFailed:

@@ -7,29 +7,45 @@ import (
 )
 
 var skipTests = []subtest{
-	{"SkipReleasesDependents", testSkipReleasesDependents},
+	{"ConditionFalseSkipsDependents", testSkipCascades},
+	{"RecordSkippedReleasesKey", testRecordSkipped},
 }
 
-// A step whose condition is false is skipped without touching the ledger, and the steps
-// that need it run as if it had completed.
-func testSkipReleasesDependents(h *harness) {
-	run := h.run("r1", step("a"), step("b", "a"))
-	res := h.claim(store.StepClaimParams{Owner: "w1", Now: base, LeaseFor: time.Minute, Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
+// A step whose condition is false is skipped without touching the ledger, and so are the
+// steps that need it, transitively; an independent branch still runs.
+func testSkipCascades(h *harness) {
+	run := h.run("r1", step("a"), step("b", "a"), step("c", "b"), step("d"))
+	res := h.claim(store.StepClaimParams{Owner: "w1", Now: base, LeaseFor: time.Minute, Limit: 10, Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
 		if c.Step.Name == "a" {
 			return store.EffectSpec{Skip: "condition_false"}, nil
 		}
-		return store.EffectSpec{Key: "key-b"}, nil
+		return store.EffectSpec{Key: "key-" + c.Step.Name}, nil
 	}})
-	h.wantClaimed(res, 0, 0, 0)
+	d := h.step(run.ID, "d")
+	h.wantClaimed(res, 0, 0, 0, d)
 	wantEqual(h.t, "skipped count", res.Skipped, 1)
 	a := h.wantStep(run.ID, "a", store.StateSkipped, 0, "condition_false")
 	wantEqual(h.t, "skipped step's effect key", a.EffectKey, "")
 	h.wantTypes("skipped step's events", h.stepEvents(a), store.EventStepSkipped)
-
-	cs := h.claimOne(at(time.Second), "w1")
-	if cs == nil || cs.Step.Name != "b" {
-		h.t.Fatalf("claimed %+v after the skip, want step b", cs)
+	for _, name := range []string{"b", "c"} {
+		s := h.wantStep(run.ID, name, store.StateSkipped, 0, store.ReasonDependencySkipped)
+		h.wantTypes(name+"'s events", h.stepEvents(s), store.EventStepSkipped)
 	}
-	h.mustRecord(succeed(cs, at(2*time.Second), `{"ok":true}`))
+	h.wantRunState(run.ID, store.StateProcessing)
+	h.mustRecord(succeed(res.Claimed[0], at(time.Second), `{}`))
+	h.wantRunState(run.ID, store.StateCompleted)
+}
+
+// A step that finds nothing to do ends skipped: its key is released and the steps that
+// need it are skipped.
+func testRecordSkipped(h *harness) {
+	run := h.run("r1", step("a"), step("b", "a"))
+	cs := h.claimOne(base, "w1")
+	p := succeed(cs, at(time.Second), "")
+	p.Outcome, p.NextState, p.Reason, p.Output = store.OutcomeSuccess, store.StateSkipped, "transition_invalid", nil
+	h.mustRecord(p)
+	h.wantStep(run.ID, "a", store.StateSkipped, 1, "transition_invalid")
+	h.wantStep(run.ID, "b", store.StateSkipped, 0, store.ReasonDependencySkipped)
+	h.wantNoEffect(cs.Step.EffectKey)
 	h.wantRunState(run.ID, store.StateCompleted)
 }

@@ -45,7 +45,9 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Effect", effectTests},
 		{"Lease", leaseTests},
 		{"Event", eventTests},
+		{"Leader", leaderTests},
 		{"Skip", skipTests},
+		{"Entity", entityTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
