@@ -519,7 +519,7 @@ func TestOutputsFlowAndPanicsAreRetried(t *testing.T) {
 	}
 }
 
-// A false condition skips the step; what needs it still runs.
+// A false condition skips the step and what needs it; other branches run.
 func TestWhenFalseSkipsStep(t *testing.T) {
 	b := setup(t)
 	ran := map[string]bool{}
@@ -531,13 +531,17 @@ func TestWhenFalseSkipsStep(t *testing.T) {
 			var in struct{ Phone string }
 			return in.Phone != "", sc.DecodeInput(&in)
 		}},
-		{ID: "task", Needs: []string{"sms"}, Do: mark("task")},
+		{ID: "sms_receipt", Needs: []string{"sms"}, Do: mark("sms_receipt")},
+		{ID: "task", Do: mark("task")},
 	}})
 	run := b.start(t, "w", "k", map[string]any{"email": "a@example.com"})
 	b.work(t)
 	steps := b.steps(t, run.ID)
 	if steps["sms"].State != store.StateSkipped || steps["sms"].Reason != "condition_false" || ran["sms"] {
 		t.Fatalf("sms: %s %s ran=%v", steps["sms"].State, steps["sms"].Reason, ran["sms"])
+	}
+	if steps["sms_receipt"].State != store.StateSkipped || steps["sms_receipt"].Reason != store.ReasonDependencySkipped || ran["sms_receipt"] {
+		t.Fatalf("sms_receipt: %s %s", steps["sms_receipt"].State, steps["sms_receipt"].Reason)
 	}
 	if steps["task"].State != store.StateCompleted || !ran["task"] {
 		t.Fatalf("task: %s", steps["task"].State)
@@ -564,5 +568,28 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	want := []string{"/entity", "a/on_failure", "b/do", "b/needs"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("problems %v, want %v", got, want)
+	}
+}
+
+// A step that finds nothing to do ends skipped with its reason, and so do its dependents.
+func TestSkipStepFromFunction(t *testing.T) {
+	b := setup(t)
+	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{
+		{ID: "mark_paid", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+			return nil, onceflow.SkipStep("transition_invalid", errors.New("order:1 is already paid"))
+		}},
+		{ID: "invoice", Needs: []string{"mark_paid"}, Do: noop},
+	}})
+	run := b.start(t, "w", "k", nil)
+	b.work(t)
+	steps := b.steps(t, run.ID)
+	if s := steps["mark_paid"]; s.State != store.StateSkipped || s.Reason != "transition_invalid" || s.LastError != "order:1 is already paid" {
+		t.Fatalf("mark_paid: %s %s %q", s.State, s.Reason, s.LastError)
+	}
+	if s := steps["invoice"]; s.State != store.StateSkipped || s.Attempt != 0 {
+		t.Fatalf("invoice: %s attempt %d", s.State, s.Attempt)
+	}
+	if r := b.run(t, run.ID); r.State != store.StateCompleted {
+		t.Fatalf("run %s", r.State)
 	}
 }

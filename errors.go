@@ -24,6 +24,9 @@ const (
 	// sent). The step is retried with the same effect key, or goes to review where the
 	// step says the destination cannot deduplicate.
 	Unknown ErrorClass = "unknown"
+	// Skipped: the step found nothing to do (a transition that no longer applies). It
+	// ends skipped, its key is released, and the steps that need it are skipped too.
+	Skipped ErrorClass = "skipped"
 )
 
 // StepError is an error returned by a step function together with what it means. Build one
@@ -65,6 +68,12 @@ func RetryAfterError(err error, d time.Duration) error {
 // UnknownOutcomeError marks err as leaving the effect's outcome unknown.
 func UnknownOutcomeError(err error) error {
 	return &StepError{Class: Unknown, Err: err}
+}
+
+// SkipStep ends the step skipped with reason (a short code such as "transition_invalid")
+// and the explanation err.
+func SkipStep(reason string, err error) error {
+	return &StepError{Class: Skipped, Reason: reason, Err: err}
 }
 
 // ClassOf returns the class of an error returned by a step: the class of the first

@@ -162,6 +162,7 @@ func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
 		return
 	}
 	sc := stepContext(cs.Run, st, cs.Outputs, st.Attempt, cs.PreviousOutcome)
+	sc.clock = c.cfg.Clock
 	ctx, cancel := context.WithCancelCause(base)
 	ctx, cancelTimeout := context.WithTimeout(ctx, sd.Timeout)
 	c.inflight.add(&execution{step: st, cancel: cancel})
@@ -233,6 +234,11 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 		return p
 	}
 	switch ClassOf(err) {
+	case Skipped:
+		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateSkipped, se.Reason
+		if p.Reason == "" {
+			p.Reason = "nothing_to_do"
+		}
 	case Permanent:
 		p.Outcome, p.NextState, p.Reason = store.OutcomePermanent, failState, store.ReasonPermanentError
 		p.Detail = map[string]any{"policy": policy}

@@ -7,14 +7,17 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// reapLoop runs the lease reaper every ReapInterval until ctx ends.
+// reaperLeader is the name of the leadership that decides which of many workers reaps.
+const reaperLeader = "reaper"
+
+// reapLoop runs the lease reaper every ReapInterval until ctx ends, on one worker at a
+// time: before each reap it acquires or renews the reaper leadership, for three intervals,
+// and only the leader reaps. A leader that stops is replaced once its leadership expires.
 func (c *Client) reapLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.ReapInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.Reap(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("lease reaper failed", "error", err)
-		}
+		c.reapIfLeader(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -23,11 +26,31 @@ func (c *Client) reapLoop(ctx context.Context) {
 	}
 }
 
+func (c *Client) reapIfLeader(ctx context.Context) {
+	leader, err := c.store.LeaderAttempt(ctx, store.LeaderAttemptParams{
+		Name: reaperLeader, Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), TTL: 3 * c.cfg.ReapInterval,
+	})
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			c.log.Warn("lease reaper: leader election failed", "error", err)
+		}
+		return
+	case !leader:
+		c.log.Debug("lease reaper: another worker is the leader; not reaping")
+		return
+	}
+	if _, err := c.Reap(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("lease reaper failed", "error", err)
+	}
+}
+
 // Reap finds steps whose worker stopped renewing its lease (it crashed, or lost the
 // database) and, since their effect may or may not have happened, schedules them to be
 // tried again with the same effect key, or parks them for review where the step says the
 // destination cannot deduplicate or its attempts are used up. Serve calls it every
-// ReapInterval; it returns how many steps it reaped.
+// ReapInterval on the worker that leads the reaper; Reap itself reaps unconditionally. It
+// returns how many steps it reaped.
 func (c *Client) Reap(ctx context.Context) (int, error) {
 	total := 0
 	for {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/onceflow/onceflow/store"
 )
 
 // Serve claims and executes due steps, keeps their leases alive and reaps expired leases,
@@ -28,7 +30,7 @@ func (c *Client) Serve(ctx context.Context) error {
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	loops.Go(func() { c.heartbeatLoop(hbCtx) })
 
-	c.claimLoop(ctx, base, sem)
+	c.claimLoop(ctx, base, sem, c.notifications(ctx))
 
 	// Shutdown: wait for running steps, then interrupt them.
 	done := make(chan struct{})
@@ -48,8 +50,25 @@ func (c *Client) Serve(ctx context.Context) error {
 	return nil
 }
 
-// claimLoop claims due steps whenever there is a free worker and something may be due.
-func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}) {
+// notifications subscribes to the store's notice that steps may have become due in
+// another process, if the store gives one (store.Notifier); nil otherwise. Polling stays
+// the fallback either way.
+func (c *Client) notifications(ctx context.Context) <-chan struct{} {
+	n, ok := c.store.(store.Notifier)
+	if !ok {
+		return nil
+	}
+	ch, err := n.Notifications(ctx)
+	if err != nil {
+		c.log.Warn("store notifications unavailable; polling only", "error", err, "poll_interval", c.cfg.PollInterval)
+		return nil
+	}
+	return ch
+}
+
+// claimLoop claims due steps whenever there is a free worker and something may be due: a
+// local wake-up, a notification from the store (notes, may be nil) or the poll interval.
+func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}, notes <-chan struct{}) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
@@ -87,6 +106,10 @@ func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+		case _, ok := <-notes:
+			if !ok {
+				notes = nil
+			}
 		case <-poll.C:
 		}
 	}

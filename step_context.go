@@ -3,6 +3,7 @@ package onceflow
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/onceflow/onceflow/internal/keytmpl"
 )
@@ -32,6 +33,15 @@ type StepContext struct {
 
 	respStatus  int
 	respExcerpt string
+	clock       func() time.Time
+}
+
+// Now is the engine's clock (Config.Clock), for steps that stamp what they do.
+func (sc *StepContext) Now() time.Time {
+	if sc.clock == nil {
+		return time.Now()
+	}
+	return sc.clock()
 }
 
 // RecordResponse stores the destination's answer with the attempt: its status and a
