@@ -1,0 +1,386 @@
+// Package postgres is onceflow's store for many workers on many machines sharing one
+// PostgreSQL database, built on github.com/jackc/pgx/v5 and its pool.
+//
+// It implements the contract of package store exactly as store/sqlite does, and passes the
+// same conformance suite (store/storetest). It also implements store.EntityStore,
+// store.Notifier, with LISTEN/NOTIFY, and store.TxRunInserter, which starts a run inside a
+// pgx.Tx the caller owns. The pool takes its settings from the URL (pool_max_conns, …).
+//
+// # Concurrency
+//
+// Transactions run at read committed and decide every race with row locks, unique
+// constraints and compare-and-set updates: due steps are claimed with SELECT … FOR UPDATE
+// SKIP LOCKED, oldest due first, so concurrent workers never wait on each other's claims;
+// an effect key is taken with INSERT … ON CONFLICT DO NOTHING followed by SELECT … FOR
+// UPDATE, so when two workers take the same key at once the second waits for the first to
+// commit and then sees its row; a run's state is re-derived after its row is locked, so two
+// steps of one run completing at once cannot leave a stale state.
+//
+// A transaction that fails with serialization_failure or deadlock_detected, or loses its
+// connection before COMMIT was sent, rolled back entirely; the store retries it a few times
+// with jittered backoff. A failure during COMMIT is returned (the outcome is unknown) and
+// never retried blindly.
+//
+// # Audit trail order
+//
+// Event IDs come from a sequence when an event is inserted, so a transaction may commit an
+// event with a smaller ID after another transaction's larger one. EventList hides that: it
+// lists only events below every ID that a transaction still in progress might commit (each
+// event-writing transaction marks, with a shared advisory lock, the sequence position it
+// started from), so a reader paging with AfterID never skips an event. An event therefore
+// becomes listable once every transaction that drew an event ID before it has ended. The
+// store's own transactions append their events last, just before COMMIT, so this is
+// short; a caller's transaction that used RunInsertTx holds later events back until it
+// ends, and should be kept short.
+//
+// # Schemas
+//
+// Options.Schema puts every table in one schema, created if missing; every pooled
+// connection's search_path is set to it. Several onceflow deployments (or tests) can share
+// one database this way.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.Notifier      = (*Store)(nil)
+	_ store.TxRunInserter = (*Store)(nil)
+)
+
+// Options tune how the store connects. The zero value is the default.
+type Options struct {
+	// Schema is the schema that holds onceflow's tables. Empty means the connection's
+	// default search_path (normally "public"), left as it is. When set, the schema is
+	// created if missing and every connection's search_path is set to it alone.
+	Schema string
+}
+
+// Store is the PostgreSQL implementation of store.Store.
+type Store struct {
+	pool   *pgxpool.Pool
+	config *pgxpool.Config
+	// schema is the schema the tables live in (current_schema() of a pooled connection).
+	schema string
+	// eventMarkKey is the first key of the advisory locks that mark event-writing
+	// transactions in this schema (see EventList).
+	eventMarkKey int32
+	// channel is the LISTEN/NOTIFY channel that says steps may be due in this schema.
+	channel string
+
+	mu        sync.Mutex
+	closed    bool
+	listeners sync.WaitGroup
+	stop      context.CancelFunc // ends the listeners
+	stopCtx   context.Context
+}
+
+// Open connects to the database at url (a postgres:// URL or a key=value connection
+// string; pool settings such as pool_max_conns are accepted) and migrates it to the newest
+// schema.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if opts.Schema != "" {
+		if strings.ContainsRune(opts.Schema, 0) || len(opts.Schema) > 63 {
+			return nil, fmt.Errorf("postgres: open: schema %q is not a valid PostgreSQL name (at most 63 bytes, no NUL)", opts.Schema)
+		}
+		// Sent in the startup message: every connection, including reconnections, uses it.
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	stopCtx, stop := context.WithCancel(context.Background())
+	s := &Store{pool: pool, config: cfg, stop: stop, stopCtx: stopCtx}
+	if err := s.init(ctx, opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init creates the schema if asked to and learns which schema the tables go in.
+func (s *Store) init(ctx context.Context, opts Options) error {
+	if opts.Schema != "" {
+		err := s.tx(ctx, "create schema", func(t *txn) error {
+			// CREATE SCHEMA IF NOT EXISTS races with itself across sessions: serialize it.
+			if _, err := t.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('onceflow.create_schema'))`); err != nil {
+				return err
+			}
+			_, err := t.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{opts.Schema}.Sanitize())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var schema *string
+	err := s.read(ctx, "open", func(q querier) error {
+		return q.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema)
+	})
+	if err != nil {
+		return err
+	}
+	if schema == nil {
+		return errors.New("postgres: open: no schema of the search_path exists; create one or set Options.Schema")
+	}
+	s.schema = *schema
+	h := fnv.New32a()
+	h.Write([]byte("onceflow.events:" + s.schema))
+	s.eventMarkKey = int32(h.Sum32())
+	s.channel = "onceflow_due:" + s.schema
+	if len(s.channel) > 63 {
+		sum := sha256.Sum256([]byte(s.schema))
+		s.channel = "onceflow_due:" + hex.EncodeToString(sum[:12])
+	}
+	return nil
+}
+
+// Schema returns the schema the store's tables are in.
+func (s *Store) Schema() string { return s.schema }
+
+// Pool returns the store's connection pool, for callers that want to begin the
+// transactions they pass to RunInsertTx on the same database and schema.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close stops the notification listeners and closes the pool. It is safe to call twice.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.listeners.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// querier is what both a pooled connection and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// txn is one transaction of the store: the pgx transaction plus the audit events and the
+// notification it will write just before it commits.
+type txn struct {
+	pgx.Tx
+	s      *Store
+	events []*store.Event
+	notify bool
+}
+
+// event appends e to the transaction's audit events.
+func (t *txn) event(e *store.Event) { t.events = append(t.events, e) }
+
+// flush writes the buffered events, after marking the transaction as an event writer (see
+// EventList), and the notification, in one round trip.
+func (t *txn) flush(ctx context.Context) error {
+	if len(t.events) == 0 && !t.notify {
+		return nil
+	}
+	b := &pgx.Batch{}
+	if len(t.events) > 0 {
+		// The mark must be held before the first ID is drawn: it names the last ID drawn so
+		// far, below every ID this transaction will draw, wrapped to 32 bits.
+		b.Queue(`SELECT pg_advisory_xact_lock_shared($1::int4,
+			(SELECT CASE WHEN v >= 2147483648 THEN v - 4294967296 ELSE v END
+			 FROM (SELECT (CASE WHEN is_called THEN last_value ELSE last_value - 1 END) & 4294967295 AS v FROM events_id_seq) m)::int4)`,
+			t.s.eventMarkKey)
+		for _, e := range t.events {
+			b.Queue(`INSERT INTO events (at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)`,
+				e.At, e.Type, e.RunID, e.StepID, e.Workflow, e.Entity, e.StepName, e.EffectKey, e.Attempt, e.Actor, clean(e.Reason), string(e.Detail))
+		}
+		t.events = nil
+	}
+	if t.notify {
+		b.Queue(`SELECT pg_notify($1, '')`, t.s.channel)
+		t.notify = false
+	}
+	if err := t.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	return nil
+}
+
+// Retries of transactions that rolled back for a reason that may not happen again.
+const (
+	maxTxAttempts  = 6
+	retryBaseDelay = 10 * time.Millisecond
+	retryMaxDelay  = time.Second
+)
+
+// commitError is a failure of COMMIT: the transaction may or may not have committed.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string {
+	return "commit (the transaction may or may not have committed): " + e.err.Error()
+}
+func (e *commitError) Unwrap() error { return e.err }
+
+// tx runs fn in one read committed transaction and commits it, retrying the whole
+// transaction when it rolled back for a transient reason. fn must start from scratch each
+// time it is called.
+func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.tryTx(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		var ce *commitError
+		if errors.As(err, &ce) || attempt == maxTxAttempts || ctx.Err() != nil || !retryable(err) {
+			return fmt.Errorf("postgres: %s: %w", op, err)
+		}
+		if err := sleep(ctx, attempt); err != nil {
+			return fmt.Errorf("postgres: %s: %w", op, err)
+		}
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	t := &txn{Tx: tx, s: s}
+	err = fn(t)
+	if err == nil {
+		err = t.flush(ctx)
+	}
+	if err != nil {
+		// Whether the connection broke must be asked before the rollback, which hands it
+		// back to the pool.
+		lost := tx.Conn().IsClosed()
+		// A rollback on a broken connection fails too; the server rolls back either way.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = tx.Rollback(rctx)
+		cancel()
+		if lost && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			return &connLostError{err}
+		}
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if pgconn.SafeToRetry(err) {
+			return err // COMMIT was never sent: the transaction rolled back
+		}
+		return &commitError{err}
+	}
+	return nil
+}
+
+// read runs fn on a pooled connection, retrying when the connection was lost. fn must
+// only read.
+func (s *Store) read(ctx context.Context, op string, fn func(q querier) error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn(s.pool)
+		if err == nil {
+			return nil
+		}
+		if attempt == maxTxAttempts || ctx.Err() != nil || !retryable(err) {
+			return fmt.Errorf("postgres: %s: %w", op, err)
+		}
+		if err := sleep(ctx, attempt); err != nil {
+			return fmt.Errorf("postgres: %s: %w", op, err)
+		}
+	}
+}
+
+// connLostError is a failure after which the transaction's connection was closed: the
+// server rolled the transaction back (COMMIT was not sent).
+type connLostError struct{ err error }
+
+func (e *connLostError) Error() string { return "connection lost: " + e.err.Error() }
+func (e *connLostError) Unwrap() error { return e.err }
+
+// retryable reports whether err means the transaction rolled back for a reason that may
+// not happen again: a serialization failure, a deadlock, or a lost connection.
+func retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "40001", pe.Code == "40P01": // serialization_failure, deadlock_detected
+			return true
+		case strings.HasPrefix(pe.Code, "08"): // connection_exception
+			return true
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, errConflict) {
+		return true
+	}
+	var cl *connLostError
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &cl) || errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// sleep waits before retry number attempt+1: full jitter over an exponential ceiling.
+func sleep(ctx context.Context, attempt int) error {
+	ceiling := min(retryBaseDelay<<(attempt-1), retryMaxDelay)
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(ceiling)) + 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fromTS converts a stored timestamp back, in UTC; NULL is the zero time.
+func fromTS(v pgtype.Timestamptz) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return v.Time.UTC()
+}
+
+// clean makes free text (errors, response excerpts from destinations) storable in a text
+// column, which accepts neither NUL bytes nor invalid UTF-8.
+func clean(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
