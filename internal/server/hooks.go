@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/webhook"
 )

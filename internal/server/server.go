@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/store"
 )
 

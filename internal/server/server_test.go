@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"

@@ -22,7 +22,9 @@
 //	    email: {to: "{input.email}", subject: "Welcome", body: "Hello {input.name}"}
 //
 // Build turns checked definitions into onceflow.Workflow values whose steps are backed by
-// the http, email, transition and go step kinds.
+// the http, email, transition and go step kinds; StandardDeps wires those kinds as the
+// onceflow command does, and a program that embeds onceflow passes its own Go functions by
+// name for steps of kind go.
 package flowfile
 
 import (
@@ -217,6 +219,8 @@ type TransitionDef struct {
 	Entity string   `yaml:"entity"`
 	From   []string `yaml:"from"`
 	To     string   `yaml:"to"`
+	// Initial is the state of an entity never transitioned before (default "new").
+	Initial string `yaml:"initial"`
 	// OnInvalid is "skip" (default) or "needs_review".
 	OnInvalid string `yaml:"on_invalid"`
 }
@@ -548,7 +552,7 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 		if t.Entity == "" || t.To == "" || len(t.From) == 0 {
 			add(at("transition"), "step %q: transition needs entity, from (a list of states) and to", s.ID)
 		}
-		for _, st := range append(append([]string{}, t.From...), t.To) {
+		for _, st := range append(append([]string{}, t.From...), t.To, t.Initial) {
 			if st != "" && !stateRE.MatchString(st) {
 				add(at("transition"), "step %q: state %q must be lowercase letters, digits and '_'", s.ID, st)
 			}
