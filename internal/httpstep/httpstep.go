@@ -359,6 +359,10 @@ func (s *Step) send(ctx context.Context, req *http.Request) (*http.Response, []b
 	wrote := false
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true }}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	// One attempt is one request: without GetBody, net/http does not silently send a
+	// request again when a reused connection breaks (it would for one that carries an
+	// Idempotency-Key header), so the attempt log tells exactly what was sent.
+	req.GetBody = nil
 	resp, err := s.client.Do(req)
 	if err == nil {
 		defer resp.Body.Close()
