@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,9 +105,14 @@ func compact(t *testing.T, raw json.RawMessage) string {
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "new.db")
+	migrations, err := filepath.Glob("../../store/sqlite/migrations/*.sql")
+	if err != nil || len(migrations) == 0 {
+		t.Fatalf("migrations: %v", err)
+	}
+	want := fmt.Sprintf("schema version %d of %d (up to date)", len(migrations), len(migrations))
 	for range 2 { // the second time changes nothing
 		r := runOK(t, "migrate", "--db", "sqlite://"+path)
-		if !strings.Contains(r.stdout, "schema version 1 of 1 (up to date)") {
+		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("migrate printed %q", r.stdout)
 		}
 	}
@@ -293,23 +299,30 @@ func TestVersion(t *testing.T) {
 func TestDemoCommand(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "demo.db")
-	r := runOK(t, "demo", "--runs", "8", "--json", "--db", "sqlite://"+path)
+	r := runOK(t, "demo", "--forms", "8", "--orders", "6", "--json", "--db", "sqlite://"+path)
 	var sum struct {
 		DB           string         `json:"db"`
 		InvariantsOK bool           `json:"invariants_ok"`
+		Runs         int            `json:"runs"`
 		RunsByState  map[string]int `json:"runs_by_state"`
 		Destinations []demo.DestinationStats
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatalf("demo --json printed invalid JSON: %v\n%s", err, r.stdout)
 	}
-	if !sum.InvariantsOK || sum.DB != path || len(sum.Destinations) != 3 {
+	if !sum.InvariantsOK || sum.DB != path || len(sum.Destinations) != 5 {
 		t.Fatalf("summary = %+v", sum)
 	}
-	if sum.RunsByState["completed"]+sum.RunsByState["needs_review"] != 8 {
-		t.Fatalf("runs by state = %v", sum.RunsByState)
+	for _, d := range sum.Destinations {
+		if d.DuplicateEffects != 0 {
+			t.Errorf("%s: %d duplicate effects", d.Name, d.DuplicateEffects)
+		}
 	}
-	if !strings.Contains(r.stderr, "all 8 runs settled") {
+	// 8 forms, 6 orders' events and a second event about one payment.
+	if sum.Runs != 15 || sum.RunsByState["completed"]+sum.RunsByState["needs_review"] != 15 {
+		t.Fatalf("%d runs by state %v", sum.Runs, sum.RunsByState)
+	}
+	if !strings.Contains(r.stderr, "all 15 runs completed or waiting for review") {
 		t.Errorf("progress did not go to stderr with --json:\n%s", r.stderr)
 	}
 
@@ -317,7 +330,7 @@ func TestDemoCommand(t *testing.T) {
 	runOK(t, "runs", "list", "--db", "sqlite://"+path, "--state", "needs_review")
 
 	// A second demo refuses to reuse it.
-	again := run(t, "demo", "--runs", "2", "--db", path)
+	again := run(t, "demo", "--forms", "2", "--db", path)
 	if again.code != 1 || !strings.Contains(again.stderr, "demo needs a fresh database") {
 		t.Fatalf("second demo on the same file: exit %d, stderr %q", again.code, again.stderr)
 	}

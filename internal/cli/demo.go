@@ -15,7 +15,8 @@ import (
 
 type demoFlags struct {
 	json    bool
-	runs    int
+	forms   int
+	orders  int
 	workers int
 	seed    uint64
 }
@@ -24,14 +25,22 @@ func newDemoCommand(g *globals) *cobra.Command {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Watch onceflow perform every effect once against services that misbehave",
-		Long: `demo starts three simulated services on 127.0.0.1 — a CRM, a mailer and a chat notifier —
-that fail on purpose: 503 and 429 answers, connections dropped after the work was done,
-answers that arrive after the caller gave up, and permanent refusals. It posts website
-forms twice (double clicks, some at the same instant), posts some again under a new
-request id, and runs the website-lead workflow for each until every run is completed or
-waits for review. It then counts, at the services themselves, how many business actions
-were applied twice (there must be none) and exits non-zero if any check fails.
+		Short: "Watch the example workflows perform every effect once against services that misbehave",
+		Long: `demo serves the two example workflows (examples/website-lead.yaml and
+examples/payment-webhook.yaml) exactly as 'onceflow serve' does, on 127.0.0.1, against
+simulated services: a CRM, WhatsApp, stock and invoicing APIs that honour Idempotency-Key,
+and an SMTP server that, like most, does not deduplicate. The services fail on purpose:
+503 and 429 answers, answers that come after the caller gave up although the work was
+done, connections dropped after the work was done, a 451 from the mail server, and
+WhatsApp refusing some numbers for good.
+
+It then drives onceflow like real clients: website forms posted twice to the API with an
+Idempotency-Key (double clicks, some at the same instant), Stripe-signed payment events
+delivered two or three times to /hooks/payments, a second event about payments already
+handled, and events for orders the shop had cancelled. When every run is completed or
+waits for review it stops onceflow and counts, at the services themselves, how many
+business actions were carried out twice (there must be none); it exits non-zero if any
+check fails. Retry delays and http timeouts are shortened so that it takes seconds.
 
 It needs nothing installed and uses a new SQLite file in a temporary directory, or the
 file given with --db, which must not exist yet.`,
@@ -42,15 +51,21 @@ file given with --db, which must not exist yet.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.json, "json", false, "print the summary as one JSON object (progress goes to stderr)")
-	fl.IntVar(&f.runs, "runs", 40, "how many runs (website forms) to start")
+	fl.IntVar(&f.forms, "forms", 40, "how many website forms to post")
+	fl.IntVar(&f.forms, "runs", 40, "the same as --forms")
+	_ = fl.MarkDeprecated("runs", "use --forms (and --orders)")
+	fl.IntVar(&f.orders, "orders", 20, "how many paid orders the payment provider reports")
 	fl.IntVar(&f.workers, "workers", 8, "how many steps execute at once")
 	fl.Uint64Var(&f.seed, "seed", 1, "chooses which requests fail; the same seed injects the same faults")
 	return cmd
 }
 
 func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
-	if f.runs < 1 || f.runs > 10000 {
-		return usagef("--runs must be between 1 and 10000, got %d", f.runs)
+	if f.forms < 1 || f.forms > 10000 {
+		return usagef("--forms must be between 1 and 10000, got %d", f.forms)
+	}
+	if f.orders < 1 || f.orders > 10000 {
+		return usagef("--orders must be between 1 and 10000, got %d", f.orders)
 	}
 	if f.workers < 1 || f.workers > 1000 {
 		return usagef("--workers must be between 1 and 1000, got %d", f.workers)
@@ -63,11 +78,13 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if f.json {
 		progress = g.stderr
 	}
-	fmt.Fprintf(progress, "onceflow demo: %d website forms, each posted twice, through a CRM, a mailer and a chat notifier that fail on purpose\n", f.runs)
+	fmt.Fprintf(progress, "onceflow demo: the example workflows served on 127.0.0.1 against services that fail on purpose;\n"+
+		"%d website forms posted twice each, %d paid orders whose events arrive two or three times.\n", f.forms, f.orders)
+	fmt.Fprintf(progress, "Retry delays and http timeouts are %d× shorter than the files say, so that this takes seconds.\n", demo.Speedup)
 	fmt.Fprintf(progress, "database: %s\n\n", path)
 
 	sum, err := demo.Run(cmd.Context(), demo.Config{
-		DBPath: path, Runs: f.runs, Workers: f.workers, Seed: f.seed, Progress: progress,
+		DBPath: path, Forms: f.forms, Orders: f.orders, Workers: f.workers, Seed: f.seed, Progress: progress,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {

@@ -15,9 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/egress"
-	"github.com/onceflow/onceflow/internal/emailstep"
-	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/store"
 )
@@ -66,6 +64,7 @@ type app struct {
 	client *onceflow.Client
 	defs   []*flowfile.Definition
 	log    *slog.Logger
+	env    func(string) (string, bool)
 }
 
 // appConfig says how to assemble an app.
@@ -90,32 +89,20 @@ func newApp(c appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy := &egress.Policy{MaxRedirects: c.redirects}
+	var allow []netip.Prefix
 	for _, s := range c.allowNet {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
 			return nil, usagef("--allow-net %q is not a CIDR range such as 127.0.0.1/32", s)
 		}
-		policy.Allow = append(policy.Allow, p)
+		allow = append(allow, p)
 	}
 	if c.env == nil {
 		c.env = os.LookupEnv
 	}
-	getenv := func(k string) string { v, _ := c.env(k); return v }
-	deps := flowfile.Deps{HTTPClient: policy.Client(0), Env: c.env, Funcs: c.funcs}
-	if getenv(emailstep.EnvAddr) != "" {
-		srv, err := emailstep.ServerFromEnv(getenv)
-		if err != nil {
-			return nil, err
-		}
-		deps.Email = func(d *flowfile.EmailDef) (onceflow.StepFunc, error) {
-			st, err := emailstep.New(emailstep.Spec{From: d.From, To: d.To, Cc: d.Cc, ReplyTo: d.ReplyTo, Subject: d.Subject, Body: d.Body, HTML: d.HTML},
-				srv, c.env, policy.DialContext)
-			if err != nil {
-				return nil, err
-			}
-			return st.Do, nil
-		}
+	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: allow, MaxRedirects: c.redirects, Env: c.env, Funcs: c.funcs})
+	if err != nil {
+		return nil, err
 	}
 	wfs, err := flowfile.Build(defs, deps)
 	if err != nil {
@@ -134,12 +121,12 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	return &app{store: c.store, client: client, defs: defs, log: c.log}, nil
+	return &app{store: c.store, client: client, defs: defs, log: c.log, env: c.env}, nil
 }
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []server.Token) error {
-	api := server.New(server.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: os.LookupEnv, Logger: a.log})
+	api := server.New(server.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log})
 	hs := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,

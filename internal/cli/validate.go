@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow/internal/flowfile"
+	"github.com/onceflow/onceflow/flowfile"
 )
 
 func newValidateCommand(g *globals) *cobra.Command {

@@ -1,15 +1,24 @@
-// Package demo is the scenario behind `onceflow demo`: a website-lead workflow run
-// against simulated destinations that misbehave on purpose, to show that every effect
-// happens once.
+// Package demo is the scenario behind `onceflow demo`: the two example workflows of
+// package examples — a website form to a CRM lead, e-mail, WhatsApp notice and sales task;
+// a signed payment webhook to a paid order, stock reservation, invoice and receipt —
+// served by onceflow exactly as `onceflow serve` serves them, driven through the HTTP API
+// and the webhook endpoint like real clients drive them, against simulated services that
+// misbehave on purpose.
 //
-// Run starts three local HTTP services on 127.0.0.1 (a CRM, a mailer and a chat notifier)
-// that honour Idempotency-Key and inject faults chosen by a seed: 503 and 429 answers with
-// Retry-After, connections dropped after the effect was applied, answers that come only
-// after the caller gave up, and, for some phone numbers, permanent 422 refusals. It posts
-// every form twice (a double click), some concurrently, and posts a few forms again under
-// new request ids; it serves the runs with onceflow until each one is completed or waits
-// for review, and then checks, from the destinations' own counts, that no business action
-// was applied twice and none was lost.
+// Run starts on 127.0.0.1 a CRM, WhatsApp, stock and invoicing service that honour
+// Idempotency-Key, and an SMTP server that, like most, does not deduplicate. They inject
+// faults chosen by a seed: 503 and 429 answers, answers that come only after the caller
+// gave up although the work was done, connections dropped after the work was done, a 451
+// from the mail server, and WhatsApp refusing some numbers for good. Run then serves the
+// examples on a fresh SQLite database, posts every website form twice (a double click,
+// some at the same instant), delivers every payment event two or three times, sends a
+// second event about some payments already handled, and sends events for orders the shop
+// had cancelled. When every run is completed or waits for review it stops onceflow and
+// checks, from the services' own counts, that no business action was carried out twice
+// and none that onceflow recorded is missing.
+//
+// Retry delays and http timeouts are shortened (see Speedup) so that the scenario takes
+// seconds; nothing else differs from the files.
 //
 // The package does not depend on the command line: internal/cli wires it to `onceflow
 // demo`, and its test runs the same scenario.
@@ -17,16 +26,20 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"sort"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/examples"
+	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -35,22 +48,23 @@ import (
 type Config struct {
 	// DBPath is the SQLite file to use; it should not exist yet.
 	DBPath string
-	// Runs is how many runs to start (default 40).
-	Runs int
+	// Forms is how many website forms to post (default 40).
+	Forms int
+	// Orders is how many paid orders the payment provider reports (default 20).
+	Orders int
 	// Workers is how many steps execute at once (default 8).
 	Workers int
 	// Seed chooses which requests fail (default 1). The same seed injects the same faults.
 	Seed uint64
-	// Progress receives a progress line every ProgressEvery (default: none).
+	// Progress receives progress lines (default: none).
 	Progress io.Writer
-	// ProgressEvery is the interval of progress lines (default 500 ms).
+	// ProgressEvery is the interval of progress lines while runs are under way (default
+	// 1 s).
 	ProgressEvery time.Duration
-	// Deadline bounds the whole scenario (default 60 s); runs still in progress then are an
+	// Deadline bounds the scenario (default 60 s); runs still in progress then are an
 	// invariant failure.
 	Deadline time.Duration
-	// ClientTimeout is how long a step waits for a destination's answer (default 250 ms).
-	ClientTimeout time.Duration
-	// Logger receives the engine's logs (default: none).
+	// Logger receives the engine's and the API's logs (default: none).
 	Logger *slog.Logger
 }
 
@@ -58,8 +72,11 @@ func (c *Config) defaults() error {
 	if c.DBPath == "" {
 		return errors.New("demo: Config.DBPath is required")
 	}
-	if c.Runs <= 0 {
-		c.Runs = 40
+	if c.Forms <= 0 {
+		c.Forms = 40
+	}
+	if c.Orders <= 0 {
+		c.Orders = 20
 	}
 	if c.Workers <= 0 {
 		c.Workers = 8
@@ -68,20 +85,20 @@ func (c *Config) defaults() error {
 		c.Seed = 1
 	}
 	if c.ProgressEvery <= 0 {
-		c.ProgressEvery = 500 * time.Millisecond
+		c.ProgressEvery = time.Second
 	}
 	if c.Deadline <= 0 {
 		c.Deadline = 60 * time.Second
 	}
-	if c.ClientTimeout <= 0 {
-		c.ClientTimeout = 250 * time.Millisecond
-	}
 	return nil
 }
 
+// senders is how many clients post forms, and how many deliver webhooks, at once.
+const senders = 8
+
 // Run plays the scenario and returns its summary. An error means the scenario could not
-// be played (a port or the database could not be opened, ctx ended); a broken invariant is
-// reported in the summary, with InvariantsOK false.
+// be played (a port or the database could not be opened, ctx ended); a broken invariant,
+// the deadline included, is reported in the summary with InvariantsOK false.
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -93,13 +110,14 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 
-	ds, err := startDestinations(cfg.Seed, 2*time.Second)
+	secrets := map[string]string{
+		"CRM_TOKEN": "crm_" + randomHex(12), "WHATSAPP_TOKEN": "wa_" + randomHex(12), "INVOICING_TOKEN": "inv_" + randomHex(12),
+	}
+	ds, err := startDestinations(faultPlan{seed: cfg.Seed}, 5*time.Second, secrets)
 	if err != nil {
 		return nil, err
 	}
 	defer ds.close()
-	p := newPoster(cfg.ClientTimeout)
-	defer p.close()
 
 	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{})
 	if err != nil {
@@ -107,128 +125,172 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer st.Close()
 
-	client, err := onceflow.New(onceflow.Config{
-		Store:          st,
-		Workers:        cfg.Workers,
-		WorkerID:       "demo-worker",
-		LeaseFor:       5 * time.Second,
-		HeartbeatEvery: time.Second,
-		PollInterval:   50 * time.Millisecond,
-		ReapInterval:   500 * time.Millisecond,
-		EffectWait:     50 * time.Millisecond,
-		ShutdownGrace:  3 * time.Second,
-		Logger:         cfg.Logger,
-	})
+	defs, err := loadWorkflows(examples.FS, "examples")
 	if err != nil {
 		return nil, err
 	}
-	if err := client.Register(leadWorkflow(ds, p)); err != nil {
+	shorten(defs, Speedup)
+	env := ds.env()
+	env["PAYMENTS_WEBHOOK_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	admin := server.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []server.Scope{server.ScopeAdmin}}
+	website := server.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []server.Scope{server.ScopeIngest}}
+	stk, err := startStack(stackConfig{store: st, defs: defs, env: env, tokens: []server.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger})
+	if err != nil {
 		return nil, err
 	}
-
-	sum := &Summary{DBPath: cfg.DBPath, DBURL: sqliteURL(cfg.DBPath), Seed: cfg.Seed, Runs: cfg.Runs}
-	for _, d := range ds.all() {
-		sum.Destinations = append(sum.Destinations, DestinationStats{Name: d.name, URL: d.url})
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
-	defer cancel()
-	serveCtx, stopServe := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- client.Serve(serveCtx) }()
-	stopped := false
+	var stopOnce sync.Once
+	var stopErr error
 	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		stopServe()
-		return <-served
+		stopOnce.Do(func() { stopErr = stk.shutdown() })
+		return stopErr
 	}
 	defer stop()
 
-	// Post the forms while the engine is already working.
-	subs := submissions(cfg.Runs)
-	tally := submitAll(ctx, client, subs, 4)
-	if len(tally.errs) > 0 && ctx.Err() == nil {
-		return nil, fmt.Errorf("demo: %s", strings.Join(tally.errs, "; "))
+	sum := &Summary{DBPath: cfg.DBPath, DBURL: sqliteURL(cfg.DBPath), API: stk.url, AdminToken: admin.Secret, Seed: cfg.Seed, Speedup: Speedup}
+	for _, d := range defs {
+		sum.Workflows = append(sum.Workflows, d.File())
 	}
-	sum.Submissions = tally.calls
-	sum.DuplicateSubmissions = tally.dups
-	for _, s := range subs {
-		if s.Resubmits >= 0 {
-			sum.ResubmittedForms++
+	var names []string
+	for _, d := range ds.all() {
+		s := d.Stats()
+		names = append(names, s.Name+" "+s.Address)
+	}
+	progress("services up: %s", strings.Join(names, ", "))
+	progress("onceflow serving %s (%s) at %s", strings.Join(sum.Workflows, " and "), strings.Join(stk.client.Workflows(), ", "), stk.url)
+
+	sctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+	defer cancel()
+	interrupted := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("demo: %w", ctx.Err())
+		}
+		return nil
+	}
+
+	ords := orders(cfg.Orders)
+	if err := cancelOrders(sctx, st, ords); err != nil && sctx.Err() == nil {
+		return nil, err
+	}
+	var cancelled []string
+	for _, o := range ords {
+		if o.Cancelled {
+			cancelled = append(cancelled, o.ID)
 		}
 	}
-	progress("%d form posts: %d runs created, %d double submissions answered with the run they had already started",
-		tally.calls, len(tally.created), tally.dups)
+	if len(cancelled) > 0 {
+		progress("the shop cancelled order(s) %s before their payments arrived", strings.Join(cancelled, ", "))
+	}
 
-	// Wait until every run is settled: completed, or parked for review with nothing else
-	// of it still able to move.
-	settled, lastCount, err := waitSettled(ctx, st, cfg, progress, ds)
+	runs := newRunIDs()
+	c := newCaller(stk.url)
+	defer c.close()
+	site := &formPoster{c: c, token: website.Secret, runs: runs}
+	gateway := &provider{c: c, secret: env["PAYMENTS_WEBHOOK_SECRET"], runs: runs}
+	fms := forms(cfg.Forms)
+	var traffic sync.WaitGroup
+	traffic.Go(func() { site.postAll(sctx, fms, senders) })
+	traffic.Go(func() { gateway.deliverAll(sctx, ords, senders) })
+	traffic.Wait()
+	if err := interrupted(); err != nil {
+		return nil, err
+	}
+	f := site.Stats()
+	progress("website: %d forms, %d posts → %d runs created, %d double clicks answered with the run already created, %d answered 409 (in progress) and retried after Retry-After, %d key reused with an edited body refused 422",
+		f.Forms, f.Posts, f.Created, f.Replayed, f.InProgress, f.KeyReused)
+	p := gateway.Stats()
+	progress("payments: %d events delivered %d times → %d runs started, %d repeated deliveries recognised by event id",
+		p.Events, p.Deliveries, p.Started, p.Repeated)
+
+	if err := waitPaid(sctx, st, ords); err == nil {
+		gateway.deliverSecond(sctx, ords)
+		if p2 := gateway.Stats(); p2.SecondEvents > 0 {
+			progress("payments: %d more event(s) with a new event id about payments already handled → %d run(s) started",
+				p2.SecondEvents, p2.Started-p.Started)
+		}
+	}
+	if err := interrupted(); err != nil {
+		return nil, err
+	}
+
+	settled, err := waitSettled(sctx, st, runs.all(), cfg.ProgressEvery, progress, ds)
+	if err := interrupted(); err != nil {
+		return nil, err
+	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, err
 	}
 	if err := stop(); err != nil {
-		return nil, fmt.Errorf("demo: serve: %w", err)
+		return nil, fmt.Errorf("demo: stop onceflow: %w", err)
 	}
 	if settled {
-		progress("all %d runs settled", lastCount)
+		progress("all %d runs completed or waiting for review; onceflow stopped", len(runs.all()))
 	} else {
-		progress("deadline of %v reached with runs still in progress", cfg.Deadline)
+		progress("the deadline of %v passed with runs still in progress; onceflow stopped", cfg.Deadline)
 	}
 	sum.Elapsed = time.Since(began).Round(time.Millisecond)
+	sum.Forms, sum.Payments = site.Stats(), gateway.Stats()
 
-	// The database is closed by the deferred calls; read everything now with a fresh
-	// context, since ctx may have reached its deadline.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// ctx may have reached its deadline: read with a fresh one.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rcancel()
-	if err := collect(rctx, st, ds, sum); err != nil {
+	sc := &scenario{sum: sum, store: st, ds: ds, kinds: stepKinds(defs), orders: ords, runs: runs, settled: settled}
+	if err := sc.collect(rctx); err != nil {
 		return nil, err
 	}
-	check(sum, ds, tally, subs, settled)
+	sc.check()
 	return sum, nil
 }
 
-// waitSettled polls the store until every run has settled or ctx ends, printing progress.
-func waitSettled(ctx context.Context, st store.Store, cfg Config, progress func(string, ...any), ds *destinations) (bool, int, error) {
-	poll := time.NewTicker(50 * time.Millisecond)
+// waitSettled waits until every run in ids has settled (see runSettled) or ctx ends,
+// printing progress every every.
+func waitSettled(ctx context.Context, st store.Store, ids map[int64]string, every time.Duration, progress func(string, ...any), ds *destinations) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	poll := time.NewTicker(25 * time.Millisecond)
 	defer poll.Stop()
 	lastProgress := time.Now()
+	open := make(map[int64]bool, len(ids))
+	for id := range ids {
+		open[id] = true
+	}
+	states := map[int64]store.State{}
 	for {
-		runs, err := st.RunList(ctx, store.RunListParams{Workflow: WorkflowName, Limit: cfg.Runs + 1})
-		if err != nil {
-			return false, 0, err
-		}
-		open := 0
-		byState := map[store.State]int{}
-		for _, r := range runs {
-			byState[r.State]++
+		for id := range open {
+			r, err := st.RunGetByID(ctx, id)
+			if err != nil {
+				return false, err
+			}
+			states[id] = r.State
 			ok, err := runSettled(ctx, st, r)
 			if err != nil {
-				return false, 0, err
+				return false, err
 			}
-			if !ok {
-				open++
+			if ok {
+				delete(open, id)
 			}
 		}
-		if open == 0 && len(runs) == cfg.Runs {
-			return true, len(runs), nil
+		if len(open) == 0 {
+			return true, nil
 		}
-		if time.Since(lastProgress) >= cfg.ProgressEvery {
+		if time.Since(lastProgress) >= every {
 			lastProgress = time.Now()
+			by := map[store.State]int{}
+			for _, s := range states {
+				by[s]++
+			}
 			var req, faults int
 			for _, d := range ds.all() {
 				s := d.Stats()
 				req, faults = req+s.Requests, faults+s.FaultsInjected
 			}
-			done, review := byState[store.StateCompleted], byState[store.StateNeedsReview]
-			progress("runs: %d completed, %d needs_review, %d in progress · destinations: %d requests, %d faults injected",
-				done, review, len(runs)-done-review, req, faults)
+			done, review := by[store.StateCompleted], by[store.StateNeedsReview]
+			progress("runs: %d completed, %d needs_review, %d in progress · services: %d requests, %d faults injected",
+				done, review, len(ids)-done-review, req, faults)
 		}
 		select {
 		case <-ctx.Done():
-			return false, len(runs), ctx.Err()
+			return false, ctx.Err()
 		case <-poll.C:
 		}
 	}
@@ -259,67 +321,11 @@ func runSettled(ctx context.Context, st store.Store, r *store.Run) (bool, error)
 	return true, nil
 }
 
-// collect reads the final state of runs, steps, events and destinations into sum.
-func collect(ctx context.Context, st store.Store, ds *destinations, sum *Summary) error {
-	sum.Destinations = sum.Destinations[:0]
-	for _, d := range ds.all() {
-		sum.Destinations = append(sum.Destinations, d.Stats())
-	}
-	runs, err := st.RunList(ctx, store.RunListParams{Workflow: WorkflowName, Limit: sum.Runs + 1})
-	if err != nil {
-		return err
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].ID < runs[j].ID })
-	sum.RunsByState = map[string]int{}
-	sum.ReviewReasons = map[string]int{}
-	sum.runs = runs
-	sum.steps = map[int64][]*store.Step{}
-	for _, r := range runs {
-		sum.RunsByState[string(r.State)]++
-		steps, err := st.StepListByRun(ctx, r.ID)
-		if err != nil {
-			return err
-		}
-		sum.steps[r.ID] = steps
-		for _, s := range steps {
-			if s.State != store.StateNeedsReview {
-				continue
-			}
-			sum.ReviewReasons[s.Reason]++
-			sum.ReviewItems = append(sum.ReviewItems, ReviewItem{RunID: r.ID, RunKey: r.RunKey, Entity: r.Entity,
-				Step: s.Name, EffectKey: s.EffectKey, Reason: s.Reason, Error: s.LastError})
-		}
-	}
-	const page = 1000
-	for after := int64(0); ; {
-		evs, err := st.EventList(ctx, store.EventListParams{AfterID: after, Limit: page})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			switch e.Type {
-			case store.EventStepClaimed:
-				sum.Engine.Attempts++
-			case store.EventStepRetryPlanned:
-				if e.Reason == store.ReasonOutcomeUnknown || e.Reason == store.ReasonLeaseExpired {
-					sum.Engine.UnknownOutcomesRetried++
-				} else {
-					sum.Engine.RetriesScheduled++
-				}
-			case store.EventEffectReused:
-				sum.Engine.EffectsReused++
-			case store.EventEffectWaiting:
-				sum.Engine.EffectWaits++
-			case store.EventEffectConflict:
-				sum.Engine.KeyConflicts++
-			}
-		}
-		if len(evs) < page {
-			break
-		}
-		after = evs[len(evs)-1].ID
-	}
-	return nil
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // sqliteURL is the --db value that names path from any directory.

@@ -18,12 +18,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// The whole scenario, small: the example workflows through the API and the webhook
+// endpoint against misbehaving services, with every effect carried out once.
 func TestRunPerformsEveryEffectOnce(t *testing.T) {
 	t.Parallel()
 	var progress bytes.Buffer
 	sum, err := demo.Run(context.Background(), demo.Config{
 		DBPath:   filepath.Join(t.TempDir(), "demo.db"),
-		Runs:     16,
+		Forms:    8,
+		Orders:   6,
 		Workers:  4,
 		Progress: &progress,
 	})
@@ -33,49 +36,59 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 	if !sum.InvariantsOK {
 		t.Fatalf("invariants failed: %v", sum.Failures())
 	}
-	if n := sum.DuplicateEffects(); n != 0 {
-		t.Fatalf("%d duplicate effects", n)
+	if len(sum.Destinations) != 5 {
+		t.Fatalf("%d destinations, want crm, whatsapp, stock, invoicing and smtp", len(sum.Destinations))
 	}
-	settled := sum.RunsByState["completed"] + sum.RunsByState["needs_review"]
-	if settled != 16 || len(sum.RunsByState) > 2 {
-		t.Fatalf("runs by state = %v; want all 16 completed or needs_review", sum.RunsByState)
-	}
-	if sum.Submissions != 32 || sum.DuplicateSubmissions != 16 {
-		t.Errorf("%d form posts, %d answered as duplicates; want 32 and 16", sum.Submissions, sum.DuplicateSubmissions)
-	}
-	if len(sum.ReviewItems) == 0 {
-		t.Error("no review item: the chat notifier's 422 should park a step")
-	}
-	if sum.ReviewReasons["permanent_error"] == 0 || sum.ReviewReasons["key_conflict"] != 1 {
-		t.Errorf("review reasons = %v; want permanent_error and one key_conflict", sum.ReviewReasons)
-	}
-	// A retry after an unknown outcome reached a destination that had already applied the
-	// effect, and the idempotency key kept it from applying it again.
-	if sum.Engine.UnknownOutcomesRetried == 0 || sum.KeyReplays() == 0 {
-		t.Errorf("unknown outcomes retried %d, key replays %d; want both > 0", sum.Engine.UnknownOutcomesRetried, sum.KeyReplays())
-	}
-	// The resubmitted form's steps came from the effect ledger.
-	if sum.Engine.EffectsReused == 0 {
-		t.Error("no effect was reused from the ledger across runs")
-	}
-	var faults int
+	faults := 0
 	for _, d := range sum.Destinations {
+		if d.DuplicateEffects != 0 {
+			t.Errorf("%s: %d duplicate effects", d.Name, d.DuplicateEffects)
+		}
+		if d.EffectsApplied == 0 {
+			t.Errorf("%s applied nothing", d.Name)
+		}
 		faults += d.FaultsInjected
 	}
 	if faults == 0 {
 		t.Error("no fault was injected")
 	}
 
+	// 8 forms, 6 orders' events and one second event about a payment already handled.
+	if sum.Runs != 15 || sum.RunsByState["completed"]+sum.RunsByState["needs_review"] != 15 || len(sum.RunsByState) > 2 {
+		t.Fatalf("%d runs by state %v; want 15, all completed or needs_review", sum.Runs, sum.RunsByState)
+	}
+	if f := sum.Forms; f.Created != 8 || f.Replayed != 8 || f.KeyReused != 1 {
+		t.Errorf("forms = %+v; want 8 created, 8 replayed, 1 refused 422", f)
+	}
+	if p := sum.Payments; p.Started != 7 || p.Repeated < 6 || p.SecondEvents != 1 || p.CancelledBeforehand != 1 {
+		t.Errorf("payments = %+v", p)
+	}
+	if sum.ReviewReasons["permanent_error"] == 0 {
+		t.Errorf("review reasons = %v; want WhatsApp's 422 as permanent_error", sum.ReviewReasons)
+	}
+	if len(sum.RefusedTransitions) == 0 || sum.OrdersByState["cancelled"] != 1 || sum.OrdersByState["paid"] != 5 {
+		t.Errorf("refused transitions %v, orders %v; want the cancelled order's mark_paid skipped", sum.RefusedTransitions, sum.OrdersByState)
+	}
+	if sum.Ledger.Reused == 0 || sum.Ledger.ReusedByStep["payment-succeeded/mark_paid"] != 1 {
+		t.Errorf("ledger = %+v; want the second event's steps completed from the ledger", sum.Ledger)
+	}
+	// Retries reached the services with keys they had seen, and the keys kept them from
+	// acting twice.
+	if sum.RepeatedKeys() == 0 || sum.Engine.UnknownOutcomesRetried == 0 {
+		t.Errorf("repeated keys %d, unknown outcomes retried %d; want both > 0", sum.RepeatedKeys(), sum.Engine.UnknownOutcomesRetried)
+	}
+
 	var text bytes.Buffer
 	if err := sum.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"DUPLICATE EFFECTS", "Review items", "onceflow runs list --db sqlite:///", "onceflow runs show "} {
+	for _, want := range []string{"DUPLICATE EFFECTS", "smtp (no dedup)", "Review items", "Effect ledger: ", "order:5004",
+		"onceflow runs list --db sqlite:///", "onceflow runs show ", "curl -H 'Authorization: Bearer adm_", "40× shorter"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, text.String())
 		}
 	}
-	if !strings.Contains(progress.String(), "all 16 runs settled") {
+	if !strings.Contains(progress.String(), "all 15 runs completed or waiting for review") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 
@@ -87,7 +100,7 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"destinations", "runs_by_state", "review_reasons", "invariants_ok", "db"} {
+	for _, k := range []string{"destinations", "runs_by_workflow", "runs_by_state", "review_items", "ledger", "orders_by_state", "invariants_ok", "db", "next"} {
 		if _, ok := back[k]; !ok {
 			t.Errorf("JSON summary lacks %q: %s", k, b)
 		}
@@ -99,7 +112,8 @@ func TestRunReportsDeadlineAsFailure(t *testing.T) {
 	t.Parallel()
 	sum, err := demo.Run(context.Background(), demo.Config{
 		DBPath:   filepath.Join(t.TempDir(), "demo.db"),
-		Runs:     4,
+		Forms:    4,
+		Orders:   2,
 		Deadline: time.Nanosecond,
 	})
 	if err != nil {

@@ -1,23 +1,25 @@
 package demo
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/smtp"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/onceflow/onceflow"
 )
 
 // keyWithFault returns an idempotency key whose first request to dest gets f under plan,
-// and whose later requests get none.
-func keyWithFault(t *testing.T, plan faultPlan, dest string, f fault) string {
+// and whose second gets none.
+func keyWithFault(t *testing.T, plan faultPlan, dest, prefix string, f fault) string {
 	t.Helper()
 	for i := range 10000 {
-		k := fmt.Sprintf("key-%d", i)
+		k := fmt.Sprintf("%s%d", prefix, i)
 		if plan.pick(dest, k, 1) == f && plan.pick(dest, k, 2) == faultNone {
 			return k
 		}
@@ -26,9 +28,12 @@ func keyWithFault(t *testing.T, plan faultPlan, dest string, f fault) string {
 	return ""
 }
 
-func startCRM(t *testing.T) (*destinations, faultPlan) {
+var testTokens = map[string]string{"CRM_TOKEN": "crm-secret", "WHATSAPP_TOKEN": "wa-secret", "INVOICING_TOKEN": "inv-secret"}
+
+func startTestDestinations(t *testing.T) (*destinations, faultPlan) {
 	t.Helper()
-	ds, err := startDestinations(7, 5*time.Second)
+	plan := faultPlan{seed: 7}
+	ds, err := startDestinations(plan, 5*time.Second, testTokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,177 +42,250 @@ func startCRM(t *testing.T) (*destinations, faultPlan) {
 			t.Error(err)
 		}
 	})
-	return ds, faultPlan{seed: 7}
+	return ds, plan
 }
 
-func postLead(t *testing.T, p *poster, ds *destinations, key, sid string) (any, error) {
+// testClient sends one request per connection, as onceflow's steps see the destinations.
+func testClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func send(t *testing.T, c *http.Client, method, url, token, key string, body any) (*reply, error) {
 	t.Helper()
-	sc := &onceflow.StepContext{EffectKey: key}
-	return p.post(context.Background(), sc, "crm", ds.crm.url+"/leads", map[string]any{"submission_id": sid, "name": "Ada"})
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func postLead(t *testing.T, c *http.Client, ds *destinations, key, externalID string) (*reply, error) {
+	t.Helper()
+	return send(t, c, http.MethodPost, ds.crm.url+"/leads", testTokens["CRM_TOKEN"], key, map[string]any{"external_id": externalID, "name": "Ada"})
 }
 
 func TestDestinationDeduplicatesByKey(t *testing.T) {
 	t.Parallel()
-	ds, plan := startCRM(t)
-	p := newPoster(time.Second)
-	defer p.close()
-	key := keyWithFault(t, plan, "crm", faultNone)
-
-	first, err := postLead(t, p, ds, key, "sub-1")
+	ds, plan := startTestDestinations(t)
+	c := testClient(time.Second)
+	key := keyWithFault(t, plan, "crm", "lead-create:", faultNone)
+	first, err := postLead(t, c, ds, key, "web-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := postLead(t, p, ds, key, "sub-1")
+	second, err := postLead(t, c, ds, key, "web-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(first.(json.RawMessage)) != string(second.(json.RawMessage)) {
-		t.Fatalf("a repeated key got a different answer: %s then %s", first, second)
+	if first.status != http.StatusCreated || second.body != first.body || second.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("a repeated key got %d %s (replayed %q) after %d %s", second.status, second.body, second.header.Get("Idempotent-Replayed"), first.status, first.body)
 	}
 	s := ds.crm.Stats()
-	if s.Requests != 2 || s.EffectsApplied != 1 || s.KeyReplays != 1 || s.DuplicateEffects != 0 {
+	if s.Requests != 2 || s.EffectsApplied != 1 || s.RepeatedKeys != 1 || s.KeyReplays != 1 || s.DuplicateEffects != 0 {
 		t.Fatalf("stats = %+v", s)
+	}
+	if a := ds.crm.applied(); a.keys[key] != "lead web-1" || a.actions["lead web-1"] != 1 {
+		t.Fatalf("applied = %+v", a)
 	}
 }
 
-// The duplicate count judges by the business id, not the key: the same lead under two keys
-// is a duplicate. Without this the demo's central check would prove nothing.
+// The duplicate count judges by the business identity, not the key: the same lead under
+// two keys is a duplicate. Without this the demo's central check would prove nothing.
 func TestDestinationCountsDuplicatesByBusinessID(t *testing.T) {
 	t.Parallel()
-	ds, plan := startCRM(t)
-	p := newPoster(time.Second)
-	defer p.close()
-	var keys []string
-	for i := 0; len(keys) < 2; i++ {
-		if k := fmt.Sprintf("key-%d", i); plan.pick("crm", k, 1) == faultNone {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range keys {
-		if _, err := postLead(t, p, ds, k, "sub-1"); err != nil {
+	ds, plan := startTestDestinations(t)
+	c := testClient(time.Second)
+	for _, prefix := range []string{"a:", "b:"} {
+		if _, err := postLead(t, c, ds, keyWithFault(t, plan, "crm", prefix, faultNone), "web-1"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s := ds.crm.Stats(); s.EffectsApplied != 2 || s.DuplicateEffects != 1 {
-		t.Fatalf("stats = %+v; want 2 effects applied and 1 duplicate", s)
+	if s := ds.crm.Stats(); s.EffectsApplied != 1 || s.DuplicateEffects != 1 || s.RepeatedKeys != 0 {
+		t.Fatalf("stats = %+v; want 1 lead applied and 1 duplicate", s)
 	}
 }
 
-func TestFaultsAreClassified(t *testing.T) {
+func TestDestinationFaults(t *testing.T) {
 	t.Parallel()
-	ds, plan := startCRM(t)
-	p := newPoster(200 * time.Millisecond)
-	defer p.close()
+	ds, plan := startTestDestinations(t)
+	c := testClient(300 * time.Millisecond)
 	tests := []struct {
 		fault      fault
-		class      onceflow.ErrorClass
-		status     int
-		retryAfter time.Duration
+		status     int // 0: no answer
+		retryAfter string
 		applied    int
 	}{
-		{faultUnavailable, onceflow.Retryable, http.StatusServiceUnavailable, 0, 0},
-		{faultRateLimited, onceflow.Retryable, http.StatusTooManyRequests, time.Second, 0},
-		{faultDropAfterApply, onceflow.Unknown, 0, 0, 1},
-		{faultSlowAfterApply, onceflow.Unknown, 0, 0, 1},
+		{faultUnavailable, http.StatusServiceUnavailable, "", 0},
+		{faultRateLimited, http.StatusTooManyRequests, "1", 0},
+		{faultDropAfterApply, 0, "", 1},
+		{faultSlowAfterApply, 0, "", 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.fault.String(), func(t *testing.T) {
-			key := keyWithFault(t, plan, "crm", tt.fault)
-			sid := fmt.Sprintf("sub-%d", i)
-			_, err := postLead(t, p, ds, key, sid)
-			if err == nil {
-				t.Fatal("no error")
+			key := keyWithFault(t, plan, "crm", "lead-create:", tt.fault)
+			id := fmt.Sprintf("web-%d", i)
+			r, err := postLead(t, c, ds, key, id)
+			switch {
+			case tt.status == 0 && err == nil:
+				t.Fatalf("answered %d; want no answer", r.status)
+			case tt.status != 0 && err != nil:
+				t.Fatal(err)
+			case tt.status != 0 && (r.status != tt.status || r.header.Get("Retry-After") != tt.retryAfter):
+				t.Fatalf("answered %d, Retry-After %q; want %d, %q", r.status, r.header.Get("Retry-After"), tt.status, tt.retryAfter)
+			case tt.fault == faultSlowAfterApply && !isTimeout(err):
+				t.Fatalf("err = %v; want the client's timeout", err)
 			}
-			if c := onceflow.ClassOf(err); c != tt.class {
-				t.Fatalf("class %s, want %s (%v)", c, tt.class, err)
-			}
-			var se *onceflow.StepError
-			if errors.As(err, &se) && (se.ResponseStatus != tt.status || se.RetryAfter != tt.retryAfter) {
-				t.Errorf("status %d retry after %v; want %d and %v", se.ResponseStatus, se.RetryAfter, tt.status, tt.retryAfter)
-			}
-			if n := ds.crm.applied("lead", sid); n != tt.applied {
+			if n := ds.crm.applied().actions["lead "+id]; n != tt.applied {
 				t.Errorf("applied %d times, want %d", n, tt.applied)
+			}
+			// The retry with the same key succeeds and applies nothing more.
+			r, err = postLead(t, c, ds, key, id)
+			if err != nil || r.status != http.StatusCreated {
+				t.Fatalf("retry: %v %+v", err, r)
+			}
+			if n := ds.crm.applied().actions["lead "+id]; n != 1 {
+				t.Errorf("after the retry: applied %d times, want 1", n)
 			}
 		})
 	}
-}
-
-func TestChatRejectsUnreachableNumbers(t *testing.T) {
-	t.Parallel()
-	ds, _ := startCRM(t)
-	p := newPoster(time.Second)
-	defer p.close()
-	// The 422 comes before any fault only when the request gets past the fault plan; the
-	// rejection does not depend on the key, so try keys until one is not faulted.
-	var err error
-	for i := range 20 {
-		sc := &onceflow.StepContext{EffectKey: fmt.Sprintf("whatsapp-notice:%d", i)}
-		_, err = p.post(context.Background(), sc, "chat", ds.chat.url+"/messages",
-			map[string]any{"submission_id": "sub-1", "to": unreachablePrefix + "5550001", "text": "hi"})
-		if onceflow.ClassOf(err) == onceflow.Permanent {
-			break
-		}
-	}
-	var se *onceflow.StepError
-	if !errors.As(err, &se) || se.Class != onceflow.Permanent || se.ResponseStatus != http.StatusUnprocessableEntity {
-		t.Fatalf("err = %#v; want a permanent 422", err)
-	}
-	if s := ds.chat.Stats(); s.EffectsApplied != 0 || s.Rejected == 0 {
+	if s := ds.crm.Stats(); s.FaultsInjected != 4 || s.DuplicateEffects != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
 }
 
-func TestClassifyResponse(t *testing.T) {
+// The CRM's verify lookup finds a lead by external id once it exists.
+func TestCRMLookup(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		status     int
-		retryAfter string
-		class      onceflow.ErrorClass // "" for success
-		after      time.Duration
-	}{
-		{200, "", "", 0},
-		{201, "", "", 0},
-		{204, "", "", 0},
-		{400, "", onceflow.Permanent, 0},
-		{404, "", onceflow.Permanent, 0},
-		{409, "", onceflow.Permanent, 0},
-		{422, "", onceflow.Permanent, 0},
-		{408, "", onceflow.Retryable, 0},
-		{425, "", onceflow.Retryable, 0},
-		{429, "3", onceflow.Retryable, 3 * time.Second},
-		{500, "", onceflow.Retryable, 0},
-		{502, "junk", onceflow.Retryable, 0},
-		{503, "0", onceflow.Retryable, 0},
-		{504, "-1", onceflow.Retryable, 0},
+	ds, plan := startTestDestinations(t)
+	c := testClient(time.Second)
+	find := func() *reply {
+		r, err := send(t, c, http.MethodGet, ds.crm.url+"/leads/by-external-id/web-9", testTokens["CRM_TOKEN"], "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
-	for _, tt := range tests {
-		h := http.Header{}
-		if tt.retryAfter != "" {
-			h.Set("Retry-After", tt.retryAfter)
-		}
-		out, err := classifyResponse("dest", tt.status, h, []byte(`{"ok":true}`))
-		if tt.class == "" {
-			if err != nil || string(out.(json.RawMessage)) != `{"ok":true}` {
-				t.Errorf("%d: out %v err %v; want the body", tt.status, out, err)
-			}
-			continue
-		}
-		var se *onceflow.StepError
-		if !errors.As(err, &se) || se.Class != tt.class || se.RetryAfter != tt.after || se.ResponseStatus != tt.status {
-			t.Errorf("%d (Retry-After %q): %#v; want class %s after %v", tt.status, tt.retryAfter, err, tt.class, tt.after)
-		}
+	if r := find(); r.status != http.StatusNotFound {
+		t.Fatalf("before: %d %s", r.status, r.body)
+	}
+	created, err := postLead(t, c, ds, keyWithFault(t, plan, "crm", "lead-create:", faultNone), "web-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := find(); r.status != http.StatusOK || r.body != created.body {
+		t.Fatalf("after: %d %s; want 200 %s", r.status, r.body, created.body)
+	}
+	if s := ds.crm.Stats(); s.VerifyProbes != 2 || s.EffectsApplied != 1 {
+		t.Fatalf("stats = %+v", s)
 	}
 }
 
-func TestRetryAfterDate(t *testing.T) {
+func TestDestinationsRefuse(t *testing.T) {
 	t.Parallel()
-	when := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
-	if d := retryAfter(when); d < 59*time.Minute || d > time.Hour {
-		t.Fatalf("retryAfter(%q) = %v; want about an hour", when, d)
+	ds, plan := startTestDestinations(t)
+	c := testClient(time.Second)
+	key := keyWithFault(t, plan, "whatsapp", "whatsapp-notice:", faultNone)
+	msg := map[string]any{"to": unreachablePrefix + "0100004", "template": "lead_welcome"}
+	r, err := send(t, c, http.MethodPost, ds.whatsapp.url+"/messages", testTokens["WHATSAPP_TOKEN"], key, msg)
+	if err != nil || r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "not a WhatsApp user") {
+		t.Fatalf("unreachable number: %v %+v", err, r)
 	}
-	past := time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)
-	if d := retryAfter(past); d != 0 {
-		t.Fatalf("retryAfter(past) = %v; want 0", d)
+	r, err = send(t, c, http.MethodPost, ds.whatsapp.url+"/messages", "wrong", key, msg)
+	if err != nil || r.status != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %v %+v", err, r)
+	}
+	r, err = send(t, c, http.MethodPost, ds.stock.url+"/reservations", "", "", map[string]any{"order_id": "5001"})
+	if err != nil || r.status != http.StatusBadRequest {
+		t.Fatalf("no key: %v %+v", err, r)
+	}
+	if s := ds.whatsapp.Stats(); s.EffectsApplied != 0 || s.Rejected != 1 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// sendMail submits one message as the e-mail step does: the Message-ID and the effect key
+// in headers.
+func sendMail(addr, key, to, subject string) error {
+	msg := "From: shop@acme.example\r\nTo: " + to + "\r\nSubject: " + subject + "\r\nMessage-ID: <" + key + "@onceflow>\r\n" +
+		"X-Onceflow-Effect-Key: " + key + "\r\n\r\nHello.\r\n"
+	return smtp.SendMail(addr, nil, "shop@acme.example", []string{to}, []byte(msg))
+}
+
+// The mail server does not deduplicate: a message sent twice is delivered twice, and
+// counted as a duplicate.
+func TestMailboxDeliversEveryMessage(t *testing.T) {
+	t.Parallel()
+	ds, plan := startTestDestinations(t)
+	key := keyWithFault(t, plan, "smtp", "payment-receipt:", faultNone)
+	for range 2 {
+		if err := sendMail(ds.mail.addr, key, "ana@example.com", "Payment received for order 5001"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := ds.mail.Stats()
+	if s.Requests != 2 || s.EffectsApplied != 1 || s.DuplicateEffects != 1 || s.RepeatedKeys != 1 || s.Deduplicates {
+		t.Fatalf("stats = %+v", s)
+	}
+	if a := ds.mail.applied(); a.actions["e-mail to ana@example.com: Payment received for order 5001"] != 2 {
+		t.Fatalf("applied = %+v", a)
+	}
+}
+
+func TestMailboxFaults(t *testing.T) {
+	t.Parallel()
+	ds, plan := startTestDestinations(t)
+	// 451 after the message: nothing delivered; the retry is.
+	key := keyWithFault(t, plan, "smtp", "welcome-email:", faultUnavailable)
+	if err := sendMail(ds.mail.addr, key, "bo@example.com", "Welcome"); err == nil || !strings.Contains(err.Error(), "451") {
+		t.Fatalf("err = %v; want 451", err)
+	}
+	if err := sendMail(ds.mail.addr, key, "bo@example.com", "Welcome"); err != nil {
+		t.Fatal(err)
+	}
+	// A welcome e-mail delivered without a reply.
+	drop := keyWithFault(t, plan, "smtp", "welcome-email:", faultDropAfterApply)
+	if err := sendMail(ds.mail.addr, drop, "cy@example.com", "Welcome"); err == nil {
+		t.Fatal("a dropped reply looked like success")
+	}
+	// Receipts are never dropped (see mailbox).
+	receipt := keyWithFault(t, plan, "smtp", "payment-receipt:", faultDropAfterApply)
+	if err := sendMail(ds.mail.addr, receipt, "di@example.com", "Receipt"); err != nil {
+		t.Fatal(err)
+	}
+	s := ds.mail.Stats()
+	if s.EffectsApplied != 3 || s.DuplicateEffects != 0 || s.FaultsInjected != 2 || s.Faults[faultTempFailure.String()] != 1 {
+		t.Fatalf("stats = %+v", s)
 	}
 }
 
@@ -218,7 +296,7 @@ func TestFaultPlanIsDeterministic(t *testing.T) {
 	differs := false
 	counts := map[fault]int{}
 	for i := range 2000 {
-		key := fmt.Sprintf("lead-create:sub-%d", i)
+		key := fmt.Sprintf("lead-create:web-%d", i)
 		for n := 1; n <= 3; n++ {
 			f := a.pick("crm", key, n)
 			if f != b.pick("crm", key, n) {
@@ -242,39 +320,5 @@ func TestFaultPlanIsDeterministic(t *testing.T) {
 		if counts[f] == 0 {
 			t.Errorf("fault %v never chosen in 2000 keys", f)
 		}
-	}
-}
-
-func TestSubmissions(t *testing.T) {
-	t.Parallel()
-	subs := submissions(40)
-	keys := map[string]bool{}
-	resubmits, corrected, unreachable := 0, 0, 0
-	for i, s := range subs {
-		if keys[s.RunKey] {
-			t.Fatalf("run key %s used twice", s.RunKey)
-		}
-		keys[s.RunKey] = true
-		if s.Resubmits >= 0 {
-			resubmits++
-			prev := subs[s.Resubmits].Form
-			if prev.SubmissionID != s.Form.SubmissionID {
-				t.Errorf("submission %d repeats %d but has another submission id", i, s.Resubmits)
-			}
-			if s.Corrected {
-				corrected++
-				if prev == s.Form {
-					t.Errorf("submission %d is marked corrected but equals %d", i, s.Resubmits)
-				}
-			} else if prev != s.Form {
-				t.Errorf("submission %d repeats %d with other data", i, s.Resubmits)
-			}
-		}
-		if len(s.Form.Phone) > 4 && s.Form.Phone[:4] == unreachablePrefix && s.Resubmits < 0 {
-			unreachable++
-		}
-	}
-	if resubmits != 5 || corrected != 1 || unreachable == 0 {
-		t.Fatalf("resubmits %d corrected %d unreachable %d", resubmits, corrected, unreachable)
 	}
 }

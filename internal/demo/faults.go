@@ -10,7 +10,7 @@ type fault int
 
 const (
 	faultNone fault = iota
-	// faultUnavailable answers 503 with Retry-After: 0 before doing anything.
+	// faultUnavailable answers 503 before doing anything.
 	faultUnavailable
 	// faultRateLimited answers 429 with Retry-After: 1 before doing anything.
 	faultRateLimited
@@ -18,6 +18,9 @@ const (
 	faultDropAfterApply
 	// faultSlowAfterApply applies the effect, then answers only after the caller gave up.
 	faultSlowAfterApply
+	// faultTempFailure is the SMTP server's 451 after the message was sent: nothing was
+	// delivered.
+	faultTempFailure
 )
 
 func (f fault) String() string {
@@ -30,6 +33,8 @@ func (f fault) String() string {
 		return "applied, then connection dropped"
 	case faultSlowAfterApply:
 		return "applied, then answered too late"
+	case faultTempFailure:
+		return "451 try again later"
 	}
 	return "none"
 }

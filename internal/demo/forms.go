@@ -2,24 +2,20 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
-
-	"github.com/onceflow/onceflow"
 )
 
-// submission is one form post: a run key (the form's request id) and the form.
-type submission struct {
-	RunKey string
-	Form   Form
-	// Resubmits is the index of the earlier submission this one repeats under a new
-	// request id, or -1.
-	Resubmits int
-	// Corrected is true when the repeat changed the form's data.
-	Corrected bool
-	// Together: the double click arrives as two concurrent requests, not one after the other.
-	Together bool
+// Form is a website contact form: the input of a website-lead run.
+type Form struct {
+	SubmissionID string `json:"submission_id"`
+	Name         string `json:"name"`
+	Email        string `json:"email"`
+	Phone        string `json:"phone,omitempty"`
+	Message      string `json:"message"`
 }
 
 var people = []string{
@@ -27,104 +23,134 @@ var people = []string{
 	"Donald Knuth", "Margaret Hamilton", "John McCarthy", "Frances Allen", "Ken Thompson", "Radia Perlman",
 }
 
-// submissions returns n form posts. Every eighth repeats the previous one under a new
-// request id (the visitor sent the form again the next day), the first of those with a
-// corrected e-mail address; every sixth form carries a phone number the chat notifier
-// cannot reach.
-func submissions(n int) []submission {
-	subs := make([]submission, n)
-	corrected := false
-	for i := range subs {
-		s := submission{RunKey: fmt.Sprintf("form-request-%04d", i+1), Resubmits: -1, Together: i%2 == 0}
-		if i%8 == 7 {
-			s.Form, s.Resubmits = subs[i-1].Form, i-1
-			if !corrected {
-				s.Form.Email = strings.Replace(s.Form.Email, "@example.com", "@example.org", 1)
-				s.Corrected, corrected = true, true
-			}
-		} else {
-			name := people[i%len(people)]
-			sid := fmt.Sprintf("sub-%04d", 1001+i)
-			s.Form = Form{
-				SubmissionID: sid,
-				Name:         name,
-				Email:        strings.ToLower(strings.ReplaceAll(name, " ", ".")) + "." + sid[4:] + "@example.com",
-				Phone:        fmt.Sprintf("+4915%08d", 20000000+i*7919),
-			}
-			if i%6 == 4 {
-				s.Form.Phone = fmt.Sprintf("%s555%04d", unreachablePrefix, i)
-			}
+// forms returns n website forms. Every third leaves the phone empty (no WhatsApp notice),
+// and every sixth gives a number WhatsApp refuses.
+func forms(n int) []Form {
+	out := make([]Form, n)
+	for i := range out {
+		name := people[i%len(people)]
+		sid := fmt.Sprintf("web-%04d", 1001+i)
+		f := Form{
+			SubmissionID: sid,
+			Name:         name,
+			Email:        strings.ToLower(strings.ReplaceAll(name, " ", ".")) + "." + sid[4:] + "@example.com",
+			Message:      "Please call me about a quote.",
 		}
-		subs[i] = s
+		switch i % 6 {
+		case 2, 5:
+		case 4:
+			f.Phone = fmt.Sprintf("%s01%05d", unreachablePrefix, i)
+		default:
+			f.Phone = fmt.Sprintf("+4915%08d", 20000000+i*7919)
+		}
+		out[i] = f
 	}
-	return subs
+	return out
 }
 
-// startTally records what Start answered for every submission.
-type startTally struct {
-	mu      sync.Mutex
-	created map[string]int   // run key → starts that created the run
-	ids     map[string]int64 // run key → run ID first seen
-	calls   int
-	dups    int
-	errs    []string
+// FormStats counts the website's posts to POST /v1/workflows/website-lead/runs.
+type FormStats struct {
+	Forms int `json:"forms"`
+	// Posts counts every request, the retries after 409 included.
+	Posts int `json:"posts"`
+	// Created counts 201 answers that created a run; Replayed those that returned the run
+	// a first post had created (Idempotent-Replayed: true).
+	Created  int `json:"created"`
+	Replayed int `json:"replayed"`
+	// InProgress counts 409 answers (the twin post was still being stored), each retried
+	// after its Retry-After.
+	InProgress int `json:"in_progress_409"`
+	// KeyReused counts 422 answers: the key posted again with an edited body.
+	KeyReused int `json:"key_reused_422"`
 }
 
-func (t *startTally) add(key string, run *onceflow.Run, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.calls++
-	if err != nil {
-		t.errs = append(t.errs, fmt.Sprintf("start %s: %v", key, err))
+// formPoster posts the website's forms.
+type formPoster struct {
+	c     *caller
+	token string
+	runs  *runIDs
+
+	mu    sync.Mutex
+	stats FormStats
+}
+
+const formsPath = "/v1/workflows/" + leadWorkflow + "/runs"
+
+// postAll posts every form twice, as a double click does (every fourth one at the same
+// instant), and then posts the first form's key once more with an edited body.
+func (p *formPoster) postAll(ctx context.Context, fs []Form, senders int) {
+	p.stats.Forms = len(fs)
+	fanOut(ctx, len(fs), senders, func(i int) {
+		body, _ := json.Marshal(fs[i])
+		post := func() { p.post(ctx, fs[i].SubmissionID, body, http.StatusCreated) }
+		if i%4 == 0 {
+			together(post)
+		} else {
+			post()
+			post()
+		}
+	})
+	if len(fs) > 0 && ctx.Err() == nil {
+		edited := fs[0]
+		edited.Message = "Edited after sending: please e-mail instead."
+		body, _ := json.Marshal(edited)
+		p.post(ctx, edited.SubmissionID, body, http.StatusUnprocessableEntity)
+	}
+}
+
+// post sends one form until it gets an answer other than 409, as a well-behaved client
+// does, and checks that the answer is the one expected.
+func (p *formPoster) post(ctx context.Context, key string, body []byte, want int) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+p.token)
+	h.Set("Idempotency-Key", key)
+	for {
+		a, err := p.c.post(ctx, formsPath, h, body)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.runs.fail("form %s: %v", key, err)
+			}
+			return
+		}
+		p.mu.Lock()
+		p.stats.Posts++
+		switch a.status {
+		case http.StatusCreated:
+			if a.header.Get("Idempotent-Replayed") == "true" {
+				p.stats.Replayed++
+			} else {
+				p.stats.Created++
+			}
+		case http.StatusConflict:
+			p.stats.InProgress++
+		case http.StatusUnprocessableEntity:
+			p.stats.KeyReused++
+		}
+		p.mu.Unlock()
+		switch {
+		case a.status == http.StatusConflict:
+			if waitRetryAfter(ctx, a.header) != nil {
+				return
+			}
+			continue
+		case a.status != want:
+			p.runs.fail("form %s: answered %d, want %d: %s", key, a.status, want, oneLine(string(a.body), 200))
+		case a.status == http.StatusCreated:
+			var run struct {
+				ID int64 `json:"id"`
+			}
+			if err := json.Unmarshal(a.body, &run); err != nil || run.ID == 0 {
+				p.runs.fail("form %s: 201 without a run id: %s", key, oneLine(string(a.body), 200))
+				return
+			}
+			p.runs.add(key, run.ID)
+		}
 		return
 	}
-	if run.Duplicate {
-		t.dups++
-	} else {
-		t.created[key]++
-	}
-	if id, ok := t.ids[key]; ok && id != run.ID {
-		t.errs = append(t.errs, fmt.Sprintf("start %s returned run %d and run %d", key, id, run.ID))
-	} else if !ok {
-		t.ids[key] = run.ID
-	}
 }
 
-// submitAll posts every form twice, as a double click does, from several goroutines at
-// once; half of the double clicks arrive concurrently.
-func submitAll(ctx context.Context, c *onceflow.Client, subs []submission, senders int) *startTally {
-	t := &startTally{created: map[string]int{}, ids: map[string]int64{}}
-	work := make(chan submission)
-	var wg sync.WaitGroup
-	for range senders {
-		wg.Go(func() {
-			for s := range work {
-				start := func() {
-					run, err := c.Start(ctx, WorkflowName, s.RunKey, s.Form)
-					t.add(s.RunKey, run, err)
-				}
-				if !s.Together {
-					start()
-					start()
-					continue
-				}
-				var both sync.WaitGroup
-				gate := make(chan struct{})
-				for range 2 {
-					both.Go(func() { <-gate; start() })
-				}
-				close(gate)
-				both.Wait()
-			}
-		})
-	}
-	for _, s := range subs {
-		select {
-		case work <- s:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	return t
+func (p *formPoster) Stats() FormStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
 }

@@ -17,57 +17,89 @@ type Summary struct {
 	// DBPath is the SQLite file the demo used; DBURL names it for --db.
 	DBPath string `json:"db"`
 	DBURL  string `json:"db_url"`
-	Seed   uint64 `json:"seed"`
-	// Runs is how many runs the demo started.
-	Runs int `json:"runs"`
-	// Submissions counts the form posts (each form twice); DuplicateSubmissions those
-	// answered with an existing run.
-	Submissions          int `json:"form_posts"`
-	DuplicateSubmissions int `json:"duplicate_posts_answered"`
-	// ResubmittedForms counts runs that repeat an earlier run's submission under a new
-	// run key, so that their effects come from the ledger.
-	ResubmittedForms int                `json:"resubmitted_forms"`
-	Destinations     []DestinationStats `json:"destinations"`
-	RunsByState      map[string]int     `json:"runs_by_state"`
+	// API is the base URL onceflow served while the demo ran, and AdminToken a token it
+	// accepted; both are gone when Run returns.
+	API        string `json:"api"`
+	AdminToken string `json:"admin_token"`
+	Seed       uint64 `json:"seed"`
+	// Speedup is how many times shorter than the files the retry delays and http timeouts
+	// were.
+	Speedup int `json:"speedup"`
+	// Workflows are the example files served.
+	Workflows    []string           `json:"workflows"`
+	Forms        FormStats          `json:"forms"`
+	Payments     PaymentStats       `json:"payments"`
+	Destinations []DestinationStats `json:"destinations"`
+	Runs         int                `json:"runs"`
+	// RunsByWorkflow counts runs by workflow and state; RunsByState by state.
+	RunsByWorkflow map[string]map[string]int `json:"runs_by_workflow"`
+	RunsByState    map[string]int            `json:"runs_by_state"`
 	// ReviewReasons counts the steps waiting for review by reason code.
 	ReviewReasons map[string]int `json:"review_reasons"`
 	ReviewItems   []ReviewItem   `json:"review_items"`
-	Engine        EngineStats    `json:"engine"`
+	// RefusedTransitions are the guarded transitions that changed nothing (a payment for
+	// a cancelled order): the step and those after it ended skipped.
+	RefusedTransitions []RefusedTransition `json:"refused_transitions"`
+	Ledger             LedgerStats         `json:"ledger"`
+	Engine             EngineStats         `json:"engine"`
+	// OrdersByState counts the shop's orders by their state at the end.
+	OrdersByState map[string]int `json:"orders_by_state"`
 	Invariants    []Invariant    `json:"invariants"`
 	InvariantsOK  bool           `json:"invariants_ok"`
-	Elapsed       time.Duration  `json:"-"`
-	ElapsedSecs   float64        `json:"elapsed_seconds"`
-
-	runs  []*store.Run
-	steps map[int64][]*store.Step
+	// Next lists commands to look at what happened; ShowRun is a run worth looking at.
+	Next        []Hint        `json:"next"`
+	ShowRun     int64         `json:"-"`
+	Elapsed     time.Duration `json:"-"`
+	ElapsedSecs float64       `json:"elapsed_seconds"`
 }
 
 // ReviewItem is a step parked in needs_review.
 type ReviewItem struct {
-	RunID     int64  `json:"run_id"`
-	RunKey    string `json:"run_key"`
-	Entity    string `json:"entity"`
-	Step      string `json:"step"`
-	EffectKey string `json:"effect_key"`
-	Reason    string `json:"reason"`
-	Error     string `json:"error"`
+	RunID       int64  `json:"run_id"`
+	Workflow    string `json:"workflow"`
+	Entity      string `json:"entity"`
+	Step        string `json:"step"`
+	EffectKey   string `json:"effect_key"`
+	Reason      string `json:"reason"`
+	LastOutcome string `json:"last_outcome"`
+	Error       string `json:"error"`
+	// Response is the destination's answer to the latest attempt, if it answered.
+	Response string `json:"response,omitempty"`
+}
+
+// RefusedTransition is a transition step that found its entity in a state it may not
+// leave that way.
+type RefusedTransition struct {
+	RunID  int64  `json:"run_id"`
+	RunKey string `json:"run_key"`
+	Entity string `json:"entity"`
+	Step   string `json:"step"`
+}
+
+// LedgerStats says what the effect ledger deduplicated.
+type LedgerStats struct {
+	// Reused counts steps completed from the ledger without acting: their effect key had
+	// been completed by another run. ReusedByStep counts them by workflow/step.
+	Reused       int            `json:"steps_completed_from_ledger"`
+	ReusedByStep map[string]int `json:"by_step"`
+	// Waits counts times a step waited because another run held its key in flight.
+	Waits int `json:"waits_for_key_in_flight"`
+	// KeyConflicts counts keys completed with a different request.
+	KeyConflicts int `json:"key_conflicts"`
 }
 
 // EngineStats counts what the engine did, from the audit trail.
 type EngineStats struct {
-	// Attempts counts step executions (claims).
+	// Attempts counts step executions.
 	Attempts int `json:"attempts"`
-	// RetriesScheduled counts retries after an error that left the effect undone.
+	// RetriesScheduled counts retries after an error that left the effect undone (503,
+	// 429, 451).
 	RetriesScheduled int `json:"retries_scheduled"`
 	// UnknownOutcomesRetried counts retries, with the same key, after an attempt whose
-	// effect may have happened.
+	// effect may have happened (a late answer, a dropped connection).
 	UnknownOutcomesRetried int `json:"unknown_outcomes_retried"`
-	// EffectsReused counts steps completed from the effect ledger without a request.
-	EffectsReused int `json:"effects_reused"`
-	// EffectWaits counts steps that waited for another run holding the same key.
-	EffectWaits int `json:"effect_waits"`
-	// KeyConflicts counts steps whose key was completed with a different request.
-	KeyConflicts int `json:"key_conflicts"`
+	// ConditionFalse counts steps skipped by their when: condition.
+	ConditionFalse int `json:"skipped_by_condition"`
 }
 
 // Invariant is one property the demo checks.
@@ -77,6 +109,12 @@ type Invariant struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// Hint is a command to look further, and why.
+type Hint struct {
+	Command string `json:"command"`
+	Why     string `json:"why"`
+}
+
 // MarshalJSON keeps empty collections as [] and {} rather than null.
 func (s *Summary) MarshalJSON() ([]byte, error) {
 	type plain Summary
@@ -84,99 +122,19 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 	if c.ReviewItems == nil {
 		c.ReviewItems = []ReviewItem{}
 	}
-	if c.ReviewReasons == nil {
-		c.ReviewReasons = map[string]int{}
+	if c.RefusedTransitions == nil {
+		c.RefusedTransitions = []RefusedTransition{}
 	}
-	if c.RunsByState == nil {
-		c.RunsByState = map[string]int{}
+	for _, m := range []*map[string]int{&c.ReviewReasons, &c.RunsByState, &c.OrdersByState, &c.Ledger.ReusedByStep} {
+		if *m == nil {
+			*m = map[string]int{}
+		}
+	}
+	if c.RunsByWorkflow == nil {
+		c.RunsByWorkflow = map[string]map[string]int{}
 	}
 	c.ElapsedSecs = s.Elapsed.Seconds()
 	return json.Marshal(c)
-}
-
-// check evaluates the invariants into sum.
-func check(sum *Summary, ds *destinations, tally *startTally, subs []submission, settled bool) {
-	add := func(name string, problems []string) {
-		inv := Invariant{Name: name, OK: len(problems) == 0}
-		if len(problems) > 5 {
-			problems = append(problems[:5], fmt.Sprintf("and %d more", len(problems)-5))
-		}
-		inv.Detail = strings.Join(problems, "; ")
-		sum.Invariants = append(sum.Invariants, inv)
-	}
-
-	var dup []string
-	for _, d := range sum.Destinations {
-		if d.DuplicateEffects > 0 {
-			dup = append(dup, fmt.Sprintf("%s applied %d business actions twice", d.Name, d.DuplicateEffects))
-		}
-	}
-	add("no business action applied twice", dup)
-
-	var lost []string
-	type action struct{ dest, name string }
-	recorded := map[action]bool{}
-	for _, r := range sum.runs {
-		var f Form
-		_ = json.Unmarshal(r.Input, &f)
-		for _, s := range sum.steps[r.ID] {
-			d, name := actionOf(ds, s.Name)
-			if d == nil {
-				continue
-			}
-			a := action{d.name, name + ":" + f.SubmissionID}
-			switch s.State {
-			case store.StateCompleted:
-				recorded[a] = true
-				if n := d.applied(name, f.SubmissionID); n != 1 {
-					lost = append(lost, fmt.Sprintf("run %d step %s is completed but %s applied it %d times", r.ID, s.Name, d.name, n))
-				}
-			case store.StateNeedsReview:
-				if s.LastOutcome == store.OutcomeUnknown {
-					recorded[a] = true // a person decides whether it happened
-				}
-			}
-		}
-	}
-	for _, d := range ds.all() {
-		d.mu.Lock()
-		for a, n := range d.actions {
-			if n > 0 && !recorded[action{d.name, a}] {
-				lost = append(lost, fmt.Sprintf("%s applied %s but no step records it", d.name, a))
-			}
-		}
-		d.mu.Unlock()
-	}
-	sort.Strings(lost)
-	add("every completed step's effect applied exactly once, none unrecorded", lost)
-
-	var open []string
-	if !settled {
-		open = append(open, "the deadline passed before every run settled")
-	}
-	for _, r := range sum.runs {
-		if r.State != store.StateCompleted && r.State != store.StateNeedsReview {
-			open = append(open, fmt.Sprintf("run %d is %s", r.ID, r.State))
-		}
-	}
-	add("every run completed or waiting for review", open)
-
-	var starts []string
-	starts = append(starts, tally.errs...)
-	for _, s := range subs {
-		if n := tally.created[s.RunKey]; n != 1 {
-			starts = append(starts, fmt.Sprintf("run key %s created %d runs", s.RunKey, n))
-		}
-	}
-	if len(sum.runs) != len(subs) {
-		starts = append(starts, fmt.Sprintf("%d runs stored for %d run keys", len(sum.runs), len(subs)))
-	}
-	add("every run key started exactly one run", starts)
-
-	sum.InvariantsOK = true
-	for _, inv := range sum.Invariants {
-		sum.InvariantsOK = sum.InvariantsOK && inv.OK
-	}
 }
 
 // DuplicateEffects is the total over all destinations.
@@ -188,11 +146,11 @@ func (s *Summary) DuplicateEffects() int {
 	return n
 }
 
-// KeyReplays is the total over all destinations: retries the idempotency key made safe.
-func (s *Summary) KeyReplays() int {
+// RepeatedKeys is the total over all destinations: requests that carried a key seen before.
+func (s *Summary) RepeatedKeys() int {
 	n := 0
 	for _, d := range s.Destinations {
-		n += d.KeyReplays
+		n += d.RepeatedKeys
 	}
 	return n
 }
@@ -212,46 +170,116 @@ func (s *Summary) Failures() []string {
 func (s *Summary) WriteText(w io.Writer) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DESTINATION\tREQUESTS RECEIVED\tEFFECTS APPLIED\tKEY REPLAYS\tFAULTS INJECTED\tREJECTED (422)\tDUPLICATE EFFECTS")
+	fmt.Fprintln(tw, "SERVICE\tREQUESTS\tEFFECTS APPLIED\tDUPLICATE EFFECTS\tFAULTS INJECTED\tREJECTED\tREPEATED KEYS\tKEY REPLAYS\tVERIFY PROBES")
 	for _, d := range s.Destinations {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", d.Name, d.Requests, d.EffectsApplied, d.KeyReplays, d.FaultsInjected, d.Rejected, d.DuplicateEffects)
+		name := d.Name
+		if !d.Deduplicates {
+			name += " (no dedup)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, d.Requests, d.EffectsApplied, d.DuplicateEffects, d.FaultsInjected,
+			d.Rejected, d.RepeatedKeys, d.KeyReplays, d.VerifyProbes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	faults := map[string]int{}
+	for _, d := range s.Destinations {
+		for k, v := range d.Faults {
+			faults[k] += v
+		}
+	}
+	var parts []string
+	for _, f := range []fault{faultUnavailable, faultRateLimited, faultTempFailure, faultSlowAfterApply, faultDropAfterApply} {
+		if n := faults[f.String()]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", f, n))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "Faults injected: %s.\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "Each service counts duplicate effects itself, by the business identity of what it was asked (a lead's\n"+
+		"external id, an order's invoice, an e-mail's recipient and subject), whatever key came with it.\n"+
+		"Repeated keys are retries that reached the service with a key (for e-mail, a Message-ID) it had seen;\n"+
+		"key replays, those answered from the stored result; verify probes, the CRM asked whether a lead exists.\n")
+
+	e := s.Engine
+	fmt.Fprintf(w, "\nWhat happened\n")
+	fmt.Fprintf(w, "  website: %d forms, each posted twice: %d runs created, %d double clicks answered with the run\n"+
+		"    already created, %d answered 409 while the twin post was being stored (retried after Retry-After),\n"+
+		"    %d repeat of a key with an edited body refused 422.\n",
+		s.Forms.Forms, s.Forms.Created, s.Forms.Replayed, s.Forms.InProgress, s.Forms.KeyReused)
+	fmt.Fprintf(w, "  payments: %d signed deliveries of %d events (%d of them a second event about a payment already\n"+
+		"    handled): %d runs started, %d repeated deliveries recognised by event id.\n",
+		s.Payments.Deliveries, s.Payments.Events, s.Payments.SecondEvents, s.Payments.Started, s.Payments.Repeated)
+	fmt.Fprintf(w, "  engine: %d attempts; %d retries after 503/429/451, %d retries with the same key after an unknown\n"+
+		"    outcome (late answer or dropped connection after the work was done), %d steps skipped by their condition.\n",
+		e.Attempts, e.RetriesScheduled, e.UnknownOutcomesRetried, e.ConditionFalse)
+
+	fmt.Fprintf(w, "\nRuns\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var states []store.State
+	for _, st := range store.States {
+		if s.RunsByState[string(st)] > 0 {
+			states = append(states, st)
+		}
+	}
+	head := "  WORKFLOW"
+	for _, st := range states {
+		head += "\t" + strings.ToUpper(string(st))
+	}
+	fmt.Fprintln(tw, head+"\tTOTAL")
+	for _, wf := range sortedKeys(s.RunsByWorkflow) {
+		line, total := "  "+wf, 0
+		for _, st := range states {
+			n := s.RunsByWorkflow[wf][string(st)]
+			line += fmt.Sprintf("\t%d", n)
+			total += n
+		}
+		fmt.Fprintf(tw, "%s\t%d\n", line, total)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	e := s.Engine
-	fmt.Fprintf(w, "\nWhat happened\n")
-	fmt.Fprintf(w, "  %d form posts made %d runs: each of the %d double submissions got back the run already started.\n",
-		s.Submissions, len(s.runs), s.DuplicateSubmissions)
-	if s.ResubmittedForms > 0 {
-		fmt.Fprintf(w, "  %d forms were sent again under a new request id: %d steps took their result from the effect ledger\n"+
-			"    instead of calling a destination again, %d waited for another run holding the same key, %d had changed data (key conflict).\n",
-			s.ResubmittedForms, e.EffectsReused, e.EffectWaits, e.KeyConflicts)
-	}
-	fmt.Fprintf(w, "  %d attempts: %d retries after 503/429 or a refused connection, %d retries after an unknown outcome\n"+
-		"    (dropped connection or late answer after the effect was applied), answered by the destinations\n"+
-		"    from their idempotency keys %d times without acting again.\n",
-		e.Attempts, e.RetriesScheduled, e.UnknownOutcomesRetried, s.KeyReplays())
-
-	fmt.Fprintf(w, "\nRuns by state:")
-	for _, st := range store.States {
-		if n := s.RunsByState[string(st)]; n > 0 {
-			fmt.Fprintf(w, "  %s %d", st, n)
-		}
-	}
-	fmt.Fprintln(w)
-
 	if len(s.ReviewItems) > 0 {
-		fmt.Fprintf(w, "\nReview items: %d steps wait for a person; nothing was lost or done twice\n", len(s.ReviewItems))
+		fmt.Fprintf(w, "\nReview items: %d steps wait for a person, each with its reason; nothing was lost or done twice\n", len(s.ReviewItems))
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  RUN\tENTITY\tSTEP\tREASON\tDETAIL")
 		for _, it := range s.ReviewItems {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", it.RunID, it.Entity, it.Step, it.Reason, oneLine(it.Error, 90))
+			detail := it.Error
+			if it.Response != "" {
+				detail = "answered " + it.Response
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", it.RunID, it.Entity, it.Step, it.Reason, oneLine(detail, 110))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+
+	fmt.Fprintf(w, "\nEffect ledger: %d steps completed from the ledger without calling anyone, their key already completed\n", s.Ledger.Reused)
+	if len(s.Ledger.ReusedByStep) > 0 {
+		var parts []string
+		for _, k := range sortedKeys(s.Ledger.ReusedByStep) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, s.Ledger.ReusedByStep[k]))
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "  %d times a step waited for another run holding the same key; %d key conflicts.\n", s.Ledger.Waits, s.Ledger.KeyConflicts)
+
+	var orders []string
+	for _, st := range sortedKeys(s.OrdersByState) {
+		orders = append(orders, fmt.Sprintf("%d %s", s.OrdersByState[st], st))
+	}
+	fmt.Fprintf(w, "\nOrders: %s\n", strings.Join(orders, ", "))
+	if len(s.RefusedTransitions) > 0 {
+		var ents []string
+		for _, t := range s.RefusedTransitions {
+			ents = append(ents, t.Entity)
+		}
+		sort.Strings(ents)
+		fmt.Fprintf(w, "  %d payment event(s) for cancelled orders changed nothing (%s): mark_paid refused the\n"+
+			"  transition and was skipped, and with it the reservation, the invoice and the receipt.\n", len(ents), strings.Join(ents, ", "))
 	}
 
 	fmt.Fprintf(w, "\nInvariants\n")
@@ -266,38 +294,22 @@ func (s *Summary) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "  %d duplicate effects across %d destinations, in %.1fs\n", s.DuplicateEffects(), len(s.Destinations), s.Elapsed.Seconds())
+	fmt.Fprintf(w, "  %d duplicate effects across %d services, %d runs in %.1fs (retry delays and http timeouts %d× shorter than the files say)\n",
+		s.DuplicateEffects(), len(s.Destinations), s.Runs, s.Elapsed.Seconds(), s.Speedup)
 
 	fmt.Fprintf(w, "\nWhere to look next (from a source checkout, write 'go run ./cmd/onceflow' for 'onceflow')\n")
-	fmt.Fprintf(w, "  onceflow runs list --db %s\n", s.DBURL)
-	if len(s.ReviewItems) > 0 {
-		fmt.Fprintf(w, "  onceflow runs list --state needs_review --db %s\n", s.DBURL)
-		fmt.Fprintf(w, "  onceflow runs show %d --db %s\n", s.ReviewItems[0].RunID, s.DBURL)
+	width := 0
+	for _, h := range s.Next {
+		width = max(width, len(h.Command))
 	}
-	if id := s.busiestRun(); id > 0 {
-		fmt.Fprintf(w, "  onceflow runs show %d --db %s\n", id, s.DBURL)
+	for _, h := range s.Next {
+		fmt.Fprintf(w, "  %-*s  # %s\n", width, h.Command, h.Why)
+	}
+	if s.ShowRun > 0 {
+		fmt.Fprintf(w, "  While the demo ran, the API answered the same at %s; it stopped with the demo:\n", s.API)
+		fmt.Fprintf(w, "    curl -H 'Authorization: Bearer %s' %s/v1/runs/%d\n", s.AdminToken, s.API, s.ShowRun)
 	}
 	return nil
-}
-
-// busiestRun is a completed run with the most attempts' worth of trouble: the one whose
-// steps took the most attempts, a good example of retries made safe.
-func (s *Summary) busiestRun() int64 {
-	var best int64
-	most := 0
-	for _, r := range s.runs {
-		if r.State != store.StateCompleted {
-			continue
-		}
-		n := 0
-		for _, st := range s.steps[r.ID] {
-			n += st.Attempt
-		}
-		if n > most {
-			best, most = r.ID, n
-		}
-	}
-	return best
 }
 
 func oneLine(s string, n int) string {

@@ -1,0 +1,30 @@
+package examples_test
+
+import (
+	"testing"
+
+	"github.com/onceflow/onceflow/examples"
+	"github.com/onceflow/onceflow/flowfile"
+)
+
+// Every embedded example is a valid workflow file, and no two define the same workflow.
+func TestExamplesAreValid(t *testing.T) {
+	files := examples.Files()
+	for _, want := range []string{"website-lead.yaml", "payment-webhook.yaml"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("%s is not embedded (have %d files)", want, len(files))
+		}
+	}
+	names := map[string]string{}
+	for file, src := range files {
+		d, problems := flowfile.Parse(file, src)
+		if len(problems) > 0 {
+			t.Errorf("%s:\n%v", file, problems)
+			continue
+		}
+		if prev, dup := names[d.Name]; dup {
+			t.Errorf("%s and %s both define workflow %q", prev, file, d.Name)
+		}
+		names[d.Name] = file
+	}
+}

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+func TestValidate(t *testing.T) {
+	r := runOK(t, "validate", "../../examples/website-lead.yaml", "../../examples/payment-webhook.yaml")
+	if !strings.Contains(r.stdout, `workflow "website-lead" is valid (4 steps)`) || !strings.Contains(r.stdout, `workflow "payment-succeeded" is valid`) {
+		t.Fatalf("stdout %s", r.stdout)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\nsteps:\n  - id: a\n    kind: ftp\n  - id: b\n    kind: go\n    func: f\n    needs: [zz]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "validate", bad)
+	if r.code != exitError || !strings.Contains(r.stdout, bad+":4:11: step \"a\": kind \"ftp\"") || !strings.Contains(r.stdout, bad+":8:12: step \"b\": needs \"zz\"") ||
+		!strings.Contains(r.stderr, "2 problem(s) in 1 file(s)") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, "validate"); r.code != exitUsage {
+		t.Fatalf("validate without files: exit %d", r.code)
+	}
+}
+
+// fakeServices stands in for the CRM, WhatsApp, stock and invoicing services of the
+// examples, counting requests per idempotency key.
+type fakeServices struct {
+	*httptest.Server
+	mu   sync.Mutex
+	keys map[string]int // path + " " + Idempotency-Key → requests
+}
+
+func newFakeServices(t *testing.T) *fakeServices {
+	f := &fakeServices{keys: map[string]int{}}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.keys[r.URL.Path+" "+r.Header.Get("Idempotency-Key")]++
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id": "obj_1", "number": "INV-1"}`)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// The two examples run end to end behind the real API and webhook endpoint: a form posted
+// twice makes one lead; a payment webhook delivered twice marks the order paid and
+// invoices it once.
+func TestServeExamples(t *testing.T) {
+	svc := newFakeServices(t)
+	smtp := newSMTPSink(t)
+	const secret = "whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ=="
+	env := map[string]string{
+		"CRM_URL": svc.URL, "CRM_TOKEN": "crm-token", "WHATSAPP_URL": svc.URL, "WHATSAPP_TOKEN": "wa-token",
+		"STOCK_URL": svc.URL, "INVOICING_URL": svc.URL, "INVOICING_TOKEN": "inv-token",
+		"PAYMENTS_WEBHOOK_SECRET": secret, "ONCEFLOW_SMTP_ADDR": smtp.addr, "ONCEFLOW_SMTP_TLS": "none",
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, err := newApp(appConfig{store: st, workflows: "../../examples", allowNet: []string{"127.0.0.1/32"}, workers: 4,
+		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := server.Token{Name: "test", Secret: "admin-secret-0123456789", Scopes: []server.Scope{server.ScopeAdmin}}
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx, ln, []server.Token{token}) }()
+	base := "http://" + ln.Addr().String()
+
+	post := func(path string, header map[string]string, body string) int {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	form := `{"submission_id": "8812", "name": "Ana", "email": "ana@example.com", "phone": "+351900000000"}`
+	auth := map[string]string{"Authorization": "Bearer " + token.Secret}
+	for range 2 {
+		if code := post("/v1/workflows/website-lead/runs", auth, form); code != http.StatusCreated {
+			t.Fatalf("form post: %d", code)
+		}
+	}
+	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"id": "pi_1", "amount": 1990, "currency": "eur",
+		"receipt_email": "ana@example.com", "metadata": {"order_id": "1001"}}}}`
+	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{secret}}, 0, "", time.Now(), []byte(event))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if code := post("/hooks/payments", map[string]string{"Stripe-Signature": h.Get("Stripe-Signature")}, event); code != http.StatusOK {
+			t.Fatalf("webhook: %d", code)
+		}
+	}
+
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		runs, err := st.RunList(ctx, store.RunListParams{State: store.StateCompleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) == 2 {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			all, _ := st.RunList(ctx, store.RunListParams{})
+			b, _ := json.Marshal(all)
+			t.Fatalf("runs did not complete: %s", b)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	for key, n := range map[string]int{
+		"/leads lead-create:8812": 1, "/messages whatsapp-notice:8812": 1, "/tasks sales-task:8812": 1,
+		"/reservations stock-reserve:pi_1": 1, "/invoices invoice-create:pi_1": 1,
+	} {
+		if svc.keys[key] != n {
+			t.Errorf("%s: %d requests, want %d (all: %v)", key, svc.keys[key], n, svc.keys)
+		}
+	}
+	if got := smtp.count(); got != 2 {
+		t.Errorf("%d e-mails sent, want 2 (welcome and receipt)", got)
+	}
+	order, err := st.EntityGetByKey(context.Background(), "order:1001")
+	if err != nil || order.State != "paid" {
+		t.Fatalf("order: %+v %v", order, err)
+	}
+}
