@@ -252,7 +252,7 @@ func TestErrors(t *testing.T) {
 		{"missing id", []string{"runs", "show", "--db", f.db}, 2, "needs ID"},
 		{"bad state", []string{"runs", "list", "--state", "done", "--db", f.db}, 2, `--state "done" is not a state; use one of pending, processing, retrying, completed, failed, needs_review, skipped, cancelled`},
 		{"bad limit", []string{"runs", "list", "--limit", "0", "--db", f.db}, 2, "--limit must be at least 1"},
-		{"postgres", []string{"runs", "list", "--db", "postgres://localhost/onceflow"}, 1, "PostgreSQL support is not built yet; use sqlite:///path"},
+		{"postgres unreachable", []string{"runs", "list", "--db", "postgres://127.0.0.1:1/onceflow?connect_timeout=1"}, 1, "postgres: open"},
 		{"bad scheme", []string{"migrate", "--db", "mysql://localhost/x"}, 2, "accepted forms are sqlite:///abs/path.db"},
 		{"missing database", []string{"runs", "list", "--db", missing}, 1, "no database at"},
 		{"unknown command", []string{"runz"}, 2, `unknown command "runz" for "onceflow"; did you mean runs?`},
@@ -301,7 +301,7 @@ func TestDemoCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.db")
 	r := runOK(t, "demo", "--forms", "8", "--orders", "6", "--json", "--db", "sqlite://"+path)
 	var sum struct {
-		DB           string         `json:"db"`
+		DB           string         `json:"db_url"`
 		InvariantsOK bool           `json:"invariants_ok"`
 		Runs         int            `json:"runs"`
 		RunsByState  map[string]int `json:"runs_by_state"`
@@ -310,7 +310,7 @@ func TestDemoCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatalf("demo --json printed invalid JSON: %v\n%s", err, r.stdout)
 	}
-	if !sum.InvariantsOK || sum.DB != path || len(sum.Destinations) != 5 {
+	if !sum.InvariantsOK || sum.DB != "sqlite://"+path || len(sum.Destinations) != 5 {
 		t.Fatalf("summary = %+v", sum)
 	}
 	for _, d := range sum.Destinations {

@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 )
@@ -11,22 +11,35 @@ import (
 const defaultDB = "sqlite://./onceflow.db"
 
 // acceptedDBForms is shown whenever a --db value cannot be used.
-const acceptedDBForms = "sqlite:///abs/path.db, sqlite://./rel.db, sqlite://rel.db or a plain file path"
-
-// errPostgresNotBuilt is returned for postgres:// URLs until the PostgreSQL store exists.
-var errPostgresNotBuilt = errors.New("PostgreSQL support is not built yet; use sqlite:///path")
+const acceptedDBForms = "sqlite:///abs/path.db, sqlite://./rel.db, sqlite://rel.db, a plain file path, or postgres://user:password@host:5432/db[?schema=name]"
 
 // dbLocation is a parsed --db value.
 type dbLocation struct {
-	// Scheme is the backend: only "sqlite" for now.
+	// Scheme is the backend: "sqlite" or "postgres".
 	Scheme string
 	// Path is the SQLite file, as given (relative paths stay relative).
 	Path string
+	// ConnString is the PostgreSQL connection URL without onceflow's own parameters, and
+	// Schema the schema named by ?schema= ("" for the connection's default).
+	ConnString string
+	Schema     string
 }
 
-// URL returns the location as a sqlite:// URL with an absolute path, the form that works
-// from any directory.
+// URL returns the location in a form that works from any directory and may be printed: a
+// sqlite:// URL with an absolute path, or the postgres:// URL with its password masked.
 func (l dbLocation) URL() string {
+	if l.Scheme == "postgres" {
+		u, err := url.Parse(l.ConnString)
+		if err != nil {
+			return "postgres://…"
+		}
+		if l.Schema != "" {
+			q := u.Query()
+			q.Set("schema", l.Schema)
+			u.RawQuery = q.Encode()
+		}
+		return u.Redacted()
+	}
 	p := l.Path
 	if abs, err := filepath.Abs(p); err == nil {
 		p = abs
@@ -52,15 +65,42 @@ func parseDBURL(s string) (dbLocation, error) {
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3":
 		return checkPath(rest, s)
+	case "postgres", "postgresql":
+		return parsePostgres(s)
 	default:
 		return dbLocation{}, schemeError(scheme, s)
 	}
 }
 
+// parsePostgres takes onceflow's own ?schema= parameter off a PostgreSQL URL.
+func parsePostgres(s string) (dbLocation, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return dbLocation{}, fmt.Errorf("--db: not a PostgreSQL URL; write postgres://user:password@host:5432/database")
+	}
+	q := u.Query()
+	schema := q.Get("schema")
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	if schema != "" && !validSchema(schema) {
+		return dbLocation{}, fmt.Errorf("--db: schema %q must be lowercase letters, digits and '_', starting with a letter", schema)
+	}
+	return dbLocation{Scheme: "postgres", ConnString: u.String(), Schema: schema}, nil
+}
+
+func validSchema(s string) bool {
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return len(s) <= 63
+}
+
 func schemeError(scheme, s string) error {
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
-		return errPostgresNotBuilt
+		return fmt.Errorf("--db %q: write postgres:// followed by the address", s)
 	case "sqlite", "sqlite3":
 		return fmt.Errorf("--db %q: write sqlite:// followed by the path; accepted forms are %s", s, acceptedDBForms)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -23,8 +22,9 @@ func TestParseDBURL(t *testing.T) {
 		{in: "/var/lib/onceflow/onceflow.db", path: "/var/lib/onceflow/onceflow.db"},
 		{in: `C:\data\onceflow.db`, path: `C:\data\onceflow.db`},
 
-		{in: "postgres://user@localhost/onceflow", wantErr: "PostgreSQL support is not built yet; use sqlite:///path"},
-		{in: "postgresql://localhost/onceflow", wantErr: "PostgreSQL support is not built yet"},
+		{in: "postgres:localhost/onceflow", wantErr: "write postgres:// followed by the address"},
+		{in: "postgres:///onceflow", wantErr: "not a PostgreSQL URL"},
+		{in: "postgres://localhost/onceflow?schema=Bad-Name", wantErr: "schema \"Bad-Name\" must be lowercase"},
 		{in: "mysql://localhost/onceflow", wantErr: `unsupported database "mysql"; accepted forms are sqlite:///abs/path.db`},
 		{in: "sqlite:rel.db", wantErr: "write sqlite:// followed by the path"},
 		{in: "sqlite://", wantErr: "names no file"},
@@ -53,11 +53,21 @@ func TestParseDBURL(t *testing.T) {
 	}
 }
 
-func TestParseDBURLPostgresIsSentinel(t *testing.T) {
+func TestParseDBURLPostgres(t *testing.T) {
 	t.Parallel()
-	_, err := parseDBURL("postgres://localhost/x")
-	if !errors.Is(err, errPostgresNotBuilt) {
-		t.Fatalf("err = %v; want errPostgresNotBuilt", err)
+	loc, err := parseDBURL("postgres://app:s3cret@db.internal:5432/shop?sslmode=require&schema=onceflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc.Scheme != "postgres" || loc.Schema != "onceflow" || loc.ConnString != "postgres://app:s3cret@db.internal:5432/shop?sslmode=require" {
+		t.Fatalf("location %+v", loc)
+	}
+	if u := loc.URL(); strings.Contains(u, "s3cret") || !strings.Contains(u, "schema=onceflow") {
+		t.Fatalf("URL() = %q; want the password masked and the schema kept", u)
+	}
+	back, err := parseDBURL("postgresql://localhost/onceflow")
+	if err != nil || back.Scheme != "postgres" || back.Schema != "" {
+		t.Fatalf("postgresql:// = %+v, %v", back, err)
 	}
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/onceflow/onceflow/store"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -70,9 +73,19 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if f.workers < 1 || f.workers > 1000 {
 		return usagef("--workers must be between 1 and 1000, got %d", f.workers)
 	}
-	path, err := demoDBPath(cmd, g)
+	loc, err := demoLocation(cmd, g)
 	if err != nil {
 		return err
+	}
+	st, loc, err := openLocation(cmd.Context(), loc, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if runs, err := st.RunList(cmd.Context(), store.RunListParams{Limit: 1}); err != nil {
+		return err
+	} else if len(runs) > 0 {
+		return fmt.Errorf("demo needs a fresh database, and %s already holds runs; name another one with --db", loc.URL())
 	}
 	progress := g.stdout
 	if f.json {
@@ -81,14 +94,14 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	fmt.Fprintf(progress, "onceflow demo: the example workflows served on 127.0.0.1 against services that fail on purpose;\n"+
 		"%d website forms posted twice each, %d paid orders whose events arrive two or three times.\n", f.forms, f.orders)
 	fmt.Fprintf(progress, "Retry delays and http timeouts are %d× shorter than the files say, so that this takes seconds.\n", demo.Speedup)
-	fmt.Fprintf(progress, "database: %s\n\n", path)
+	fmt.Fprintf(progress, "database: %s\n\n", loc.URL())
 
 	sum, err := demo.Run(cmd.Context(), demo.Config{
-		DBPath: path, Forms: f.forms, Orders: f.orders, Workers: f.workers, Seed: f.seed, Progress: progress,
+		Store: st, DBURL: loc.URL(), Forms: f.forms, Orders: f.orders, Workers: f.workers, Seed: f.seed, Progress: progress,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-			return fmt.Errorf("demo interrupted; what it did so far is in %s", path)
+			return fmt.Errorf("demo interrupted; what it did so far is in %s", loc.URL())
 		}
 		return err
 	}
@@ -106,24 +119,31 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	return nil
 }
 
-// demoDBPath returns a path for a fresh database: the one given with --db (not from
-// ONCEFLOW_DB, which may name a real database), or one in a new temporary directory.
-func demoDBPath(cmd *cobra.Command, g *globals) (string, error) {
+// demoLocation returns a fresh database for the demo: the one given with --db (not from
+// ONCEFLOW_DB, which may name a real database) — for PostgreSQL, a new schema in it unless
+// ?schema= names one — or a file in a new temporary directory.
+func demoLocation(cmd *cobra.Command, g *globals) (dbLocation, error) {
 	if !cmd.Flags().Changed("db") {
 		dir, err := os.MkdirTemp("", "onceflow-demo-")
 		if err != nil {
-			return "", fmt.Errorf("demo: %w", err)
+			return dbLocation{}, fmt.Errorf("demo: %w", err)
 		}
-		return filepath.Join(dir, "onceflow.db"), nil
+		return dbLocation{Scheme: "sqlite", Path: filepath.Join(dir, "onceflow.db")}, nil
 	}
 	loc, err := g.location()
 	if err != nil {
-		return "", err
+		return loc, err
+	}
+	if loc.Scheme == "postgres" {
+		if loc.Schema == "" {
+			loc.Schema = "onceflow_demo_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
+		}
+		return loc, nil
 	}
 	if _, err := os.Stat(loc.Path); err == nil {
-		return "", fmt.Errorf("demo needs a fresh database, and %s already exists; remove it or name another file with --db", loc.Path)
+		return loc, fmt.Errorf("demo needs a fresh database, and %s already exists; remove it or name another file with --db", loc.Path)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("demo: %w", err)
+		return loc, fmt.Errorf("demo: %w", err)
 	}
-	return loc.Path, nil
+	return loc, nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -104,6 +106,7 @@ Try it with no setup:  onceflow demo`,
 	root.AddCommand(
 		newMigrateCommand(g),
 		newServeCommand(g),
+		newWorkerCommand(g),
 		newValidateCommand(g),
 		newRunsCommand(g),
 		newDemoCommand(g),
@@ -152,21 +155,40 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // location parses --db.
 func (g *globals) location() (dbLocation, error) {
 	loc, err := parseDBURL(g.db)
-	if errors.Is(err, errPostgresNotBuilt) {
-		return dbLocation{}, err // a valid form this build cannot serve yet
-	}
 	if err != nil {
 		return dbLocation{}, &usageError{err: err}
 	}
 	return loc, nil
 }
 
-// openStore opens the database named by --db. With mustExist, a missing file is an error
-// instead of a new empty database.
-func (g *globals) openStore(ctx context.Context, mustExist bool) (*sqlite.Store, dbLocation, error) {
+// cliStore is what the commands need of a store.
+type cliStore interface {
+	store.Store
+	SchemaVersion(ctx context.Context) (applied, known int, err error)
+}
+
+var (
+	_ cliStore = (*sqlite.Store)(nil)
+	_ cliStore = (*postgres.Store)(nil)
+)
+
+// openStore opens the database named by --db. With mustExist, a missing SQLite file is an
+// error instead of a new empty database.
+func (g *globals) openStore(ctx context.Context, mustExist bool) (cliStore, dbLocation, error) {
 	loc, err := g.location()
 	if err != nil {
 		return nil, loc, err
+	}
+	return openLocation(ctx, loc, mustExist)
+}
+
+func openLocation(ctx context.Context, loc dbLocation, mustExist bool) (cliStore, dbLocation, error) {
+	if loc.Scheme == "postgres" {
+		s, err := postgres.Open(ctx, loc.ConnString, postgres.Options{Schema: loc.Schema})
+		if err != nil {
+			return nil, loc, err
+		}
+		return s, loc, nil
 	}
 	if mustExist {
 		if _, err := os.Stat(loc.Path); errors.Is(err, os.ErrNotExist) {

@@ -50,12 +50,17 @@ opens a range (for example --allow-net 127.0.0.1/32 for services on this machine
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	stepFlags(cmd, &f)
+	return cmd
+}
+
+// stepFlags are the flags of the commands that execute steps.
+func stepFlags(cmd *cobra.Command, f *serveFlags) {
 	cmd.Flags().StringVar(&f.workflows, "workflows", "", "directory of workflow YAML files (required)")
 	cmd.Flags().StringSliceVar(&f.allowNet, "allow-net", nil, "CIDR ranges steps may reach although internal (repeatable)")
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	return cmd
 }
 
 // app is a loaded set of workflows on a client, ready to serve.
@@ -151,11 +156,10 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []server.Token) e
 }
 
 func serve(ctx context.Context, g *globals, f serveFlags) error {
-	level := slog.LevelInfo
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return usagef("--log-level %q is not debug, info, warn or error", f.logLevel)
+	log, err := newLogger(g, f.logLevel)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	tokens, err := server.ParseTokens(os.Getenv("ONCEFLOW_API_TOKENS"))
 	if err != nil {
 		return err

@@ -172,3 +172,71 @@ func TestServeExamples(t *testing.T) {
 		t.Fatalf("order: %+v %v", order, err)
 	}
 }
+
+// worker executes the steps of runs started elsewhere, until it is stopped.
+func TestWorkerCommand(t *testing.T) {
+	svc := newFakeServices(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ping.yaml"), []byte(`name: ping
+steps:
+  - id: ping
+    kind: http
+    effect_key: "ping:{input.id}"
+    http: {url: "`+svc.URL+`/ping"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(onceflow.Workflow{Name: "ping", Steps: []onceflow.Step{{ID: "ping", Do: func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}}}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.Start(ctx, "ping", "p-1", map[string]any{"id": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit := make(chan result, 1)
+	go func() {
+		var out, errOut strings.Builder
+		code := Execute(ctx, []string{"worker", "--workflows", dir, "--allow-net", "127.0.0.1/32", "--db", "sqlite://" + path, "--log-level", "error"}, &out, &errOut)
+		exit <- result{stdout: out.String(), stderr: errOut.String(), code: code}
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		r, err := st.RunGetByID(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State == store.StateCompleted {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("run %s after 30 s", r.State)
+		case r := <-exit:
+			t.Fatalf("worker exited early: %d %s", r.code, r.stderr)
+		}
+	}
+	cancel()
+	if r := <-exit; r.code != exitOK {
+		t.Fatalf("worker: exit %d %s", r.code, r.stderr)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if svc.keys["/ping ping:1"] != 1 {
+		t.Fatalf("requests %v", svc.keys)
+	}
+}

@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -41,13 +40,14 @@ import (
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
-// Config configures Run. Only DBPath is required.
+// Config configures Run. Only Store and DBURL are required.
 type Config struct {
-	// DBPath is the SQLite file to use; it should not exist yet.
-	DBPath string
+	// Store is the fresh, empty database the demo uses; DBURL names it for --db in the
+	// commands the summary suggests (with any password masked).
+	Store store.Store
+	DBURL string
 	// Forms is how many website forms to post (default 40).
 	Forms int
 	// Orders is how many paid orders the payment provider reports (default 20).
@@ -69,8 +69,8 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.DBPath == "" {
-		return errors.New("demo: Config.DBPath is required")
+	if c.Store == nil || c.DBURL == "" {
+		return errors.New("demo: Config.Store and Config.DBURL are required")
 	}
 	if c.Forms <= 0 {
 		c.Forms = 40
@@ -119,11 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer ds.close()
 
-	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	st := cfg.Store
 
 	defs, err := loadWorkflows(examples.FS, "examples")
 	if err != nil {
@@ -146,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer stop()
 
-	sum := &Summary{DBPath: cfg.DBPath, DBURL: sqliteURL(cfg.DBPath), API: stk.url, AdminToken: admin.Secret, Seed: cfg.Seed, Speedup: Speedup}
+	sum := &Summary{DBURL: cfg.DBURL, API: stk.url, AdminToken: admin.Secret, Seed: cfg.Seed, Speedup: Speedup}
 	for _, d := range defs {
 		sum.Workflows = append(sum.Workflows, d.File())
 	}
@@ -326,12 +322,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// sqliteURL is the --db value that names path from any directory.
-func sqliteURL(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	return "sqlite://" + filepath.ToSlash(path)
 }

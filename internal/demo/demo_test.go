@@ -12,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -24,7 +26,8 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 	t.Parallel()
 	var progress bytes.Buffer
 	sum, err := demo.Run(context.Background(), demo.Config{
-		DBPath:   filepath.Join(t.TempDir(), "demo.db"),
+		Store:    openStore(t),
+		DBURL:    "sqlite:///demo.db",
 		Forms:    8,
 		Orders:   6,
 		Workers:  4,
@@ -100,7 +103,7 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"destinations", "runs_by_workflow", "runs_by_state", "review_items", "ledger", "orders_by_state", "invariants_ok", "db", "next"} {
+	for _, k := range []string{"destinations", "runs_by_workflow", "runs_by_state", "review_items", "ledger", "orders_by_state", "invariants_ok", "db_url", "next"} {
 		if _, ok := back[k]; !ok {
 			t.Errorf("JSON summary lacks %q: %s", k, b)
 		}
@@ -111,7 +114,8 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 func TestRunReportsDeadlineAsFailure(t *testing.T) {
 	t.Parallel()
 	sum, err := demo.Run(context.Background(), demo.Config{
-		DBPath:   filepath.Join(t.TempDir(), "demo.db"),
+		Store:    openStore(t),
+		DBURL:    "sqlite:///demo.db",
 		Forms:    4,
 		Orders:   2,
 		Deadline: time.Nanosecond,
@@ -127,9 +131,20 @@ func TestRunReportsDeadlineAsFailure(t *testing.T) {
 	}
 }
 
-func TestRunNeedsDBPath(t *testing.T) {
+func TestRunNeedsStore(t *testing.T) {
 	t.Parallel()
 	if _, err := demo.Run(context.Background(), demo.Config{}); err == nil {
-		t.Fatal("Run without DBPath succeeded")
+		t.Fatal("Run without a store succeeded")
 	}
+}
+
+// openStore opens a fresh SQLite file for one scenario.
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "demo.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -14,9 +14,8 @@ import (
 
 // Summary is the outcome of a demo run.
 type Summary struct {
-	// DBPath is the SQLite file the demo used; DBURL names it for --db.
-	DBPath string `json:"db"`
-	DBURL  string `json:"db_url"`
+	// DBURL names the database the demo used, for --db.
+	DBURL string `json:"db_url"`
 	// API is the base URL onceflow served while the demo ran, and AdminToken a token it
 	// accepted; both are gone when Run returns.
 	API        string `json:"api"`

@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+func newWorkerCommand(g *globals) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Execute workflow steps, without serving the API",
+		Long: `worker loads the workflow files of --workflows and executes their steps until it
+receives SIGINT or SIGTERM, like serve but without the HTTP API. Run any number of workers,
+on any number of machines, against one PostgreSQL database (--db postgres://…): each step is
+claimed by one worker at a time, a worker that dies has its steps taken over when its lease
+expires, and one worker at a time reaps expired leases.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log, err := newLogger(g, f.logLevel)
+			if err != nil {
+				return err
+			}
+			st, loc, err := g.openStore(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log})
+			if err != nil {
+				return err
+			}
+			log.Info("onceflow worker running", "worker", a.client.WorkerID(), "db", loc.URL(), "workflows", a.client.Workflows())
+			return a.client.Serve(ctx)
+		},
+	}
+	stepFlags(cmd, &f)
+	return cmd
+}
+
+// newLogger returns the JSON logger of long-running commands.
+func newLogger(g *globals, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q is not debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: l})), nil
+}
