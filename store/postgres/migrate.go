@@ -4,48 +4,16 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/onceflow/onceflow/internal/migrations"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, rest, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration file %q is not named NNNN_name.sql", e.Name())
-		}
-		body, err := migrationFS.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migrations are not numbered 1..n: found %d at position %d", m.version, i+1)
-		}
-	}
-	return ms, nil
+func loadMigrations() ([]migrations.Migration, error) {
+	return migrations.Load(migrationFS, "migrations")
 }
 
 // migrateLock serializes migrations of one schema across sessions and processes; it is
@@ -74,16 +42,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 			var applied bool
-			if err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied); err != nil {
+			if err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&applied); err != nil {
 				return err
 			}
 			if applied {
 				return nil
 			}
-			if _, err := t.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+			if _, err := t.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 			}
-			_, err := t.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`, m.version, m.name, time.Now())
+			_, err := t.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`, m.Version, m.Name, time.Now())
 			return err
 		})
 		if err != nil {
