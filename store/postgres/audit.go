@@ -17,16 +17,7 @@ import (
 )
 
 // detail encodes an event's detail object; nil encodes as {}.
-func detail(m map[string]any) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage(`{}`)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		b, _ = json.Marshal(map[string]string{"detail_error": err.Error()})
-	}
-	return jsonbSafe(b)
-}
+func detail(m map[string]any) json.RawMessage { return jsonbSafe(store.EncodeDetail(m)) }
 
 // jsonbSafe replaces the escape \u0000, which jsonb refuses, by \ufffd in the JSON text b.
 // An escaped backslash followed by "u0000" is text, and is left alone.
@@ -53,19 +44,7 @@ func jsonbSafe(b []byte) []byte {
 }
 
 // merge returns base with extra's entries added (extra wins).
-func merge(base, extra map[string]any) map[string]any {
-	if len(extra) == 0 {
-		return base
-	}
-	out := make(map[string]any, len(base)+len(extra))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
-}
+func merge(base, extra map[string]any) map[string]any { return store.MergeDetail(base, extra) }
 
 // eventHorizon returns the highest event ID below which every event is settled: committed
 // or rolled back, with no transaction in progress able to commit one. Each event-writing

@@ -11,32 +11,11 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// detail encodes an event's detail object; nil encodes as {}.
-func detail(m map[string]any) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage(`{}`)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		b, _ = json.Marshal(map[string]string{"detail_error": err.Error()})
-	}
-	return b
-}
+// detail encodes an event's detail object.
+func detail(m map[string]any) json.RawMessage { return store.EncodeDetail(m) }
 
 // merge returns base with extra's entries added (extra wins).
-func merge(base, extra map[string]any) map[string]any {
-	if len(extra) == 0 {
-		return base
-	}
-	out := make(map[string]any, len(base)+len(extra))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
-}
+func merge(base, extra map[string]any) map[string]any { return store.MergeDetail(base, extra) }
 
 func insertEvent(ctx context.Context, tx *sql.Tx, e *store.Event) error {
 	d := e.Detail
