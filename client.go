@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -64,13 +65,24 @@ type Config struct {
 	Clock func() time.Time
 	// Rand returns a uniform number in [0, 1) for backoff jitter (default math/rand/v2).
 	Rand func() float64
+	// Redact says which secrets and personal data never reach logs, audit details and
+	// attempt records (default: the secret-looking fields only; see Redaction).
+	Redact Redaction
+	// Metrics receives measurements of runs started, steps claimed, effects reused and
+	// attempts (default: none). Package metrics exports them to Prometheus.
+	Metrics Metrics
+	// Notify configures failure notifications: which review items alert which channels
+	// (default: none; see NotifyConfig).
+	Notify NotifyConfig
 }
 
 // Client registers workflows, starts runs and executes their steps.
 type Client struct {
-	cfg   Config
-	store store.Store
-	log   *slog.Logger
+	cfg     Config
+	store   store.Store
+	log     *slog.Logger
+	redact  *redact.Policy
+	metrics Metrics
 
 	mu        sync.RWMutex
 	workflows map[string]*workflowDef
@@ -123,14 +135,27 @@ func New(cfg Config) (*Client, error) {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = defaultWorkerID()
 	}
-	return &Client{
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	policy, err := newRedactPolicy(cfg.Redact)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
 		cfg:       cfg,
 		store:     cfg.Store,
-		log:       cfg.Logger.With("worker", cfg.WorkerID),
+		log:       slog.New(redact.Handler(cfg.Logger.Handler(), policy.Secrets())).With("worker", cfg.WorkerID),
+		redact:    policy,
+		metrics:   cfg.Metrics,
 		workflows: map[string]*workflowDef{},
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
-	}, nil
+	}
+	if err := c.initNotify(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func defaultWorkerID() string {
@@ -160,6 +185,9 @@ func (c *Client) Register(w Workflow) error {
 	defer c.mu.Unlock()
 	if _, dup := c.workflows[w.Name]; dup {
 		return &DefinitionError{Workflow: w.Name, Field: "name", Problem: "is already registered with this client"}
+	}
+	if err := c.redact.SetWorkflow(w.Name, w.Redact); err != nil {
+		return &DefinitionError{Workflow: w.Name, Field: "redact", Problem: err.Error()}
 	}
 	c.workflows[w.Name] = def
 	c.names = append(c.names, w.Name)
@@ -277,6 +305,7 @@ func (c *Client) runInsertParams(workflow, runKey string, input any) (store.RunI
 // started turns what RunInsert returned into Start's result: the run, or a
 // *RunConflictError for a known key with another input.
 func (c *Client) started(p store.RunInsertParams, run *store.Run, created bool) (*Run, error) {
+	c.observeStart(p, run, created)
 	if !created && run.InputHash != p.InputHash {
 		return nil, &RunConflictError{Workflow: p.Workflow, RunKey: p.RunKey, RunID: run.ID}
 	}

@@ -39,6 +39,8 @@
 // error (PermanentError), or retries running out, parks the step in needs_review with a
 // reason code, or fails it where Step.OnFailure says so. Steps that need a parked step
 // wait; other branches go on.
+// Config.Notify tells people about parked steps, once per incident with a digest of the
+// repeats, through runs of notification workflows (see NotifyConfig).
 //
 // # Crashes
 //
@@ -52,5 +54,25 @@
 // Every state change and decision — a run created or deduplicated, a step claimed,
 // retried with the backoff chosen, completed from the ledger, parked, a lease expired —
 // is an event appended in the same transaction as the change, carrying the run, step,
-// workflow, entity, effect key, attempt, actor and reason.
+// workflow, entity, effect key, attempt, actor and reason. Client.Audit and Client.Key
+// answer by entity, run, key and time, each event explained (Explain).
+//
+// # Working the review queue
+//
+// Client.ReviewList lists the parked steps with their reasons. A person retries one with
+// a fresh attempt budget (ReviewRetry), corrects the run's input and replays it
+// (ReviewReplay, previewed by ReviewPreview: completed effects are never repeated),
+// resolves it by hand (ReviewResolve: the key is recorded completed and dependents
+// continue) or abandons it (ReviewAbandon); ReviewBulk does any of them by filter. A step
+// whose outcome is unknown takes only an explicit decision: ItHappened or SendAgain.
+//
+// # Metrics, logs and redaction
+//
+// Config.Metrics receives a Measurement for every run started, step claimed (with its
+// lag), effect reused and attempt (with its outcome and duration); package metrics turns
+// them, and the store's counts, into Prometheus series. Config.Logger receives structured
+// logs; every line about a step names its run, workflow, entity, step, effect key and
+// attempt. Config.Redact and Workflow.Redact name secrets and personal-data fields, which
+// the engine masks in attempt records, audit details and logs before they are written
+// (see Redaction).
 package onceflow

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 type execution struct {
 	step   *store.Step
 	cancel context.CancelCauseFunc
+	log    *slog.Logger
 }
 
 // inflight tracks the steps this client is executing, for heartbeats and shutdown.
@@ -140,15 +142,20 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 
 // claim hands out up to limit due steps to this client.
 func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, error) {
-	return c.store.StepClaim(ctx, store.StepClaimParams{
+	now := c.cfg.Clock()
+	res, err := c.store.StepClaim(ctx, store.StepClaimParams{
 		Owner:     c.cfg.WorkerID,
-		Now:       c.cfg.Clock(),
+		Now:       now,
 		LeaseFor:  c.cfg.LeaseFor,
 		Limit:     limit,
 		Workflows: c.Workflows(),
-		Prepare:   c.prepare,
+		Prepare:   c.prepareMasked,
 		WaitFor:   c.cfg.EffectWait,
 	})
+	if err == nil {
+		c.claimed(now, res)
+	}
+	return res, err
 }
 
 // execute runs one claimed step and records its result. base is cancelled on a hard stop.
@@ -165,7 +172,7 @@ func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
 	sc.clock = c.cfg.Clock
 	ctx, cancel := context.WithCancelCause(base)
 	ctx, cancelTimeout := context.WithTimeout(ctx, sd.Timeout)
-	c.inflight.add(&execution{step: st, cancel: cancel})
+	c.inflight.add(&execution{step: st, cancel: cancel, log: log})
 	started := c.cfg.Clock()
 	out, err := callStep(ctx, sd.Do, sc)
 	cause := context.Cause(ctx)
@@ -177,6 +184,8 @@ func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
 	if p.ResponseStatus == 0 && p.ResponseExcerpt == "" {
 		p.ResponseStatus, p.ResponseExcerpt = sc.respStatus, sc.respExcerpt
 	}
+	c.scrub(c.masker(cs.Run, cs.Outputs), &p)
+	c.observeAttempt(st, p.Outcome, c.cfg.Clock().Sub(started))
 	log.Debug("step attempt finished", "outcome", p.Outcome, "next_state", p.NextState, "reason", p.Reason,
 		"duration", c.cfg.Clock().Sub(started), "error", p.Error)
 	c.record(log, p)
@@ -196,6 +205,9 @@ func callStep(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err e
 func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause error) store.StepRecordParams {
 	now := c.cfg.Clock()
 	p := store.StepRecordParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt, Now: now, Actor: c.cfg.WorkerID}
+	if sd.Retention > 0 {
+		p.RetainUntil = now.Add(sd.Retention) // kept with the ledger row if this completes it
+	}
 	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "initial": sd.retry.Initial.String(),
 		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
 	var se *StepError
@@ -218,9 +230,14 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 	if sd.OnFailure == Fail {
 		failState = store.StateFailed
 	}
-	exhausted := st.Attempt >= sd.retry.MaxAttempts
+	// A manual retry or replay starts a fresh budget: count the attempts since then.
+	counted := st.Attempt - st.AttemptBase
+	if st.AttemptBase > 0 {
+		policy["attempt_base"] = st.AttemptBase
+	}
+	exhausted := counted >= sd.retry.MaxAttempts
 	retry := func(reason string, after time.Duration) {
-		delay := sd.retry.curve().Delay(st.Attempt, c.cfg.Rand())
+		delay := sd.retry.curve().Delay(counted, c.cfg.Rand())
 		d := map[string]any{"policy": policy, "backoff": delay.String()}
 		if after > 0 {
 			delay = after
@@ -322,7 +339,7 @@ func (c *Client) heartbeat(ctx context.Context) {
 		return
 	}
 	for _, id := range lost {
-		c.log.Warn("lease lost; interrupting the step", "step_id", id)
+		c.inflight.logger(id, c.log).Warn("lease lost; interrupting the step")
 		c.inflight.cancel(id, errLeaseLost)
 	}
 }

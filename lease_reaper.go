@@ -54,7 +54,9 @@ func (c *Client) reapIfLeader(ctx context.Context) {
 func (c *Client) Reap(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := c.store.StepReapExpired(ctx, store.StepReapParams{Now: c.cfg.Clock(), Limit: 100, Decide: c.reapDecision})
+		decided := newReapLog(c.reapDecision)
+		n, err := c.store.StepReapExpired(ctx, store.StepReapParams{Now: c.cfg.Clock(), Limit: 100, Decide: decided.Decide})
+		c.reaped(ctx, decided, n)
 		total += n
 		if err != nil || n < 100 {
 			if total > 0 {
@@ -74,11 +76,14 @@ func (c *Client) reapDecision(st *store.Step) store.ReapDecision {
 		return store.ReapDecision{State: store.StateRetrying, NextAt: now, Reason: store.ReasonLeaseExpired}
 	}
 	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "on_unknown": string(sd.OnUnknown)}
+	if st.AttemptBase > 0 {
+		policy["attempt_base"] = st.AttemptBase
+	}
 	switch {
 	case sd.OnUnknown == ReviewUnknown:
 		return store.ReapDecision{State: store.StateNeedsReview, Reason: store.ReasonOutcomeUnknown,
 			Detail: map[string]any{"policy": policy, "why": "the destination cannot deduplicate; a person decides whether the effect happened"}}
-	case st.Attempt >= sd.retry.MaxAttempts:
+	case st.Attempt-st.AttemptBase >= sd.retry.MaxAttempts: // attempts since the last manual retry
 		return store.ReapDecision{State: store.StateNeedsReview, Reason: store.ReasonOutcomeUnknown,
 			Detail: map[string]any{"policy": policy, "attempts_exhausted": true}}
 	}

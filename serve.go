@@ -9,10 +9,11 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// Serve claims and executes due steps, keeps their leases alive and reaps expired leases,
-// until ctx ends. It then stops claiming, lets running steps finish for up to
-// ShutdownGrace, interrupts the rest and releases them for a retry with the same effect
-// key, and returns nil. Only one Serve runs per client at a time.
+// Serve claims and executes due steps, keeps their leases alive, reaps expired leases and
+// sends failure notifications (Config.Notify), until ctx ends. It then stops claiming,
+// lets running steps finish for up to ShutdownGrace, interrupts the rest and releases them
+// for a retry with the same effect key, and returns nil. Only one Serve runs per client at
+// a time.
 func (c *Client) Serve(ctx context.Context) error {
 	if !c.serving.TryLock() {
 		return errors.New("onceflow: Serve is already running on this client")
@@ -27,6 +28,7 @@ func (c *Client) Serve(ctx context.Context) error {
 
 	var loops sync.WaitGroup
 	loops.Go(func() { c.reapLoop(ctx) })
+	loops.Go(func() { c.notifyLoop(ctx) })
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	loops.Go(func() { c.heartbeatLoop(hbCtx) })
 

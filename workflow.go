@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow/internal/backoff"
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/redact"
 )
 
 // Workflow defines how a business event is automated: how its entity is named and which
@@ -23,6 +24,9 @@ type Workflow struct {
 	// RequiredInput lists dotted input paths that must be present and non-null, such as
 	// "submission_id" or "customer.email". Start refuses input that lacks one.
 	RequiredInput []string
+	// Redact lists paths of personal data in this workflow's input and step outputs, such
+	// as "email" or "customer.name", in addition to Config.Redact.Fields (see Redaction).
+	Redact []string
 	// Steps form a DAG through their Needs.
 	Steps []Step
 }
@@ -90,6 +94,14 @@ type Step struct {
 	// Timeout bounds one attempt (default 5 minutes). An attempt that times out has an
 	// unknown outcome.
 	Timeout time.Duration
+	// Retention is how long the effect ledger remembers the step's completed effect key,
+	// counted from when it completes; 0 (the default) is forever. Once it has passed, a
+	// purge (store.RetentionStore, onceflow purge) may forget the key, and a run that
+	// produces the same key afterwards performs the effect again. onceflow cannot know
+	// what a step does, so it keeps every key forever unless told otherwise: keep forever
+	// whatever moves money or stock or creates records, and give a retention only to
+	// effects whose repetition after that long is harmless, such as a notification.
+	Retention time.Duration
 }
 
 // RetryPolicy decides how often and how soon a step is tried again. Delays grow
@@ -192,6 +204,11 @@ func compile(w Workflow) (*workflowDef, error) {
 			bad("", "required_input", "required input %q is not a dotted field path", f)
 		}
 	}
+	for _, f := range w.Redact {
+		if redact.CheckField(f) != nil {
+			bad("", "redact", "redact field %q is not a dotted field path such as customer.email", f)
+		}
+	}
 	for _, s := range w.Steps {
 		if !stepIDRE.MatchString(s.ID) {
 			bad(s.ID, "id", "the step ID must be 1-100 letters, digits, '_' or '-', starting with a letter or digit")
@@ -216,6 +233,9 @@ func compile(w Workflow) (*workflowDef, error) {
 		}
 		if s.Retry.MaxAttempts < 0 || s.Retry.Initial < 0 || s.Retry.Max < 0 || s.Retry.Multiplier < 0 {
 			bad(s.ID, "retry", "retry policy values must not be negative")
+		}
+		if s.Retention < 0 {
+			bad(s.ID, "retention", "Retention must not be negative; 0 keeps the effect key forever")
 		}
 		src := s.EffectKey
 		if src == "" {

@@ -28,6 +28,11 @@ type Deps struct {
 	Email func(def *EmailDef) (onceflow.StepFunc, error)
 	// Transition builds a transition step; nil means transitions are not available.
 	Transition func(def *TransitionDef) (onceflow.StepFunc, error)
+	// Redact lists paths of personal data masked in every workflow (onceflow.Redaction's
+	// Fields); http steps mask them, and the workflow's own, in response excerpts.
+	Redact []string
+
+	fields []string // Redact and the workflow's own, set by forWorkflow
 }
 
 // placeholder stands in for step functions while a definition is only checked.
@@ -47,7 +52,7 @@ func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
 	var ps Problems
 	for _, d := range defs {
 		w, err := d.workflow(func(i int, s StepDef) (onceflow.StepFunc, error) {
-			fn, err := deps.stepFunc(s)
+			fn, err := deps.forWorkflow(d).stepFunc(s)
 			if err != nil {
 				ps = append(ps, d.problemAt(fmt.Sprintf("$.steps[%d]", i), "step %q: %v", s.ID, err))
 				return placeholder, nil
@@ -75,6 +80,7 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 		if err != nil {
 			return nil, err
 		}
+		spec.Fields = deps.fields
 		env := deps.Env
 		if env == nil {
 			env = func(string) (string, bool) { return "", false }
@@ -106,13 +112,14 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 
 // workflow converts the definition, with step functions from fn.
 func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) (onceflow.Workflow, error) {
-	w := onceflow.Workflow{Name: d.Name, Entity: d.Entity, RequiredInput: d.Input.Required}
+	w := onceflow.Workflow{Name: d.Name, Entity: d.Entity, RequiredInput: d.Input.Required, Redact: d.Redact}
 	for i, s := range d.Steps {
 		do, err := fn(i, s)
 		if err != nil {
 			return w, err
 		}
 		st := onceflow.Step{ID: s.ID, Needs: s.Needs, EffectKey: s.EffectKey, Do: do, Timeout: time.Duration(s.Timeout)}
+		st.Retention = retentionOf(s.Retention)
 		if s.Retry != nil {
 			st.Retry = onceflow.RetryPolicy{MaxAttempts: s.Retry.MaxAttempts, Initial: time.Duration(s.Retry.Initial),
 				Max: time.Duration(s.Retry.Max), Multiplier: s.Retry.Multiplier}

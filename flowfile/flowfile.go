@@ -113,6 +113,12 @@ type Definition struct {
 	Input   InputDef  `yaml:"input"`
 	Webhook *Webhook  `yaml:"webhook"`
 	Steps   []StepDef `yaml:"steps"`
+	// Redact lists paths of personal data in the input and step outputs ("email",
+	// "customer.name") masked in logs, audit details, attempt records and API answers
+	// (see onceflow.Redaction).
+	Redact []string `yaml:"redact"`
+	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
+	Notify *NotifyDef `yaml:"notify"`
 
 	file string
 	ast  *ast.File
@@ -165,6 +171,9 @@ type StepDef struct {
 	Email      *EmailDef      `yaml:"email"`
 	Transition *TransitionDef `yaml:"transition"`
 	Func       string         `yaml:"func"`
+
+	// Notify overrides the workflow's notify block for this step.
+	Notify *NotifyDef `yaml:"notify"`
 }
 
 // RetryDef is a retry policy.
@@ -378,6 +387,7 @@ func (d *Definition) check() Problems {
 	for i, s := range d.Steps {
 		ps = append(ps, d.checkStep(i, s)...)
 	}
+	ps = append(ps, d.checkNotify()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
 	wf, err := d.skeleton()
 	if err == nil {
@@ -524,8 +534,8 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 		add(at("on_unknown"), "step %q: on_unknown %q is not retry or needs_review", s.ID, s.OnUnknown)
 	}
 	if s.Retention != "" && s.Retention != "forever" {
-		if _, err := parseDuration(s.Retention); err != nil {
-			add(at("retention"), "step %q: retention %q is not forever or a duration such as 90d", s.ID, s.Retention)
+		if d, err := parseDuration(s.Retention); err != nil || d <= 0 {
+			add(at("retention"), "step %q: retention %q is not forever or a positive duration such as 90d", s.ID, s.Retention)
 		}
 	}
 	if s.Retry != nil && (s.Retry.MaxAttempts < 0 || s.Retry.Multiplier < 0 || (s.Retry.Multiplier > 0 && s.Retry.Multiplier < 1)) {

@@ -162,7 +162,10 @@ type Step struct {
 	EffectKey   string
 	Fingerprint string
 	// Attempt is the number of the latest attempt (0 before the first claim).
-	Attempt        int
+	Attempt int
+	// AttemptBase is Attempt as it was at the last manual retry or replay (0 if none):
+	// the retry policy counts only the attempts after it.
+	AttemptBase    int
 	NextAt         time.Time
 	LeaseOwner     string
 	LeaseExpiresAt time.Time
@@ -190,6 +193,9 @@ type Effect struct {
 	StepName    string
 	CreatedAt   time.Time
 	CompletedAt time.Time
+	// RetainUntil is when a completed row may be purged (see RetentionStore); zero keeps
+	// it forever.
+	RetainUntil time.Time
 }
 
 // Attempt is one try of a step.
@@ -262,8 +268,12 @@ type EventListParams struct {
 	RunID     int64
 	Entity    string
 	EffectKey string
-	AfterID   int64
-	Limit     int // default 1000
+	// Since and Until keep only events at or after Since and before Until (zero: no
+	// bound).
+	Since   time.Time
+	Until   time.Time
+	AfterID int64
+	Limit   int // default 1000
 }
 
 // ClaimCandidate is a due step offered to StepClaimParams.Prepare inside the claim
@@ -335,6 +345,8 @@ type ClaimResult struct {
 	Claimed []*ClaimedStep
 	// Reused counts steps completed from the ledger without acting.
 	Reused int
+	// ReusedSteps are the steps Reused counts, with their runs (Step.State is completed).
+	ReusedSteps []*ClaimedStep
 	// Skipped counts steps whose condition was false.
 	Skipped int
 	// Parked counts steps sent to needs_review (key conflict, prepare error).
@@ -364,6 +376,9 @@ type StepRecordParams struct {
 	ResponseExcerpt string
 	// Output is the step's result (JSON), stored on success in the step and the ledger.
 	Output json.RawMessage
+	// RetainUntil is stored with the ledger row when this record completes it (a success,
+	// also after a lost lease): the row may be purged from then on. Zero keeps it forever.
+	RetainUntil time.Time
 
 	// NextState is one of completed, retrying, needs_review, failed, skipped (the step
 	// found nothing to do: its key is released and the steps that need it are skipped).
@@ -409,6 +424,10 @@ type LeaderAttemptParams struct {
 // by many goroutines and, where the backend allows, by many processes.
 type Store interface {
 	EntityStore
+	IncidentStore
+	RetentionStore
+	ReviewStore
+	StatsStore
 
 	// Migrate brings the schema to the newest version. It is idempotent and safe to call
 	// from several processes at once.

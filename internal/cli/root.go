@@ -109,7 +109,11 @@ Try it with no setup:  onceflow demo`,
 		newWorkerCommand(g),
 		newValidateCommand(g),
 		newRunsCommand(g),
+		newReviewCommand(g),
+		newAuditCommand(g),
+		newKeysCommand(g),
 		newDemoCommand(g),
+		newPurgeCommand(g),
 		newVersionCommand(g),
 	)
 	return root

@@ -16,7 +16,9 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -27,6 +29,8 @@ type serveFlags struct {
 	maxRedirects int
 	workers      int
 	logLevel     string
+	metricsAddr  string
+	redact       []string
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -36,8 +40,9 @@ func newServeCommand(g *globals) *cobra.Command {
 		Short: "Serve the API and webhooks, and execute workflow steps",
 		Long: `serve loads the workflow files of --workflows, then serves the JSON API
 (POST /v1/workflows/{name}/runs, GET /v1/runs, GET /v1/runs/{id}), the webhook endpoints the
-files declare (/hooks/{name}), /healthz and /readyz, and executes steps with --workers
-workers until it receives SIGINT or SIGTERM.
+files declare (/hooks/{name}), /healthz, /readyz and Prometheus metrics at /metrics (or on
+--metrics-addr), and executes steps with --workers workers until it receives SIGINT or
+SIGTERM.
 
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
 scopes ingest and admin); webhook secrets and {env.NAME} values from the environment;
@@ -61,6 +66,7 @@ func stepFlags(cmd *cobra.Command, f *serveFlags) {
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	observeFlags(cmd, f)
 }
 
 // app is a loaded set of workflows on a client, ready to serve.
@@ -70,6 +76,11 @@ type app struct {
 	defs   []*flowfile.Definition
 	log    *slog.Logger
 	env    func(string) (string, bool)
+	// redact masks secrets and personal data in what the server logs and shows.
+	redact *redact.Policy
+	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
+	metrics      *metrics.Metrics
+	metricsOnAPI bool
 }
 
 // appConfig says how to assemble an app.
@@ -83,6 +94,13 @@ type appConfig struct {
 	env       func(string) (string, bool)
 	funcs     map[string]onceflow.StepFunc
 	tune      func(*onceflow.Config)
+	// redact lists personal-data fields masked in every workflow (--redact-fields).
+	redact []string
+	// secrets are values never written anywhere, besides those newApp finds itself (the
+	// API tokens, for serve).
+	secrets []string
+	// metrics, when set, receives the engine's measurements.
+	metrics *metrics.Metrics
 }
 
 // newApp loads and builds the workflow files and registers them on a new client.
@@ -109,11 +127,23 @@ func newApp(c appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	deps.Redact = c.redact
+	red, policy, err := c.redaction(defs)
+	if err != nil {
+		return nil, err
+	}
 	wfs, err := flowfile.Build(defs, deps)
 	if err != nil {
 		return nil, err
 	}
-	cfg := onceflow.Config{Store: c.store, Workers: c.workers, Logger: c.log}
+	notify, err := flowfile.BuildNotify(defs, deps)
+	if err != nil {
+		return nil, err
+	}
+	cfg := onceflow.Config{Store: c.store, Workers: c.workers, Logger: c.log, Notify: notify, Redact: red}
+	if c.metrics != nil {
+		cfg.Metrics = c.metrics
+	}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}
@@ -126,14 +156,13 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	return &app{store: c.store, client: client, defs: defs, log: c.log, env: c.env}, nil
+	return &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}, nil
 }
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []server.Token) error {
-	api := server.New(server.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log})
 	hs := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           a.handler(tokens),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -169,9 +198,21 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log})
+	m := metrics.New(metrics.Config{Store: st, Logger: log})
+	a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
+		redact: f.redact, secrets: processSecrets(loc, tokens), metrics: m})
 	if err != nil {
 		return err
+	}
+	log = a.log
+	if f.metricsAddr == "" {
+		a.metricsOnAPI = true
+	} else {
+		stop, err := serveMetrics(ctx, f.metricsAddr, m, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

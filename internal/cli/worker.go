@@ -4,6 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow/metrics"
 )
 
 func newWorkerCommand(g *globals) *cobra.Command {
@@ -15,7 +17,8 @@ func newWorkerCommand(g *globals) *cobra.Command {
 receives SIGINT or SIGTERM, like serve but without the HTTP API. Run any number of workers,
 on any number of machines, against one PostgreSQL database (--db postgres://…): each step is
 claimed by one worker at a time, a worker that dies has its steps taken over when its lease
-expires, and one worker at a time reaps expired leases.`,
+expires, and one worker at a time reaps expired leases. With --metrics-addr it serves
+Prometheus metrics at /metrics on that address.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -28,9 +31,22 @@ expires, and one worker at a time reaps expired leases.`,
 				return err
 			}
 			defer st.Close()
-			a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log})
+			var m *metrics.Metrics
+			if f.metricsAddr != "" {
+				m = metrics.New(metrics.Config{Store: st, Logger: log})
+			}
+			a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
+				redact: f.redact, secrets: processSecrets(loc, nil), metrics: m})
 			if err != nil {
 				return err
+			}
+			log = a.log
+			if m != nil {
+				stop, err := serveMetrics(ctx, f.metricsAddr, m, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			log.Info("onceflow worker running", "worker", a.client.WorkerID(), "db", loc.URL(), "workflows", a.client.Workflows())
 			return a.client.Serve(ctx)

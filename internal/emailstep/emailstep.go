@@ -50,6 +50,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	masking "github.com/onceflow/onceflow/internal/redact"
 )
 
 // DefaultOnUnknown is the unknown-outcome action email steps should be registered with:
@@ -247,10 +248,8 @@ func trimMail(err error) string { return strings.TrimPrefix(err.Error(), "mail: 
 type secrets []string
 
 func (sec secrets) mask(s string) string {
-	for _, v := range sec {
-		s = strings.ReplaceAll(s, v, "[redacted]")
-	}
-	return s
+	m, _ := masking.NewMasker(masking.Options{Values: sec})
+	return m.Text(s)
 }
 
 // excerptBytes caps a stored server reply.
@@ -258,15 +257,7 @@ const excerptBytes = 512
 
 // excerpt returns the masked, trimmed text of a server reply.
 func (sec secrets) excerpt(reply string) string {
-	text := strings.TrimSpace(strings.ToValidUTF8(sec.mask(reply), "\uFFFD"))
-	if len(text) > excerptBytes {
-		cut := excerptBytes
-		for cut > 0 && text[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		text = text[:cut] + "…"
-	}
-	return text
+	return masking.Trim(strings.TrimSpace(strings.ToValidUTF8(sec.mask(reply), "\uFFFD")), excerptBytes)
 }
 
 // redactedError carries an error text from which secrets were removed, and only the parts

@@ -26,6 +26,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/redact"
 )
 
 // ReasonDestinationBlocked is the review reason of a request the egress policy refused.
@@ -62,8 +63,12 @@ type Spec struct {
 	Verify *Request
 	// ExcerptBytes caps the stored response excerpt (default 1024).
 	ExcerptBytes int
-	// Redact lists extra JSON field names whose values are masked in stored excerpts.
+	// Redact lists extra JSON field name fragments whose values are masked in stored
+	// excerpts, in addition to redact.DefaultNames.
 	Redact []string
+	// Fields lists paths of personal data ("email", "customer.name") masked in stored
+	// excerpts (see package redact).
+	Fields []string
 }
 
 // Env looks up an environment variable.
@@ -90,7 +95,6 @@ type Step struct {
 	env     Env
 	envVars []string
 	client  *http.Client
-	redact  []string
 }
 
 // New compiles spec. client must enforce the egress policy (egress.Policy.Client).
@@ -125,7 +129,9 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 		}
 		s.rules = append(s.rules, cr)
 	}
-	s.redact = append([]string{"password", "secret", "token", "authorization", "api_key", "apikey", "card", "cvc", "iban"}, spec.Redact...)
+	if _, err := redact.NewMasker(redact.Options{Fields: spec.Fields, Names: spec.Redact}); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -438,57 +444,9 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// excerpt returns at most ExcerptBytes of body with secret-looking JSON fields and the
-// values of environment secrets masked.
+// excerpt returns at most ExcerptBytes of body with secret-looking JSON fields, the
+// personal-data fields and the values of environment secrets masked.
 func (s *Step) excerpt(body []byte, secrets []string) string {
-	text := string(body)
-	var v any
-	if json.Unmarshal(body, &v) == nil {
-		if b, err := json.Marshal(s.mask(v)); err == nil {
-			text = string(b)
-		}
-	}
-	for _, sec := range secrets {
-		if len(sec) >= 4 {
-			text = strings.ReplaceAll(text, sec, "[redacted]")
-		}
-	}
-	if len(text) > s.spec.ExcerptBytes {
-		cut := s.spec.ExcerptBytes
-		for cut > 0 && !utf8Start(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "…"
-	}
-	return text
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
-
-func (s *Step) mask(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if s.secretField(k) {
-				x[k] = "[redacted]"
-			} else {
-				x[k] = s.mask(e)
-			}
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = s.mask(e)
-		}
-	}
-	return v
-}
-
-func (s *Step) secretField(name string) bool {
-	n := strings.ToLower(name)
-	for _, r := range s.redact {
-		if strings.Contains(n, strings.ToLower(r)) {
-			return true
-		}
-	}
-	return false
+	m, _ := redact.NewMasker(redact.Options{Values: secrets, Fields: s.spec.Fields, Names: s.spec.Redact}) // checked by New
+	return m.Excerpt(body, s.spec.ExcerptBytes)
 }

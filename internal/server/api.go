@@ -187,6 +187,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Steps = append(v.Steps, sv)
 	}
+	s.maskRun(run, steps, &v)
 	return writeJSON(w, http.StatusOK, v)
 }
 

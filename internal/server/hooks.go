@@ -53,6 +53,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 			"the receiver's webhook secret is not configured; nothing was accepted")
 	}
 	delivery, err := webhook.Verify(cfg, r.Header, body, s.cfg.Now())
+	if err != nil {
+		s.delivered(def.Name, "rejected")
+	}
 	switch {
 	case errors.Is(err, webhook.ErrMissingSignature), errors.Is(err, webhook.ErrMalformed):
 		return newProblem(http.StatusBadRequest, "signature-missing", "Signature missing or malformed", err.Error())
@@ -74,6 +77,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 		}
 		t, _ := payload[field].(string)
 		if !contains(hook.EventTypes, t) {
+			s.delivered(def.Name, "ignored")
 			return writeJSON(w, http.StatusOK, map[string]any{"status": "ignored", "reason": fmt.Sprintf("event type %q is not handled by %s", t, def.Name)})
 		}
 	}
@@ -96,6 +100,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 	}
 	if run.Duplicate {
 		w.Header().Set("Idempotent-Replayed", "true")
+		s.delivered(def.Name, "duplicate")
+	} else {
+		s.delivered(def.Name, "accepted")
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"status": "accepted", "run_id": run.ID, "event_id": key, "duplicate": run.Duplicate})
 }

@@ -46,11 +46,11 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 				p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
 					"the body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 			} else {
-				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+				s.log.Error("request failed", "method", r.Method, "route", r.Pattern, "error", err)
 				p = newProblem(http.StatusInternalServerError, "internal", "Internal error", "the request could not be completed; nothing was acknowledged")
 			}
 		}
-		writeProblem(w, p)
+		writeProblem(w, s.maskProblem(p))
 	})
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -95,6 +96,23 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock used for webhook timestamps (default time.Now).
 	Now func() time.Time
+	// Redact masks secrets in log lines and problem documents, and secrets and personal
+	// data in the runs the API shows (default: the secret-looking fields only).
+	Redact *redact.Policy
+	// MetricsHandler, when set, is served at GET /metrics without a token: what it serves
+	// carries no keys, entities, ids or personal data.
+	MetricsHandler http.Handler
+	// Metrics, when set, counts webhook deliveries.
+	Metrics Metrics
+}
+
+// Metrics receives what the server measures. Its labels are workflow names and outcomes
+// only.
+type Metrics interface {
+	// WebhookDelivery counts a delivery to a workflow's webhook: outcome is accepted,
+	// duplicate (the event id was delivered before; nothing started), ignored (an event
+	// type the workflow does not handle) or rejected (signature missing or invalid).
+	WebhookDelivery(workflow, outcome string)
 }
 
 // Server serves the API and the webhooks.
@@ -123,6 +141,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
+	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
 	s := &Server{cfg: cfg, log: cfg.Logger, defs: map[string]*flowfile.Definition{}, hooks: map[string]*flowfile.Definition{},
 		mux: http.NewServeMux(), inFlight: map[string]bool{}}
 	for _, d := range cfg.Definitions {
@@ -134,19 +153,23 @@ func New(cfg Config) *Server {
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
 	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeAdmin, s.handle(s.getRun)))
 	s.mux.Handle("GET /v1/runs", s.auth(ScopeAdmin, s.handle(s.listRuns)))
+	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
 	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
 	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	s.mux.Handle("GET /readyz", s.handle(s.ready))
+	if cfg.MetricsHandler != nil {
+		s.mux.Handle("GET /metrics", cfg.MetricsHandler)
+	}
 	s.mux.Handle("/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusNotFound, "not-found", "Not found", r.Method+" "+r.URL.Path+" is not part of the API")
 	}))
 	return s
 }
 
-// Handler returns the server's routes.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's routes, each request logged (see logRequests).
+func (s *Server) Handler() http.Handler { return s.logRequests(s.mux) }
 
 // auth admits requests that carry a bearer token with scope (admin includes every scope).
 func (s *Server) auth(scope Scope, next http.Handler) http.Handler {

@@ -101,6 +101,12 @@ func (s *Store) EventList(ctx context.Context, p store.EventListParams) ([]*stor
 	if p.EffectKey != "" {
 		add("effect_key = ?", p.EffectKey)
 	}
+	if !p.Since.IsZero() {
+		add("at >= ?", p.Since)
+	}
+	if !p.Until.IsZero() {
+		add("at < ?", p.Until)
+	}
 	if p.AfterID > 0 {
 		add("id > ?", p.AfterID)
 	}
@@ -182,17 +188,17 @@ func getEffect(ctx context.Context, q querier, key string, forUpdate bool) (*sto
 	var state string
 	var result []byte
 	var created time.Time
-	var completed pgtype.Timestamptz
-	sql := `SELECT effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at
+	var completed, retain pgtype.Timestamptz
+	sql := `SELECT effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until
 		FROM effects WHERE effect_key = $1`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
-	err := q.QueryRow(ctx, sql, key).Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed)
+	err := q.QueryRow(ctx, sql, key).Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain)
 	if err != nil {
 		return nil, err
 	}
 	e.State, e.Result = store.EffectState(state), json.RawMessage(result)
-	e.CreatedAt, e.CompletedAt = created.UTC(), fromTS(completed)
+	e.CreatedAt, e.CompletedAt, e.RetainUntil = created.UTC(), fromTS(completed), fromTS(retain)
 	return &e, nil
 }

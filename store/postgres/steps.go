@@ -15,7 +15,7 @@ import (
 )
 
 const stepColumns = `s.id, s.run_id, s.workflow, s.name, s.needs, s.waiting, s.state, s.effect_key, s.fingerprint, s.attempt,
-	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at`
+	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base`
 
 // stepDest returns the scan destinations of stepColumns into st and a function that
 // finishes the conversion after the scan.
@@ -25,7 +25,7 @@ func stepDest(st *store.Step) ([]any, func()) {
 	var next, created, updated time.Time
 	var lease pgtype.Timestamptz
 	return []any{&st.ID, &st.RunID, &st.Workflow, &st.Name, &st.Needs, &st.Waiting, &state, &st.EffectKey, &st.Fingerprint, &st.Attempt,
-			&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated}, func() {
+			&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated, &st.AttemptBase}, func() {
 			st.State, st.LastOutcome = store.State(state), store.Outcome(outcome)
 			if st.Needs == nil {
 				st.Needs = []string{}
@@ -235,6 +235,8 @@ func claimOne(ctx context.Context, t *txn, p store.StepClaimParams, c *store.Cla
 
 	case eff.State == store.EffectCompleted:
 		res.Reused++
+		st.State = store.StateCompleted
+		res.ReusedSteps = append(res.ReusedSteps, &store.ClaimedStep{Run: run, Step: st, Outputs: c.Outputs})
 		if _, err := t.Exec(ctx, `UPDATE steps SET state = 'completed', effect_key = $1, fingerprint = $2, output = $3, reason = 'effect_reused',
 			lease_owner = '', lease_expires_at = NULL, updated_at = $4 WHERE id = $5`,
 			spec.Key, spec.Fingerprint, []byte(eff.Result), p.Now, st.ID); err != nil {
@@ -493,8 +495,8 @@ func recordOne(ctx context.Context, t *txn, p *store.StepRecordParams) (lost boo
 	}
 	switch p.NextState {
 	case store.StateCompleted:
-		if _, err := t.Exec(ctx, `UPDATE effects SET state = 'completed', result = $1, completed_at = $2 WHERE effect_key = $3 AND step_id = $4 AND state = 'in_flight'`,
-			output, p.Now, st.EffectKey, st.ID); err != nil {
+		if _, err := t.Exec(ctx, `UPDATE effects SET state = 'completed', result = $1, completed_at = $2, retain_until = $5 WHERE effect_key = $3 AND step_id = $4 AND state = 'in_flight'`,
+			output, p.Now, st.EffectKey, st.ID, nullTime(p.RetainUntil)); err != nil {
 			return false, err
 		}
 		t.event(stepEvent(store.EventStepCompleted, p.Now, run, st, actor, p.Reason, d))
@@ -556,8 +558,8 @@ func recordLost(ctx context.Context, t *txn, p *store.StepRecordParams, run *sto
 	if output == nil {
 		output = []byte("null")
 	}
-	tag, err := t.Exec(ctx, `UPDATE effects SET state = 'completed', result = $1, completed_at = $2 WHERE effect_key = $3 AND step_id = $4 AND state = 'in_flight'`,
-		output, p.Now, st.EffectKey, st.ID)
+	tag, err := t.Exec(ctx, `UPDATE effects SET state = 'completed', result = $1, completed_at = $2, retain_until = $5 WHERE effect_key = $3 AND step_id = $4 AND state = 'in_flight'`,
+		output, p.Now, st.EffectKey, st.ID, nullTime(p.RetainUntil))
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,12 @@ func (s *Store) EventList(ctx context.Context, p store.EventListParams) ([]*stor
 	if p.EffectKey != "" {
 		where, args = append(where, "effect_key = ?"), append(args, p.EffectKey)
 	}
+	if !p.Since.IsZero() {
+		where, args = append(where, "at >= ?"), append(args, ts(p.Since))
+	}
+	if !p.Until.IsZero() {
+		where, args = append(where, "at < ?"), append(args, ts(p.Until))
+	}
 	if p.AfterID > 0 {
 		where, args = append(where, "id > ?"), append(args, p.AfterID)
 	}
@@ -118,13 +124,13 @@ func getEffect(ctx context.Context, q queryRower, key string) (*store.Effect, er
 	var e store.Effect
 	var state string
 	var result []byte
-	var created, completed int64
-	err := q.QueryRowContext(ctx, `SELECT effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at
-		FROM effects WHERE effect_key = ?`, key).Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed)
+	var created, completed, retain int64
+	err := q.QueryRowContext(ctx, `SELECT effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until
+		FROM effects WHERE effect_key = ?`, key).Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain)
 	if err != nil {
 		return nil, err
 	}
 	e.State, e.Result = store.EffectState(state), json.RawMessage(result)
-	e.CreatedAt, e.CompletedAt = fromTS(created), fromTS(completed)
+	e.CreatedAt, e.CompletedAt, e.RetainUntil = fromTS(created), fromTS(completed), fromTS(retain)
 	return &e, nil
 }

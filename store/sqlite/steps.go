@@ -13,7 +13,7 @@ import (
 )
 
 const stepColumns = `s.id, s.run_id, s.workflow, s.name, s.needs, s.waiting, s.state, s.effect_key, s.fingerprint, s.attempt,
-	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at`
+	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base`
 
 func scanStep(sc scanner, extra ...any) (*store.Step, error) {
 	var st store.Step
@@ -21,7 +21,7 @@ func scanStep(sc scanner, extra ...any) (*store.Step, error) {
 	var output []byte
 	var next, lease, created, updated int64
 	dest := []any{&st.ID, &st.RunID, &st.Workflow, &st.Name, &needs, &st.Waiting, &state, &st.EffectKey, &st.Fingerprint, &st.Attempt,
-		&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated}
+		&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated, &st.AttemptBase}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
@@ -211,6 +211,8 @@ func (s *Store) claimOne(ctx context.Context, tx *sql.Tx, p store.StepClaimParam
 
 	case eff.State == store.EffectCompleted:
 		res.Reused++
+		st.State = store.StateCompleted
+		res.ReusedSteps = append(res.ReusedSteps, &store.ClaimedStep{Run: run, Step: st, Outputs: c.Outputs})
 		if _, err := tx.ExecContext(ctx, `UPDATE steps SET state = 'completed', effect_key = ?, fingerprint = ?, output = ?, reason = 'effect_reused',
 			lease_owner = '', lease_expires_at = 0, updated_at = ? WHERE id = ?`,
 			spec.Key, spec.Fingerprint, []byte(eff.Result), now, st.ID); err != nil {
@@ -466,8 +468,8 @@ func recordOne(ctx context.Context, tx *sql.Tx, p *store.StepRecordParams) (lost
 	}
 	switch p.NextState {
 	case store.StateCompleted:
-		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'completed', result = ?, completed_at = ? WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,
-			output, now, st.EffectKey, st.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'completed', result = ?, completed_at = ?, retain_until = ? WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,
+			output, now, ts(p.RetainUntil), st.EffectKey, st.ID); err != nil {
 			return false, err
 		}
 		if err := insertEvent(ctx, tx, stepEvent(store.EventStepCompleted, p.Now, run, st, actor, p.Reason, d)); err != nil {
@@ -536,8 +538,8 @@ func recordLost(ctx context.Context, tx *sql.Tx, p *store.StepRecordParams, run 
 	if output == nil {
 		output = []byte("null")
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'completed', result = ?, completed_at = ? WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,
-		output, ts(p.Now), st.EffectKey, st.ID)
+	res, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'completed', result = ?, completed_at = ?, retain_until = ? WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,
+		output, ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
 	if err != nil {
 		return err
 	}

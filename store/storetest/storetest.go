@@ -48,6 +48,10 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Leader", leaderTests},
 		{"Skip", skipTests},
 		{"Entity", entityTests},
+		{"Review", reviewTests},
+		{"Stats", statsTests},
+		{"Retention", retentionTests},
+		{"Incident", incidentTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,67 @@
+package flowfile
+
+import (
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// forWorkflow returns deps for building d's steps: http steps mask the global and d's own
+// personal-data fields in their response excerpts.
+func (deps Deps) forWorkflow(d *Definition) Deps {
+	deps.fields = append(append([]string(nil), deps.Redact...), d.Redact...)
+	return deps
+}
+
+var envFieldRE = regexp.MustCompile(`\{env\.([A-Za-z0-9_-]+)\}`)
+
+// EnvNames returns the environment variables the definition reads, sorted: those its
+// templates name as {env.NAME} and those its fields name as settings ending in _env (a
+// webhook's secret_env). Their values are secrets: a program that serves the definition
+// masks them everywhere (see onceflow.Redaction).
+func (d *Definition) EnvNames() []string {
+	names := map[string]bool{}
+	var walk func(v reflect.Value, envField bool)
+	walk = func(v reflect.Value, envField bool) {
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if !v.IsNil() {
+				walk(v.Elem(), envField)
+			}
+		case reflect.Struct:
+			t := v.Type()
+			for i := range t.NumField() {
+				f := t.Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				walk(v.Field(i), strings.HasSuffix(tag, "_env"))
+			}
+		case reflect.Map:
+			for _, k := range v.MapKeys() {
+				walk(v.MapIndex(k), envField)
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i), envField)
+			}
+		case reflect.String:
+			s := v.String()
+			if envField && envNameRE.MatchString(s) {
+				names[s] = true
+			}
+			for _, m := range envFieldRE.FindAllStringSubmatch(s, -1) {
+				names[m[1]] = true
+			}
+		}
+	}
+	walk(reflect.ValueOf(d).Elem(), false)
+	out := make([]string, 0, len(names))
+	for n := range names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

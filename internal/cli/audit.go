@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow"
+)
+
+type auditFlags struct {
+	entity, key, since, until string
+	run                       int64
+	limit                     int
+	json                      bool
+}
+
+func newAuditCommand(g *globals) *cobra.Command {
+	var f auditFlags
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Answer who did what, when and why: the audit trail of an entity, a run or a key",
+		Long: `audit prints the audit events of an entity (--entity order:1001), a run (--run ID) or an
+effect key (--key lead-create:8812), optionally within a time range (--since, --until, RFC
+3339), oldest first. Each event is explained: why a step was retried or not acted on, with
+the retry policy that decided, who acted on a review item and with which note.`,
+		Example: `  onceflow audit --entity order:1001
+  onceflow audit --key lead-create:8812 --json
+  onceflow audit --since 2026-03-01T00:00:00Z --until 2026-03-02T00:00:00Z`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return audit(cmd.Context(), g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.entity, "entity", "", "events about this entity, such as order:1001")
+	fl.Int64Var(&f.run, "run", 0, "events of this run")
+	fl.StringVar(&f.key, "key", "", "events about this effect key")
+	fl.StringVar(&f.since, "since", "", "events at or after this time (RFC 3339)")
+	fl.StringVar(&f.until, "until", "", "events before this time (RFC 3339)")
+	fl.IntVar(&f.limit, "limit", 1000, "print at most this many events")
+	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table")
+	return cmd
+}
+
+func parseTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, usagef("--%s %q is not an RFC 3339 time such as 2026-03-01T09:00:00Z", flag, v)
+	}
+	return t, nil
+}
+
+func audit(ctx context.Context, g *globals, f auditFlags) error {
+	q := onceflow.AuditQuery{RunID: f.run, Entity: f.entity, EffectKey: f.key}
+	var err error
+	if q.Since, err = parseTime("since", f.since); err != nil {
+		return err
+	}
+	if q.Until, err = parseTime("until", f.until); err != nil {
+		return err
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
+		return usagef("--until must be after --since")
+	}
+	if f.run < 0 || f.limit <= 0 {
+		return usagef("--run must be a positive run ID and --limit at least 1")
+	}
+	s, err := g.reviewSession(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var entries []*onceflow.AuditEntry
+	for len(entries) < f.limit {
+		q.Limit = min(1000, f.limit-len(entries))
+		page, err := s.client.Audit(ctx, q)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, page...)
+		if len(page) < q.Limit {
+			break
+		}
+		q.AfterID = page[len(page)-1].ID
+	}
+	if f.json {
+		out := make([]auditView, 0, len(entries))
+		for _, e := range entries {
+			out = append(out, viewAudit(e))
+		}
+		return writeJSON(g.stdout, out)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(g.stdout, "no events match")
+		return nil
+	}
+	return writeAudit(g.stdout, entries, true)
+}
+
+// auditView is an audit event as the command prints it in JSON.
+type auditView struct {
+	ID        int64           `json:"id"`
+	At        time.Time       `json:"at"`
+	Type      string          `json:"type"`
+	RunID     int64           `json:"run_id,omitempty"`
+	Workflow  string          `json:"workflow,omitempty"`
+	Entity    string          `json:"entity,omitempty"`
+	Step      string          `json:"step,omitempty"`
+	EffectKey string          `json:"effect_key,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Actor     string          `json:"actor"`
+	Reason    string          `json:"reason,omitempty"`
+	Why       string          `json:"why"`
+	Detail    json.RawMessage `json:"detail"`
+}
+
+func viewAudit(e *onceflow.AuditEntry) auditView {
+	return auditView{ID: e.ID, At: e.At, Type: e.Type, RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName,
+		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: e.Reason, Why: e.Why, Detail: rawOrNull(e.Detail)}
+}
+
+// writeAudit prints events as a table whose last column, the explanation, is never cut.
+func writeAudit(w io.Writer, entries []*onceflow.AuditEntry, withRun bool) error {
+	tw := newTable(w)
+	if withRun {
+		fmt.Fprintln(tw, "TIME\tRUN\tSTEP\tTYPE\tACTOR\tWHY")
+	} else {
+		fmt.Fprintln(tw, "TIME\tTYPE\tACTOR\tWHY")
+	}
+	for _, e := range entries {
+		if withRun {
+			run := "-"
+			if e.RunID != 0 {
+				run = strconv.FormatInt(e.RunID, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), run, dash(e.StepName), e.Type, dash(e.Actor), e.Why)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.Actor), e.Why)
+		}
+	}
+	return tw.Flush()
+}

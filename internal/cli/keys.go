@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store"
+)
+
+func newKeysCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Answer whether a business action happened, by its effect key",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRunE,
+	}
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show an effect key: completed or not, when, by which run and step, with which result, and its events",
+		Example: `  onceflow keys show lead-create:8812
+  onceflow keys show invoice:1001 --json`,
+		Args: exactArgs("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return keysShow(cmd.Context(), g, args[0], asJSON)
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	cmd.AddCommand(show)
+	return cmd
+}
+
+func keysShow(ctx context.Context, g *globals, key string, asJSON bool) error {
+	if err := onceflow.ValidateKey("effect key", key); err != nil {
+		return usagef("%v", err)
+	}
+	s, err := g.reviewSession(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := s.client.Key(ctx, key)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		type effectView struct {
+			State       store.EffectState `json:"state"`
+			RunID       int64             `json:"run_id"`
+			Workflow    string            `json:"workflow"`
+			Step        string            `json:"step"`
+			Result      json.RawMessage   `json:"result"`
+			CreatedAt   time.Time         `json:"created_at"`
+			CompletedAt *time.Time        `json:"completed_at"`
+		}
+		type useView struct {
+			RunID    int64  `json:"run_id"`
+			Workflow string `json:"workflow"`
+			Entity   string `json:"entity"`
+			Step     string `json:"step"`
+			Last     string `json:"last_event"`
+		}
+		out := struct {
+			Key    string      `json:"key"`
+			State  string      `json:"state"`
+			Effect *effectView `json:"effect"`
+			Uses   []useView   `json:"uses"`
+			Events []auditView `json:"events"`
+		}{Key: rep.Key, State: rep.State, Uses: []useView{}, Events: []auditView{}}
+		if e := rep.Effect; e != nil {
+			ev := &effectView{State: e.State, RunID: e.RunID, Workflow: e.Workflow, Step: e.StepName, Result: rawOrNull(e.Result), CreatedAt: e.CreatedAt}
+			if !e.CompletedAt.IsZero() {
+				t := e.CompletedAt
+				ev.CompletedAt = &t
+			}
+			out.Effect = ev
+		}
+		for _, u := range rep.Uses {
+			out.Uses = append(out.Uses, useView{RunID: u.RunID, Workflow: u.Workflow, Entity: u.Entity, Step: u.Step, Last: u.Last})
+		}
+		for _, e := range rep.Events {
+			out.Events = append(out.Events, viewAudit(e))
+		}
+		return writeJSON(g.stdout, out)
+	}
+	w := g.stdout
+	e := rep.Effect
+	switch rep.State {
+	case string(store.EffectCompleted):
+		fmt.Fprintf(w, "key %s: completed — the business action happened and is never performed again\n", key)
+	case string(store.EffectInFlight):
+		fmt.Fprintf(w, "key %s: in flight — a step holds it and is acting, retrying or waiting for review\n", key)
+	default:
+		fmt.Fprintf(w, "key %s: free — not completed (never performed, or the destination refused it)\n", key)
+	}
+	if e != nil {
+		tw := newTable(w)
+		fmt.Fprintf(tw, "  by\trun %d (%s) step %s\n", e.RunID, e.Workflow, e.StepName)
+		fmt.Fprintf(tw, "  taken\t%s\n", timeText(e.CreatedAt))
+		if !e.CompletedAt.IsZero() {
+			fmt.Fprintf(tw, "  completed\t%s\n", timeText(e.CompletedAt))
+			fmt.Fprintf(tw, "  result\t%s\n", clip(string(e.Result), 200))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nUSED BY (%d)\n", len(rep.Uses))
+	if len(rep.Uses) > 0 {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "RUN\tWORKFLOW\tENTITY\tSTEP\tLAST EVENT")
+		for _, u := range rep.Uses {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", u.RunID, u.Workflow, dash(u.Entity), u.Step, u.Last)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(rep.Events))
+	if len(rep.Events) == 0 {
+		return nil
+	}
+	return writeAudit(w, rep.Events, true)
+}

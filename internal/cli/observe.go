@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/emailstep"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/metrics"
+)
+
+// envRedactFields is the environment variable --redact-fields defaults to.
+const envRedactFields = "ONCEFLOW_REDACT_FIELDS"
+
+// observeFlags are the metrics and redaction flags of the commands that execute steps.
+func observeFlags(cmd *cobra.Command, f *serveFlags) {
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "",
+		"address to serve Prometheus metrics on, at /metrics (serve: default the API's own address)")
+	var def []string
+	for _, s := range strings.Split(os.Getenv(envRedactFields), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			def = append(def, s)
+		}
+	}
+	cmd.Flags().StringSliceVar(&f.redact, "redact-fields", def,
+		"personal-data fields masked in logs, audit details and API answers of every workflow, e.g. email,customer.name (env "+envRedactFields+")")
+}
+
+// redaction collects what the app must never write: the values of every environment
+// variable the workflow files read ({env.NAME}, webhook secrets), the SMTP password, the
+// secrets the command passes (API tokens, the database password), and the personal-data
+// fields of --redact-fields and of each file's redact list.
+func (c appConfig) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *redact.Policy, error) {
+	names := map[string]bool{emailstep.EnvPassword: true}
+	for _, d := range defs {
+		for _, n := range d.EnvNames() {
+			names[n] = true
+		}
+	}
+	secrets := append([]string(nil), c.secrets...)
+	for n := range names {
+		if v, ok := c.env(n); ok && v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	sort.Strings(secrets)
+	red := onceflow.Redaction{Secrets: secrets, Fields: c.redact}
+	policy, err := redact.New(red.Secrets, red.Fields)
+	if err != nil {
+		return red, nil, usagef("--redact-fields: %v", err)
+	}
+	for _, d := range defs {
+		if err := policy.SetWorkflow(d.Name, d.Redact); err != nil {
+			return red, nil, fmt.Errorf("%s: %w", d.File(), err)
+		}
+	}
+	return red, policy, nil
+}
+
+// processSecrets are the secrets of the command line and environment that no workflow
+// file names: the API tokens and the database password.
+func processSecrets(loc dbLocation, tokens []server.Token) []string {
+	var out []string
+	for _, t := range tokens {
+		out = append(out, t.Secret)
+	}
+	if loc.Scheme == "postgres" {
+		if u, err := url.Parse(loc.ConnString); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok && pw != "" {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
+}
+
+// maskedLogger returns log with the policy's secrets masked; nil stays nil.
+func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
+	if log == nil {
+		return nil
+	}
+	return slog.New(redact.Handler(log.Handler(), policy.Secrets()))
+}
+
+// handler returns the API and webhook endpoints of the app, with its redaction and
+// metrics, accepting tokens.
+func (a *app) handler(tokens []server.Token) http.Handler {
+	cfg := server.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
+	if a.metrics != nil {
+		cfg.Metrics = a.metrics
+		if a.metricsOnAPI {
+			cfg.MetricsHandler = a.metrics.Handler()
+		}
+	}
+	return server.New(cfg).Handler()
+}
+
+// serveMetrics serves m at /metrics on addr until stop is called.
+func serveMetrics(ctx context.Context, addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("metrics server stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(shutdown)
+		<-done
+	}, nil
+}

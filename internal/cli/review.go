@@ -1,0 +1,878 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/store"
+)
+
+func newReviewCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "review",
+		Short: "Work the review queue: retry, correct and replay, resolve by hand, abandon",
+		Long: `review lists the steps waiting in needs_review, with why they wait, and acts on them. Every
+action is recorded in the audit trail, in the same transaction, with --actor and --note.
+
+  retry     try the step again as it is, with a fresh attempt budget
+  replay    correct the run's input (--patch, a JSON merge patch) and run again what has not
+            completed; completed effects are never repeated. --dry-run shows what it would do.
+  resolve   mark the step completed by hand (--output '{"id":77}'): its key is recorded
+            completed, and the steps that need it continue
+  abandon   end the step and the run failed
+
+A step whose outcome is unknown (its effect may have happened) needs an explicit decision:
+resolve --it-happened, or retry --send-again (the same effect key is sent again).
+
+Name one item as RUN STEP, or many with filter flags (--workflow, --step, --reason,
+--entity, --run, --older-than; --all for every item): each item is acted on in its own
+transaction and reported on its own line.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRunE,
+	}
+	cmd.AddCommand(newReviewListCommand(g), newReviewShowCommand(g), newReviewRetryCommand(g), newReviewReplayCommand(g),
+		newReviewResolveCommand(g), newReviewAbandonCommand(g))
+	return cmd
+}
+
+// filterFlags select review items.
+type filterFlags struct {
+	workflow, step, reason, entity, olderThan string
+	run                                       int64
+	limit                                     int
+	all                                       bool
+}
+
+func (f *filterFlags) add(cmd *cobra.Command, bulk bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.workflow, "workflow", "", "only items of this workflow")
+	fl.StringVar(&f.step, "step", "", "only items of this step")
+	fl.StringVar(&f.reason, "reason", "", "only items with this reason (permanent_error, attempts_exhausted, key_conflict, outcome_unknown, invalid_key, destination_blocked, …)")
+	fl.StringVar(&f.entity, "entity", "", "only items about this entity, such as order:1001")
+	fl.Int64Var(&f.run, "run", 0, "only items of this run")
+	fl.StringVar(&f.olderThan, "older-than", "", "only items parked longer ago than this, such as 30m or 24h")
+	if bulk {
+		fl.IntVar(&f.limit, "limit", 0, "act on at most this many items (default: every item selected)")
+		fl.BoolVar(&f.all, "all", false, "act on every item of the queue (without a filter flag)")
+	} else {
+		fl.IntVar(&f.limit, "limit", 100, "show at most this many items")
+	}
+}
+
+func (f *filterFlags) any() bool {
+	return f.workflow != "" || f.step != "" || f.reason != "" || f.entity != "" || f.olderThan != "" || f.run != 0
+}
+
+func (f *filterFlags) filter() (onceflow.ReviewFilter, error) {
+	rf := onceflow.ReviewFilter{Workflow: f.workflow, Step: f.step, Reason: f.reason, Entity: f.entity, RunID: f.run, Limit: f.limit}
+	if f.run < 0 {
+		return rf, usagef("--run must be a positive run ID")
+	}
+	if f.limit < 0 {
+		return rf, usagef("--limit must not be negative")
+	}
+	if f.olderThan != "" {
+		d, err := time.ParseDuration(f.olderThan)
+		if err != nil || d <= 0 {
+			return rf, usagef("--older-than %q is not a positive duration such as 30m or 24h", f.olderThan)
+		}
+		rf.OlderThan = d
+	}
+	return rf, nil
+}
+
+// actionFlags are what every action takes.
+type actionFlags struct {
+	actor, note, workflows string
+	json                   bool
+}
+
+func (a *actionFlags) add(cmd *cobra.Command, workflowsHelp string) {
+	fl := cmd.Flags()
+	fl.StringVar(&a.actor, "actor", reviewActor(), "who decides, for the audit trail")
+	fl.StringVar(&a.note, "note", "", "why, for the audit trail")
+	fl.StringVar(&a.workflows, "workflows", "", workflowsHelp)
+	fl.BoolVar(&a.json, "json", false, "print JSON instead of text")
+}
+
+// reviewActor names the person at the terminal: $ONCEFLOW_ACTOR, else the login name.
+func reviewActor() string {
+	for _, k := range []string{"ONCEFLOW_ACTOR", "USER", "LOGNAME", "USERNAME"} {
+		if v := os.Getenv(k); v != "" {
+			return "cli:" + v
+		}
+	}
+	return "cli"
+}
+
+// reviewSession is an open store and a client that knows the workflow files, if given.
+type reviewSession struct {
+	store  cliStore
+	client *onceflow.Client
+}
+
+func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewSession, error) {
+	st, _, err := g.openStore(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if workflows != "" {
+		defs, err := flowfile.LoadDir(workflows)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		wfs, err := flowfile.Outline(defs)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		for _, w := range wfs {
+			if err := c.Register(w); err != nil {
+				st.Close()
+				return nil, err
+			}
+		}
+	}
+	return &reviewSession{store: st, client: c}, nil
+}
+
+func (s *reviewSession) Close() { s.store.Close() }
+
+// itemArgs reads RUN STEP, or nothing for a bulk action.
+func itemArgs(cmd *cobra.Command, args []string, f *filterFlags) (runID int64, step string, bulk bool, err error) {
+	switch len(args) {
+	case 0:
+		if !f.any() && !f.all {
+			return 0, "", false, usagef("%s needs RUN STEP, or filter flags (--workflow, --step, --reason, --entity, --run, --older-than) or --all to act on many items", cmd.CommandPath())
+		}
+		return 0, "", true, nil
+	case 2:
+		if f.any() || f.all {
+			return 0, "", false, usagef("%s takes RUN STEP or filter flags, not both", cmd.CommandPath())
+		}
+		id, err := parseRunID(args[0])
+		return id, args[1], false, err
+	}
+	return 0, "", false, usagef("%s takes RUN STEP (two arguments), or filter flags; got %d argument(s)", cmd.CommandPath(), len(args))
+}
+
+func parseRunID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("run ID %q is not a positive number; use the RUN column of 'onceflow review list'", s)
+	}
+	return id, nil
+}
+
+func newReviewListCommand(g *globals) *cobra.Command {
+	var f filterFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the steps waiting for review, oldest first",
+		Example: `  onceflow review list
+  onceflow review list --reason outcome_unknown --older-than 1h
+  onceflow review list --entity order:1001 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rf, err := f.filter()
+			if err != nil {
+				return err
+			}
+			if rf.Limit == 0 {
+				return usagef("--limit must be at least 1")
+			}
+			s, err := g.reviewSession(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			items, err := s.client.ReviewList(cmd.Context(), rf)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]itemView, 0, len(items))
+				for _, it := range items {
+					out = append(out, viewItem(it))
+				}
+				return writeJSON(g.stdout, out)
+			}
+			if len(items) == 0 {
+				fmt.Fprintln(g.stdout, "no steps wait for review")
+				return nil
+			}
+			tw := newTable(g.stdout)
+			fmt.Fprintln(tw, "RUN\tSTEP\tWORKFLOW\tENTITY\tREASON\tATTEMPTS\tSTATUS\tAGE\tLAST ERROR")
+			for _, it := range items {
+				status := "-"
+				if it.ResponseStatus != 0 {
+					status = strconv.Itoa(it.ResponseStatus)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", it.RunID, it.Step, it.Workflow, dash(it.Entity), it.Reason, it.Attempts,
+					status, ageText(it.Age), dash(clip(it.LastError, 60)))
+			}
+			return tw.Flush()
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
+	return cmd
+}
+
+// itemView is a review item as the command prints it in JSON.
+type itemView struct {
+	RunID           int64         `json:"run_id"`
+	Workflow        string        `json:"workflow"`
+	Step            string        `json:"step"`
+	RunKey          string        `json:"run_key"`
+	Entity          string        `json:"entity"`
+	State           store.State   `json:"state"`
+	EffectKey       string        `json:"effect_key"`
+	Reason          string        `json:"reason"`
+	LastError       string        `json:"last_error"`
+	LastOutcome     store.Outcome `json:"last_outcome"`
+	Attempts        int           `json:"attempts"`
+	AttemptBase     int           `json:"attempt_base"`
+	ResponseStatus  int           `json:"response_status"`
+	ResponseExcerpt string        `json:"response_excerpt"`
+	Since           time.Time     `json:"since"`
+	AgeSeconds      int64         `json:"age_seconds"`
+	EffectMayExist  bool          `json:"effect_may_exist"`
+}
+
+func viewItem(it *onceflow.ReviewItem) itemView {
+	return itemView{RunID: it.RunID, Workflow: it.Workflow, Step: it.Step, RunKey: it.RunKey, Entity: it.Entity, State: it.State,
+		EffectKey: it.EffectKey, Reason: it.Reason, LastError: it.LastError, LastOutcome: it.LastOutcome, Attempts: it.Attempts,
+		AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: it.ResponseExcerpt, Since: it.Since,
+		AgeSeconds: int64(it.Age / time.Second), EffectMayExist: it.EffectMayExist}
+}
+
+func ageText(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func newReviewShowCommand(g *globals) *cobra.Command {
+	var a actionFlags
+	cmd := &cobra.Command{
+		Use:   "show RUN STEP",
+		Short: "Show one item: why it waits, its attempts, its events and what a replay would do",
+		Args:  exactArgs("RUN", "STEP"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseRunID(args[0])
+			if err != nil {
+				return err
+			}
+			return reviewShow(cmd.Context(), g, a, id, args[1])
+		},
+	}
+	a.add(cmd, "directory of workflow files; with it, show also what a replay would do")
+	cmd.Flags().Lookup("actor").Hidden = true
+	cmd.Flags().Lookup("note").Hidden = true
+	return cmd
+}
+
+func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, step string) error {
+	s, err := g.reviewSession(ctx, a.workflows)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	it, err := s.client.ReviewGet(ctx, runID, step)
+	if err != nil {
+		return err
+	}
+	attempts, err := s.store.AttemptListByRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	entries, err := s.client.Audit(ctx, onceflow.AuditQuery{RunID: runID})
+	if err != nil {
+		return err
+	}
+	var plan *onceflow.ReplayPlan
+	if a.workflows != "" && it.State == store.StateNeedsReview && !it.EffectMayExist {
+		if plan, err = s.client.ReviewPreview(ctx, onceflow.ReplayRequest{RunID: runID, Step: step}); err != nil {
+			return err
+		}
+	}
+	var mine []*store.Attempt
+	for _, at := range attempts {
+		if at.StepName == step {
+			mine = append(mine, at)
+		}
+	}
+	var events []*onceflow.AuditEntry
+	for _, e := range entries {
+		if e.StepName == step {
+			events = append(events, e)
+		}
+	}
+	if a.json {
+		out := struct {
+			Item     itemView      `json:"item"`
+			Attempts []attemptView `json:"attempts"`
+			Events   []auditView   `json:"events"`
+			Replay   *planView     `json:"replay,omitempty"`
+		}{Item: viewItem(it), Attempts: []attemptView{}, Events: []auditView{}}
+		for _, at := range mine {
+			out.Attempts = append(out.Attempts, viewAttempt(at))
+		}
+		for _, e := range events {
+			out.Events = append(out.Events, viewAudit(e))
+		}
+		if plan != nil {
+			pv := viewPlan(plan)
+			out.Replay = &pv
+		}
+		return writeJSON(g.stdout, out)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "run %d step %s  (%s, run key %s)\n", it.RunID, it.Step, it.Workflow, it.RunKey)
+	tw := newTable(w)
+	fmt.Fprintf(tw, "  state\t%s\n", it.State)
+	fmt.Fprintf(tw, "  reason\t%s\n", dash(it.Reason))
+	fmt.Fprintf(tw, "  entity\t%s\n", dash(it.Entity))
+	fmt.Fprintf(tw, "  effect key\t%s\n", dash(it.EffectKey))
+	if it.AttemptBase > 0 {
+		fmt.Fprintf(tw, "  attempts\t%d (the retry policy counts those after attempt %d, the last manual retry or replay)\n", it.Attempts, it.AttemptBase)
+	} else {
+		fmt.Fprintf(tw, "  attempts\t%d\n", it.Attempts)
+	}
+	fmt.Fprintf(tw, "  last error\t%s\n", dash(it.LastError))
+	if it.ResponseStatus != 0 || it.ResponseExcerpt != "" {
+		fmt.Fprintf(tw, "  response\t%d %s\n", it.ResponseStatus, clip(it.ResponseExcerpt, 120))
+	}
+	fmt.Fprintf(tw, "  since\t%s (%s ago)\n", timeText(it.Since), ageText(it.Age))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case it.State != store.StateNeedsReview:
+		fmt.Fprintf(w, "\nThe step is %s: it is not in review.\n", it.State)
+	case it.EffectMayExist:
+		fmt.Fprintf(w, "\nIts outcome is unknown: the effect may have happened. Decide:\n  onceflow review resolve %d %s --it-happened --note …   (it happened)\n  onceflow review retry %d %s --send-again --note …      (send again, same key)\n",
+			it.RunID, it.Step, it.RunID, it.Step)
+	default:
+		fmt.Fprintf(w, "\nDecide with: onceflow review retry|replay|resolve|abandon %d %s --note …\n", it.RunID, it.Step)
+	}
+	fmt.Fprintf(w, "\nATTEMPTS (%d)\n", len(mine))
+	if len(mine) > 0 {
+		tw = newTable(w)
+		fmt.Fprintln(tw, "#\tWORKER\tOUTCOME\tSTATUS\tSTARTED\tERROR")
+		for _, at := range mine {
+			status := "-"
+			if at.ResponseStatus != 0 {
+				status = strconv.Itoa(at.ResponseStatus)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", at.Number, at.Worker, dash(string(at.Outcome)), status, timeText(at.StartedAt), dash(clip(at.Error, 80)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(events))
+	if err := writeAudit(w, events, false); err != nil {
+		return err
+	}
+	if plan != nil {
+		fmt.Fprintln(w, "\nA REPLAY WOULD")
+		return writePlan(w, plan, "NOW")
+	}
+	return nil
+}
+
+// printResult prints what an action did to one item.
+func printResult(w io.Writer, verb string, a actionFlags, res *onceflow.ReviewResult) error {
+	if a.json {
+		return writeJSON(w, struct {
+			RunID     int64       `json:"run_id"`
+			Step      string      `json:"step"`
+			Action    string      `json:"action"`
+			StepState store.State `json:"step_state"`
+			RunState  store.State `json:"run_state"`
+			Ledger    string      `json:"ledger,omitempty"`
+			Actor     string      `json:"actor"`
+		}{res.RunID, res.Step, verb, res.StepState, res.RunState, res.Ledger, a.actor})
+	}
+	fmt.Fprintf(w, "%s run %d step %s: step %s, run %s", verb, res.RunID, res.Step, res.StepState, res.RunState)
+	if res.Ledger != "" {
+		fmt.Fprintf(w, ", key %s in the ledger", res.Ledger)
+	}
+	fmt.Fprintf(w, " (by %s)\n", a.actor)
+	return nil
+}
+
+// printBulk prints the per-item outcome of a bulk action and fails when an item was
+// refused.
+func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags, items []*onceflow.BulkItem) error {
+	refused := 0
+	for _, it := range items {
+		if it.Err != nil {
+			refused++
+		}
+	}
+	if a.json {
+		type view struct {
+			RunID     int64       `json:"run_id"`
+			Step      string      `json:"step"`
+			Reason    string      `json:"reason"`
+			OK        bool        `json:"ok"`
+			Error     string      `json:"error,omitempty"`
+			RunState  store.State `json:"run_state,omitempty"`
+			SameRunAs string      `json:"same_run_as,omitempty"`
+			Plan      *planView   `json:"plan,omitempty"`
+		}
+		out := struct {
+			Action  string `json:"action"`
+			DryRun  bool   `json:"dry_run"`
+			Matched int    `json:"matched"`
+			OK      int    `json:"ok"`
+			Refused int    `json:"refused"`
+			Items   []view `json:"items"`
+		}{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused, Items: []view{}}
+		for _, it := range items {
+			v := view{RunID: it.RunID, Step: it.Step, Reason: it.Reason, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+			if it.Err != nil {
+				v.Error = it.Err.Error()
+			}
+			if it.Plan != nil {
+				pv := viewPlan(it.Plan)
+				v.Plan = &pv
+			}
+			out.Items = append(out.Items, v)
+		}
+		if err := writeJSON(w, out); err != nil {
+			return err
+		}
+	} else {
+		if len(items) == 0 {
+			fmt.Fprintln(w, "no review item matches")
+			return nil
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "RUN\tSTEP\tREASON\tRESULT")
+		for _, it := range items {
+			result := "ok"
+			switch {
+			case it.Err != nil:
+				result = "refused: " + it.Err.Error()
+			case it.SameRunAs != "":
+				result = "ok (with " + it.SameRunAs + " of the same run)"
+			case it.Plan != nil && dry:
+				result = "would " + planSummary(it.Plan)
+			case it.Plan != nil:
+				result = "replayed: " + planSummary(it.Plan)
+			case dry:
+				result = "would " + string(action)
+			case it.RunState != "":
+				result = "ok, run " + string(it.RunState)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", it.RunID, it.Step, it.Reason, result)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		verb := string(action)
+		if dry {
+			verb = "would " + verb
+		}
+		fmt.Fprintf(w, "%d item(s): %d %s, %d refused", len(items), len(items)-refused, verb, refused)
+		if dry {
+			fmt.Fprint(w, " — dry run: nothing was changed")
+		}
+		fmt.Fprintln(w)
+	}
+	if refused > 0 {
+		return fmt.Errorf("%d of %d item(s) were refused; the others were %s", refused, len(items), map[bool]string{true: "checked", false: "done"}[dry])
+	}
+	return nil
+}
+
+func newReviewRetryCommand(g *globals) *cobra.Command {
+	var f filterFlags
+	var a actionFlags
+	var sendAgain, dry bool
+	cmd := &cobra.Command{
+		Use:   "retry [RUN STEP]",
+		Short: "Retry a step as it is, with a fresh attempt budget",
+		Example: `  onceflow review retry 42 crm_lead --note "CRM is back"
+  onceflow review retry 43 welcome_email --send-again --note "mail server confirms nothing was sent"
+  onceflow review retry --reason attempts_exhausted --workflow website-lead --note "outage over"`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, step, bulk, err := itemArgs(cmd, args, &f)
+			if err != nil {
+				return err
+			}
+			s, err := g.reviewSession(cmd.Context(), a.workflows)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if bulk {
+				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkRetry, SendAgain: sendAgain, DryRun: dry})
+			}
+			if dry {
+				return usagef("--dry-run applies to replay and to bulk actions")
+			}
+			res, err := s.client.ReviewRetry(cmd.Context(), onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note, SendAgain: sendAgain})
+			if err != nil {
+				return err
+			}
+			return printResult(g.stdout, "retried", a, res)
+		},
+	}
+	f.add(cmd, true)
+	a.add(cmd, "directory of workflow files (not needed to retry)")
+	cmd.Flags().BoolVar(&sendAgain, "send-again", false, "for an item whose outcome is unknown: send the effect again under the same key")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "with filter flags: report what would be retried and change nothing")
+	return cmd
+}
+
+func newReviewResolveCommand(g *globals) *cobra.Command {
+	var f filterFlags
+	var a actionFlags
+	var output string
+	var itHappened, dry bool
+	cmd := &cobra.Command{
+		Use:   "resolve [RUN STEP]",
+		Short: "Mark a step completed by hand; its key is recorded completed and dependents continue",
+		Example: `  onceflow review resolve 42 crm_lead --output '{"id": 77}' --note "created by hand in the CRM"
+  onceflow review resolve 43 welcome_email --it-happened --note "the customer received it"`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, step, bulk, err := itemArgs(cmd, args, &f)
+			if err != nil {
+				return err
+			}
+			var out any
+			if output != "" {
+				if !json.Valid([]byte(output)) {
+					return usagef("--output is not JSON: give the step's output, such as '{\"id\": 77}'")
+				}
+				out = json.RawMessage(output)
+			}
+			s, err := g.reviewSession(cmd.Context(), a.workflows)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if bulk {
+				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkResolve, ItHappened: itHappened, Output: out, DryRun: dry})
+			}
+			if dry {
+				return usagef("--dry-run applies to replay and to bulk actions")
+			}
+			res, err := s.client.ReviewResolve(cmd.Context(), onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note, ItHappened: itHappened, Output: out})
+			if err != nil {
+				return err
+			}
+			return printResult(g.stdout, "resolved", a, res)
+		},
+	}
+	f.add(cmd, true)
+	a.add(cmd, "directory of workflow files (not needed to resolve)")
+	cmd.Flags().StringVar(&output, "output", "", "the step's output as JSON, read by later steps as {steps.STEP.output.…}")
+	cmd.Flags().BoolVar(&itHappened, "it-happened", false, "for an item whose outcome is unknown: the effect did happen")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "with filter flags: report what would be resolved and change nothing")
+	return cmd
+}
+
+func newReviewAbandonCommand(g *globals) *cobra.Command {
+	var f filterFlags
+	var a actionFlags
+	var dry bool
+	cmd := &cobra.Command{
+		Use:     "abandon [RUN STEP]",
+		Short:   "Give up on a step: it and its run end failed, dependents are cancelled",
+		Example: `  onceflow review abandon 42 crm_lead --note "spam submission"`,
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, step, bulk, err := itemArgs(cmd, args, &f)
+			if err != nil {
+				return err
+			}
+			s, err := g.reviewSession(cmd.Context(), a.workflows)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if bulk {
+				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkAbandon, DryRun: dry})
+			}
+			if dry {
+				return usagef("--dry-run applies to replay and to bulk actions")
+			}
+			res, err := s.client.ReviewAbandon(cmd.Context(), onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note})
+			if err != nil {
+				return err
+			}
+			return printResult(g.stdout, "abandoned", a, res)
+		},
+	}
+	f.add(cmd, true)
+	a.add(cmd, "directory of workflow files (not needed to abandon)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "with filter flags: report what would be abandoned and change nothing")
+	return cmd
+}
+
+func newReviewReplayCommand(g *globals) *cobra.Command {
+	var f filterFlags
+	var a actionFlags
+	var patch, patchFile, inputFile string
+	var dry bool
+	cmd := &cobra.Command{
+		Use:   "replay [RUN [STEP]]",
+		Short: "Correct a run's input and run again what has not completed (--dry-run to preview)",
+		Long: `replay corrects the run's input — with --patch, an RFC 7386 JSON merge patch (members set,
+null removes one), or --input-file, a whole new input — checks it against the workflow
+(required fields, entity), keeps the old input as a revision with its diff, and makes the
+steps in review, failed or cancelled pending again. Completed effects are never repeated,
+even where the corrected input would change their request.
+
+--dry-run shows, step by step, what the replay would do, computed with the same key
+rendering the workers use: skip (completed), kept (completed before the correction), reuse
+(key completed by another run), run, wait (key in flight elsewhere), blocked (needs a step
+that will not run), review, skipped. It needs --workflows, the workflow files.`,
+		Example: `  onceflow review replay 42 --patch '{"email":"ada@example.com"}' --dry-run --workflows ./workflows
+  onceflow review replay 42 --patch '{"email":"ada@example.com"}' --note "typo" --workflows ./workflows
+  onceflow review replay --reason destination_blocked --workflows ./workflows --note "egress rule fixed"`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var runID int64
+			var step string
+			bulk := false
+			switch {
+			case len(args) == 0 && (f.any() || f.all):
+				bulk = true
+			case len(args) == 0:
+				return usagef("%s needs RUN [STEP], or filter flags or --all to replay many items", cmd.CommandPath())
+			case len(args) > 2:
+				return usagef("%s takes RUN [STEP]; got %d arguments", cmd.CommandPath(), len(args))
+			case f.any() || f.all:
+				return usagef("%s takes RUN [STEP] or filter flags, not both", cmd.CommandPath())
+			default:
+				id, err := parseRunID(args[0])
+				if err != nil {
+					return err
+				}
+				runID = id
+				if len(args) == 2 {
+					step = args[1]
+				}
+			}
+			if a.workflows == "" {
+				return usagef("%s needs --workflows DIR: a replay renders effect keys and checks the input with the workflow definitions", cmd.CommandPath())
+			}
+			mergePatch, input, err := correction(patch, patchFile, inputFile)
+			if err != nil {
+				return err
+			}
+			if bulk && input != nil {
+				return usagef("--input-file replaces one run's input; for many items use --patch")
+			}
+			s, err := g.reviewSession(cmd.Context(), a.workflows)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if bulk {
+				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkReplay, MergePatch: mergePatch, DryRun: dry})
+			}
+			req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: mergePatch, Input: input, Actor: a.actor, Note: a.note}
+			if dry {
+				plan, err := s.client.ReviewPreview(cmd.Context(), req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return writeJSON(g.stdout, struct {
+						DryRun bool     `json:"dry_run"`
+						Plan   planView `json:"plan"`
+					}{true, viewPlan(plan)})
+				}
+				fmt.Fprintf(g.stdout, "replay of run %d (%s, run key %s)%s would:\n", plan.RunID, plan.Workflow, plan.RunKey, correctedText(plan))
+				if err := writePlan(g.stdout, plan, "NOW"); err != nil {
+					return err
+				}
+				fmt.Fprintln(g.stdout, "dry run: nothing was changed")
+				return nil
+			}
+			res, err := s.client.ReviewReplay(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return writeJSON(g.stdout, struct {
+					DryRun   bool        `json:"dry_run"`
+					Plan     planView    `json:"plan"`
+					Revision int         `json:"revision,omitempty"`
+					Reset    []string    `json:"reset"`
+					RunState store.State `json:"run_state"`
+					Actor    string      `json:"actor"`
+				}{false, viewPlan(res.Plan), res.Revision, res.Reset, res.RunState, a.actor})
+			}
+			fmt.Fprintf(g.stdout, "replayed run %d%s (by %s): %s pending again, run %s\n", res.Plan.RunID, correctedText(res.Plan), a.actor,
+				strings.Join(res.Reset, ", "), res.RunState)
+			if res.Revision > 0 {
+				fmt.Fprintf(g.stdout, "input revision %d kept with its diff\n", res.Revision)
+			}
+			fmt.Fprintln(g.stdout, "the workers will now:")
+			return writePlan(g.stdout, res.Plan, "WAS")
+		},
+	}
+	f.add(cmd, true)
+	a.add(cmd, "directory of workflow files (required)")
+	cmd.Flags().StringVar(&patch, "patch", "", "JSON merge patch (RFC 7386) that corrects the input, such as '{\"email\":\"ada@example.com\"}'")
+	cmd.Flags().StringVar(&patchFile, "patch-file", "", "file holding the JSON merge patch")
+	cmd.Flags().StringVar(&inputFile, "input-file", "", "file holding the whole corrected input (one run only)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "show what the replay would do, step by step, and change nothing")
+	return cmd
+}
+
+// correction reads the correction flags: at most one of them.
+func correction(patch, patchFile, inputFile string) (json.RawMessage, json.RawMessage, error) {
+	n := 0
+	for _, v := range []string{patch, patchFile, inputFile} {
+		if v != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, nil, usagef("give one of --patch, --patch-file and --input-file")
+	}
+	read := func(path string) (json.RawMessage, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(b), nil
+	}
+	switch {
+	case patch != "":
+		return json.RawMessage(patch), nil, nil
+	case patchFile != "":
+		b, err := read(patchFile)
+		return b, nil, err
+	case inputFile != "":
+		b, err := read(inputFile)
+		return nil, b, err
+	}
+	return nil, nil, nil
+}
+
+func correctedText(p *onceflow.ReplayPlan) string {
+	if !p.Corrected {
+		return ""
+	}
+	return " with the corrected input " + string(p.Diff)
+}
+
+// runBulk applies a bulk action to the items the filter flags select.
+func runBulk(ctx context.Context, g *globals, s *reviewSession, f filterFlags, a actionFlags, req onceflow.BulkRequest) error {
+	rf, err := f.filter()
+	if err != nil {
+		return err
+	}
+	req.Filter, req.Actor, req.Note = rf, a.actor, a.note
+	items, err := s.client.ReviewBulk(ctx, req)
+	if err != nil && len(items) == 0 {
+		return err
+	}
+	if perr := printBulk(g.stdout, req.Action, req.DryRun, a, items); perr != nil {
+		return perr
+	}
+	return err
+}
+
+// planView is a replay plan as the command prints it in JSON.
+type planView struct {
+	RunID     int64           `json:"run_id"`
+	Workflow  string          `json:"workflow"`
+	RunKey    string          `json:"run_key"`
+	Entity    string          `json:"entity"`
+	Corrected bool            `json:"corrected"`
+	Diff      json.RawMessage `json:"diff,omitempty"`
+	Steps     []planStepView  `json:"steps"`
+	Counts    map[string]int  `json:"counts"`
+}
+
+type planStepView struct {
+	Step         string      `json:"step"`
+	State        store.State `json:"state"`
+	Action       string      `json:"action"`
+	EffectKey    string      `json:"effect_key,omitempty"`
+	CorrectedKey string      `json:"corrected_key,omitempty"`
+	Reason       string      `json:"reason,omitempty"`
+	After        []string    `json:"after,omitempty"`
+	ByRun        int64       `json:"by_run,omitempty"`
+	ByStep       string      `json:"by_step,omitempty"`
+	At           *time.Time  `json:"at,omitempty"`
+	Why          string      `json:"why"`
+}
+
+func viewPlan(p *onceflow.ReplayPlan) planView {
+	v := planView{RunID: p.RunID, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Corrected: p.Corrected, Diff: p.Diff,
+		Steps: []planStepView{}, Counts: map[string]int{}}
+	for _, ps := range p.Steps {
+		sv := planStepView{Step: ps.Step, State: ps.State, Action: string(ps.Action), EffectKey: ps.EffectKey, CorrectedKey: ps.CorrectedKey,
+			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, Why: ps.Why}
+		if !ps.At.IsZero() {
+			t := ps.At
+			sv.At = &t
+		}
+		v.Steps = append(v.Steps, sv)
+		v.Counts[string(ps.Action)]++
+	}
+	return v
+}
+
+// writePlan prints a plan; state names the column of the steps' states (NOW for a
+// preview, WAS after the replay).
+func writePlan(w io.Writer, p *onceflow.ReplayPlan, state string) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "STEP\t%s\tACTION\tEFFECT KEY\tWHY\n", state)
+	for _, ps := range p.Steps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ps.Step, ps.State, ps.Action, dash(ps.EffectKey), ps.Why)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, planSummary(p))
+	return nil
+}
+
+// planSummary counts a plan's actions: "run 2, skip 2".
+func planSummary(p *onceflow.ReplayPlan) string {
+	var parts []string
+	for _, a := range []onceflow.ReplayAction{onceflow.ReplayRun, onceflow.ReplayReuse, onceflow.ReplayWait, onceflow.ReplaySkip, onceflow.ReplayKept,
+		onceflow.ReplayBlocked, onceflow.ReplayReview, onceflow.ReplaySkipped} {
+		if n := p.Count(a); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", a, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,519 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/store"
+)
+
+// reviewRoutes adds the review queue, its actions, the audit answers and the key reports,
+// all with the admin scope:
+//
+//	GET  /v1/review                          the queue (?workflow=&step=&reason=&entity=&run=&older_than=&limit=&after=)
+//	GET  /v1/review/{run}/{step}             one item, with its attempts and events
+//	POST /v1/review/{run}/{step}/retry       {note, send_again}
+//	POST /v1/review/{run}/{step}/resolve     {note, output, it_happened}
+//	POST /v1/review/{run}/{step}/abandon     {note}
+//	POST /v1/review/{run}/{step}/replay      {note, merge_patch | input}   ?dry_run=true previews
+//	POST /v1/runs/{id}/replay                {note, merge_patch | input}   ?dry_run=true previews
+//	POST /v1/review/bulk/{action}            {filter, note, …}             ?dry_run=true previews
+//	GET  /v1/audit                           ?entity=&run=&key=&since=&until=&limit=&after=
+//	GET  /v1/keys/{key}                      the ledger row, uses and events of an effect key
+func (s *Server) reviewRoutes() {
+	admin := func(h handlerFunc) http.Handler { return s.auth(ScopeAdmin, s.handle(h)) }
+	s.mux.Handle("GET /v1/review", admin(s.reviewList))
+	s.mux.Handle("GET /v1/review/{run}/{step}", admin(s.reviewShow))
+	s.mux.Handle("POST /v1/review/{run}/{step}/{action}", admin(s.reviewAct))
+	s.mux.Handle("POST /v1/runs/{id}/replay", admin(s.runReplay))
+	s.mux.Handle("POST /v1/review/bulk/{action}", admin(s.reviewBulk))
+	s.mux.Handle("GET /v1/audit", admin(s.audit))
+	s.mux.Handle("GET /v1/keys/{key...}", admin(s.keyReport))
+}
+
+// reviewItemView is a review item as the API shows it.
+type reviewItemView struct {
+	RunID           int64         `json:"run_id"`
+	Workflow        string        `json:"workflow"`
+	Step            string        `json:"step"`
+	RunKey          string        `json:"run_key"`
+	Entity          string        `json:"entity,omitempty"`
+	State           store.State   `json:"state"`
+	EffectKey       string        `json:"effect_key,omitempty"`
+	Reason          string        `json:"reason"`
+	LastError       string        `json:"last_error,omitempty"`
+	LastOutcome     store.Outcome `json:"last_outcome,omitempty"`
+	Attempts        int           `json:"attempts"`
+	AttemptBase     int           `json:"attempt_base,omitempty"`
+	ResponseStatus  int           `json:"response_status,omitempty"`
+	ResponseExcerpt string        `json:"response_excerpt,omitempty"`
+	Since           time.Time     `json:"since"`
+	AgeSeconds      int64         `json:"age_seconds"`
+	EffectMayExist  bool          `json:"effect_may_exist"`
+	Links           itemLinks     `json:"links"`
+}
+
+type itemLinks struct {
+	Self string `json:"self"`
+	Run  string `json:"run"`
+}
+
+func itemLink(runID int64, step string) string {
+	return "/v1/review/" + strconv.FormatInt(runID, 10) + "/" + step
+}
+
+func viewItem(it *onceflow.ReviewItem, m *redact.Masker) reviewItemView {
+	v := reviewItemView{RunID: it.RunID, Workflow: it.Workflow, Step: it.Step, RunKey: it.RunKey, Entity: it.Entity, State: it.State,
+		EffectKey: it.EffectKey, Reason: it.Reason, LastError: m.Text(it.LastError), LastOutcome: it.LastOutcome, Attempts: it.Attempts,
+		AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: maskExcerpt(m, it.ResponseExcerpt), Since: it.Since,
+		AgeSeconds: int64(it.Age / time.Second), EffectMayExist: it.EffectMayExist,
+		Links: itemLinks{Self: itemLink(it.RunID, it.Step), Run: runLink(it.RunID)}}
+	return v
+}
+
+func maskExcerpt(m *redact.Masker, s string) string {
+	if json.Valid([]byte(s)) {
+		return string(m.JSON([]byte(s)))
+	}
+	return m.Text(s)
+}
+
+// runMasker returns the masker for what is shown about a run: its secrets and the values
+// its input holds at PII fields.
+func (s *Server) runMasker(r *http.Request, runID int64, workflow string) *redact.Masker {
+	if s.cfg.Redact == nil {
+		return s.cfg.Redact.ForRun(workflow)
+	}
+	run, err := s.cfg.Store.RunGetByID(r.Context(), runID)
+	if err != nil {
+		return s.cfg.Redact.ForRun(workflow)
+	}
+	return s.cfg.Redact.ForRun(workflow, run.Input)
+}
+
+// filterFrom reads a review filter from query parameters.
+func filterFrom(q map[string][]string) (onceflow.ReviewFilter, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	f := onceflow.ReviewFilter{Workflow: get("workflow"), Step: get("step"), Reason: get("reason"), Entity: get("entity")}
+	var err error
+	if f.RunID, err = positive(get("run"), "run"); err != nil {
+		return f, err
+	}
+	if f.AfterStepID, err = positive(get("after"), "after"); err != nil {
+		return f, err
+	}
+	if v := get("older_than"); v != "" {
+		if f.OlderThan, err = time.ParseDuration(v); err != nil || f.OlderThan <= 0 {
+			return f, newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "older_than must be a positive duration such as 90m or 24h")
+		}
+	}
+	if v := get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 1000 {
+			return f, newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "limit must be between 1 and 1000")
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func positive(v, name string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", name+" must be a positive integer")
+	}
+	return n, nil
+}
+
+// reviewList is GET /v1/review.
+func (s *Server) reviewList(w http.ResponseWriter, r *http.Request) error {
+	f, err := filterFrom(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	items, err := s.cfg.Client.ReviewList(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Items     []reviewItemView `json:"items"`
+		NextAfter int64            `json:"next_after,omitempty"`
+	}{Items: []reviewItemView{}}
+	for _, it := range items {
+		out.Items = append(out.Items, viewItem(it, s.runMasker(r, it.RunID, it.Workflow)))
+	}
+	if len(items) == f.Limit {
+		out.NextAfter = items[len(items)-1].StepID
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// itemPath reads {run} and {step}.
+func itemPath(r *http.Request) (int64, string, error) {
+	id, err := strconv.ParseInt(r.PathValue("run"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, "", newProblem(http.StatusBadRequest, "invalid-id", "Invalid run ID", "a run ID is a positive integer")
+	}
+	return id, r.PathValue("step"), nil
+}
+
+// reviewShow is GET /v1/review/{run}/{step}: the item, its attempts and its events.
+func (s *Server) reviewShow(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	it, err := s.cfg.Client.ReviewGet(r.Context(), runID, step)
+	if err != nil {
+		return reviewProblem(err)
+	}
+	m := s.runMasker(r, runID, it.Workflow)
+	attempts, err := s.cfg.Store.AttemptListByRun(r.Context(), runID)
+	if err != nil {
+		return err
+	}
+	entries, err := s.cfg.Client.Audit(r.Context(), onceflow.AuditQuery{RunID: runID})
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Item     reviewItemView `json:"item"`
+		Attempts []attemptView  `json:"attempts"`
+		Events   []auditView    `json:"events"`
+	}{Item: viewItem(it, m), Attempts: []attemptView{}, Events: []auditView{}}
+	for _, a := range attempts {
+		if a.StepName != step {
+			continue
+		}
+		av := attemptView{Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt, Outcome: string(a.Outcome),
+			Error: m.Text(a.Error), ResponseStatus: a.ResponseStatus, ResponseExcerpt: maskExcerpt(m, a.ResponseExcerpt)}
+		if !a.EndedAt.IsZero() {
+			t := a.EndedAt
+			av.EndedAt = &t
+		}
+		out.Attempts = append(out.Attempts, av)
+	}
+	for _, e := range entries {
+		if e.StepName == step {
+			out.Events = append(out.Events, viewAudit(e, m))
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// actionBody is the body of the review actions; every member is optional.
+type actionBody struct {
+	Note       string          `json:"note"`
+	SendAgain  bool            `json:"send_again"`
+	ItHappened bool            `json:"it_happened"`
+	Output     json.RawMessage `json:"output"`
+	MergePatch json.RawMessage `json:"merge_patch"`
+	Input      json.RawMessage `json:"input"`
+	// Filter selects the items of a bulk action.
+	Filter *bulkFilter `json:"filter"`
+}
+
+type bulkFilter struct {
+	Workflow  string `json:"workflow"`
+	Step      string `json:"step"`
+	Reason    string `json:"reason"`
+	Entity    string `json:"entity"`
+	Run       int64  `json:"run"`
+	OlderThan string `json:"older_than"`
+	Limit     int    `json:"limit"`
+}
+
+// readAction decodes an action body strictly: an unknown member is a 400, so that a typo
+// (mergepatch) is not silently ignored.
+func (s *Server) readAction(w http.ResponseWriter, r *http.Request) (*actionBody, error) {
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	var b actionBody
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return &b, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return nil, newProblem(http.StatusBadRequest, "malformed-json", "Malformed request body", "the body must be a JSON object of the documented members: "+err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, newProblem(http.StatusBadRequest, "malformed-json", "Malformed request body", "the body must hold one JSON object")
+	}
+	return &b, nil
+}
+
+func dryRun(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("dry_run"); v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	default:
+		return false, newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "dry_run must be true or false")
+	}
+}
+
+// resultView is the answer to an action on one item.
+type resultView struct {
+	RunID     int64       `json:"run_id"`
+	Step      string      `json:"step"`
+	Action    string      `json:"action"`
+	StepState store.State `json:"step_state"`
+	RunState  store.State `json:"run_state"`
+	Ledger    string      `json:"ledger,omitempty"`
+	Actor     string      `json:"actor"`
+	Links     itemLinks   `json:"links"`
+}
+
+// reviewAct is POST /v1/review/{run}/{step}/{retry|resolve|abandon|replay}.
+func (s *Server) reviewAct(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	action := r.PathValue("action")
+	if action == "replay" {
+		return s.replay(w, r, runID, step)
+	}
+	body, err := s.readAction(w, r)
+	if err != nil {
+		return err
+	}
+	a := onceflow.ReviewAction{RunID: runID, Step: step, Actor: actor(r), Note: body.Note, SendAgain: body.SendAgain, ItHappened: body.ItHappened}
+	if body.Output != nil {
+		a.Output = body.Output
+	}
+	var res *onceflow.ReviewResult
+	switch action {
+	case "retry":
+		res, err = s.cfg.Client.ReviewRetry(r.Context(), a)
+	case "resolve":
+		res, err = s.cfg.Client.ReviewResolve(r.Context(), a)
+	case "abandon":
+		res, err = s.cfg.Client.ReviewAbandon(r.Context(), a)
+	default:
+		return newProblem(http.StatusNotFound, "not-found", "Not found", fmt.Sprintf("%q is not a review action; use retry, resolve, abandon or replay", action))
+	}
+	if err != nil {
+		return reviewProblem(err)
+	}
+	return writeJSON(w, http.StatusOK, resultView{RunID: res.RunID, Step: res.Step, Action: action, StepState: res.StepState, RunState: res.RunState,
+		Ledger: res.Ledger, Actor: actor(r), Links: itemLinks{Self: itemLink(res.RunID, res.Step), Run: runLink(res.RunID)}})
+}
+
+// runReplay is POST /v1/runs/{id}/replay.
+func (s *Server) runReplay(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return newProblem(http.StatusBadRequest, "invalid-id", "Invalid run ID", "a run ID is a positive integer")
+	}
+	return s.replay(w, r, id, "")
+}
+
+// planView is a replay plan as the API shows it.
+type planView struct {
+	RunID     int64             `json:"run_id"`
+	Workflow  string            `json:"workflow"`
+	RunKey    string            `json:"run_key"`
+	Entity    string            `json:"entity,omitempty"`
+	Corrected bool              `json:"corrected"`
+	Diff      json.RawMessage   `json:"diff,omitempty"`
+	Steps     []planStepView    `json:"steps"`
+	Counts    map[string]int    `json:"counts"`
+	Links     map[string]string `json:"links"`
+}
+
+type planStepView struct {
+	Step         string      `json:"step"`
+	State        store.State `json:"state"`
+	Action       string      `json:"action"`
+	EffectKey    string      `json:"effect_key,omitempty"`
+	CorrectedKey string      `json:"corrected_key,omitempty"`
+	Reason       string      `json:"reason,omitempty"`
+	After        []string    `json:"after,omitempty"`
+	ByRun        int64       `json:"by_run,omitempty"`
+	ByStep       string      `json:"by_step,omitempty"`
+	At           *time.Time  `json:"at,omitempty"`
+	Why          string      `json:"why"`
+}
+
+func viewPlan(p *onceflow.ReplayPlan, m *redact.Masker) planView {
+	v := planView{RunID: p.RunID, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Corrected: p.Corrected,
+		Steps: []planStepView{}, Counts: map[string]int{}, Links: map[string]string{"run": runLink(p.RunID)}}
+	if len(p.Diff) > 0 {
+		v.Diff = m.JSON(p.Diff)
+	}
+	for _, ps := range p.Steps {
+		sv := planStepView{Step: ps.Step, State: ps.State, Action: string(ps.Action), EffectKey: ps.EffectKey, CorrectedKey: ps.CorrectedKey,
+			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, Why: m.Text(ps.Why)}
+		if !ps.At.IsZero() {
+			t := ps.At
+			sv.At = &t
+		}
+		v.Steps = append(v.Steps, sv)
+		v.Counts[string(ps.Action)]++
+	}
+	return v
+}
+
+// replay previews (?dry_run=true) or performs the replay of a run, for one item if step is
+// set.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, runID int64, step string) error {
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readAction(w, r)
+	if err != nil {
+		return err
+	}
+	req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: body.MergePatch, Input: body.Input, Actor: actor(r), Note: body.Note}
+	out := struct {
+		DryRun   bool        `json:"dry_run"`
+		Plan     planView    `json:"plan"`
+		Revision int         `json:"revision,omitempty"`
+		Reset    []string    `json:"reset,omitempty"`
+		RunState store.State `json:"run_state,omitempty"`
+		Actor    string      `json:"actor,omitempty"`
+	}{DryRun: dry}
+	if dry {
+		plan, err := s.cfg.Client.ReviewPreview(r.Context(), req)
+		if err != nil {
+			return reviewProblem(err)
+		}
+		out.Plan = viewPlan(plan, s.runMasker(r, runID, plan.Workflow))
+		return writeJSON(w, http.StatusOK, out)
+	}
+	res, err := s.cfg.Client.ReviewReplay(r.Context(), req)
+	if err != nil {
+		return reviewProblem(err)
+	}
+	out.Plan = viewPlan(res.Plan, s.runMasker(r, runID, res.Plan.Workflow))
+	out.Revision, out.Reset, out.RunState, out.Actor = res.Revision, res.Reset, res.RunState, actor(r)
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// reviewBulk is POST /v1/review/bulk/{action}.
+func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readAction(w, r)
+	if err != nil {
+		return err
+	}
+	if body.Filter == nil {
+		return newProblem(http.StatusBadRequest, "filter-required", "Filter required",
+			`a bulk action needs a "filter" object (workflow, step, reason, entity, run, older_than, limit); {} selects every item`)
+	}
+	f := onceflow.ReviewFilter{Workflow: body.Filter.Workflow, Step: body.Filter.Step, Reason: body.Filter.Reason, Entity: body.Filter.Entity,
+		RunID: body.Filter.Run, Limit: body.Filter.Limit}
+	if body.Filter.OlderThan != "" {
+		if f.OlderThan, err = time.ParseDuration(body.Filter.OlderThan); err != nil || f.OlderThan <= 0 {
+			return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "filter.older_than must be a positive duration such as 90m or 24h")
+		}
+	}
+	req := onceflow.BulkRequest{Filter: f, Action: onceflow.BulkAction(r.PathValue("action")), Actor: actor(r), Note: body.Note,
+		SendAgain: body.SendAgain, ItHappened: body.ItHappened, MergePatch: body.MergePatch, DryRun: dry}
+	if body.Output != nil {
+		req.Output = body.Output
+	}
+	items, err := s.cfg.Client.ReviewBulk(r.Context(), req)
+	if err != nil && len(items) == 0 {
+		return reviewProblem(err)
+	}
+	type itemView struct {
+		RunID     int64       `json:"run_id"`
+		Step      string      `json:"step"`
+		Reason    string      `json:"reason"`
+		OK        bool        `json:"ok"`
+		Error     string      `json:"error,omitempty"`
+		Problem   string      `json:"problem,omitempty"`
+		RunState  store.State `json:"run_state,omitempty"`
+		SameRunAs string      `json:"same_run_as,omitempty"`
+		Plan      *planView   `json:"plan,omitempty"`
+	}
+	out := struct {
+		Action  string     `json:"action"`
+		DryRun  bool       `json:"dry_run"`
+		Matched int        `json:"matched"`
+		OK      int        `json:"ok"`
+		Refused int        `json:"refused"`
+		Items   []itemView `json:"items"`
+		Error   string     `json:"error,omitempty"`
+	}{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []itemView{}}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	for _, it := range items {
+		m := s.runMasker(r, it.RunID, "")
+		v := itemView{RunID: it.RunID, Step: it.Step, Reason: it.Reason, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+		if it.Err != nil {
+			v.Error = m.Text(it.Err.Error())
+			if p, ok := reviewProblem(it.Err).(*problem); ok {
+				v.Problem = p.Type
+			}
+			out.Refused++
+		} else {
+			out.OK++
+		}
+		if it.Plan != nil {
+			pv := viewPlan(it.Plan, s.runMasker(r, it.RunID, it.Plan.Workflow))
+			v.Plan = &pv
+		}
+		out.Items = append(out.Items, v)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// reviewProblem maps the errors of the review actions to problem documents.
+func reviewProblem(err error) error {
+	var ie *onceflow.InputError
+	p := func(status int, typ, title string) *problem { return newProblem(status, typ, title, err.Error()) }
+	switch {
+	case errors.As(err, &ie):
+		return p(http.StatusUnprocessableEntity, "invalid-input", "Invalid corrected input")
+	case errors.Is(err, onceflow.ErrInvalidPatch):
+		return p(http.StatusUnprocessableEntity, "invalid-merge-patch", "Invalid merge patch")
+	case errors.Is(err, onceflow.ErrInvalidReview):
+		return p(http.StatusBadRequest, "invalid-review-request", "Invalid review request")
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		return p(http.StatusConflict, "workflow-not-loaded", "Workflow not loaded")
+	case errors.Is(err, store.ErrNotFound):
+		return p(http.StatusNotFound, "review-item-not-found", "Run or step not found")
+	case errors.Is(err, onceflow.ErrNotInReview):
+		return p(http.StatusConflict, "not-in-review", "Step not in review")
+	case errors.Is(err, onceflow.ErrEffectMayExist):
+		pr := p(http.StatusConflict, "outcome-unknown", "Decide whether the effect happened")
+		pr.Extra = map[string]any{"choices": []string{"resolve with it_happened: true", "retry with send_again: true"}}
+		return pr
+	case errors.Is(err, onceflow.ErrReviewConflict):
+		return p(http.StatusConflict, "review-conflict", "The run changed")
+	case errors.Is(err, onceflow.ErrNothingToReplay):
+		return p(http.StatusConflict, "nothing-to-replay", "Nothing to replay")
+	}
+	return err
+}

@@ -1,0 +1,303 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+const ordersYAML = `name: orders
+entity: "order:{input.order_id}"
+input:
+  required: [order_id, email]
+steps:
+  - id: notify
+    kind: go
+    func: notify
+    effect_key: "notify:{input.order_id}"
+  - id: charge
+    kind: go
+    func: charge
+    needs: [notify]
+    effect_key: "charge/{input.order_id}"
+    on_unknown: needs_review
+`
+
+// reviewBundle is a server whose "orders" workflow parks charge when the e-mail has no
+// '@' (permanent) or is "drop" (outcome unknown), counting what each step did.
+type reviewBundle struct {
+	*bundle
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (b *reviewBundle) count(step string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls[step]
+}
+
+func setupReview(t *testing.T) *reviewBundle {
+	t.Helper()
+	ctx := context.Background()
+	rb := &reviewBundle{calls: map[string]int{}}
+	b := &bundle{t: t, path: filepath.Join(t.TempDir(), "onceflow.db"), now: time.Unix(1700000000, 0)}
+	st, err := sqlite.Open(ctx, b.path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b.store = st
+	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.client = c
+	d, ps := flowfile.Parse("orders.yaml", []byte(ordersYAML))
+	if ps != nil {
+		t.Fatal(ps)
+	}
+	step := func(name string, fn func(email string) error) onceflow.StepFunc {
+		return func(_ context.Context, sc *onceflow.StepContext) (any, error) {
+			rb.mu.Lock()
+			rb.calls[name]++
+			rb.mu.Unlock()
+			var in struct{ Email string }
+			if err := sc.DecodeInput(&in); err != nil {
+				return nil, err
+			}
+			if err := fn(in.Email); err != nil {
+				return nil, err
+			}
+			return map[string]any{"ok": name}, nil
+		}
+	}
+	wfs, err := flowfile.Build([]*flowfile.Definition{d}, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
+		"notify": step("notify", func(string) error { return nil }),
+		"charge": step("charge", func(email string) error {
+			switch {
+			case email == "drop":
+				return onceflow.UnknownOutcomeError(errors.New("connection reset after sending"))
+			case !strings.Contains(email, "@"):
+				return &onceflow.StepError{Class: onceflow.Permanent, ResponseStatus: 422, ResponseExcerpt: `{"error":"bad email"}`, Err: errors.New("payment provider refused: 422")}
+			}
+			return nil
+		}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(wfs[0]); err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Client: c, Store: st, Definitions: []*flowfile.Definition{d},
+		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	b.url = hs.URL
+	rb.bundle = b
+	return rb
+}
+
+// parked starts a run with email and works it until charge is parked.
+func (b *reviewBundle) parked(key, email string) int64 {
+	b.t.Helper()
+	run, err := b.client.Start(context.Background(), "orders", key, map[string]any{"order_id": key, "email": email})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.client.Work(context.Background()); err != nil {
+		b.t.Fatal(err)
+	}
+	return run.ID
+}
+
+func (b *reviewBundle) eventCount() int {
+	b.t.Helper()
+	evs, err := b.store.EventList(context.Background(), store.EventListParams{Limit: 100000})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return len(evs)
+}
+
+func TestReviewQueueAPI(t *testing.T) {
+	b := setupReview(t)
+	id := b.parked("1001", "ada-at-example")
+	path := "/v1/review/" + itoa(id) + "/charge"
+
+	wantStatus(t, b.do("GET", "/v1/review", ingestToken, nil, ""), http.StatusForbidden, "forbidden")
+	wantStatus(t, b.do("GET", "/v1/review", "", nil, ""), http.StatusUnauthorized, "unauthorized")
+	list := b.do("GET", "/v1/review?workflow=orders&reason=permanent_error&entity=order:1001", adminToken, nil, "")
+	wantStatus(t, list, http.StatusOK, "")
+	items, _ := list.json["items"].([]any)
+	if len(items) != 1 {
+		t.Fatalf("items: %s", list.body)
+	}
+	it := items[0].(map[string]any)
+	if it["step"] != "charge" || it["reason"] != "permanent_error" || it["response_status"] != float64(422) || it["last_error"] != "payment provider refused: 422" ||
+		it["attempts"] != float64(1) || it["effect_may_exist"] != false || it["links"].(map[string]any)["self"] != path {
+		t.Errorf("item %v", it)
+	}
+	wantStatus(t, b.do("GET", "/v1/review?older_than=24h", adminToken, nil, ""), http.StatusOK, "")
+	if a := b.do("GET", "/v1/review?older_than=24h", adminToken, nil, ""); !strings.Contains(a.body, `"items":[]`) {
+		t.Errorf("older_than=24h: %s", a.body)
+	}
+	wantStatus(t, b.do("GET", "/v1/review?older_than=soon", adminToken, nil, ""), http.StatusBadRequest, "invalid-parameter")
+
+	show := b.do("GET", path, adminToken, nil, "")
+	wantStatus(t, show, http.StatusOK, "")
+	if att, _ := show.json["attempts"].([]any); len(att) != 1 || !strings.Contains(show.body, `bad email`) {
+		t.Errorf("show: %s", show.body)
+	}
+	if evs, _ := show.json["events"].([]any); len(evs) == 0 || !strings.Contains(show.body, "parked for review after attempt 1") {
+		t.Errorf("show events: %s", show.body)
+	}
+	wantStatus(t, b.do("GET", "/v1/review/"+itoa(id)+"/nope", adminToken, nil, ""), http.StatusNotFound, "review-item-not-found")
+}
+
+func TestReplayAPI(t *testing.T) {
+	b := setupReview(t)
+	id := b.parked("1001", "ada-at-example")
+	path := "/v1/review/" + itoa(id) + "/charge/replay"
+	events := b.eventCount()
+
+	preview := b.do("POST", path+"?dry_run=true", adminToken, nil, `{"merge_patch":{"email":"ada@example.com"},"note":"typo"}`)
+	wantStatus(t, preview, http.StatusOK, "")
+	plan := preview.json["plan"].(map[string]any)
+	var actions []string
+	for _, s := range plan["steps"].([]any) {
+		m := s.(map[string]any)
+		actions = append(actions, m["step"].(string)+":"+m["action"].(string))
+	}
+	if strings.Join(actions, " ") != "notify:kept charge:run" || plan["corrected"] != true || preview.json["dry_run"] != true {
+		t.Fatalf("preview: %s", preview.body)
+	}
+	if n := b.eventCount(); n != events {
+		t.Fatalf("the dry run wrote %d events", n-events)
+	}
+
+	// Refusals: nothing written.
+	for _, tc := range []struct {
+		body, typ string
+		status    int
+	}{
+		{`{"merge_patch":"email"}`, "invalid-merge-patch", http.StatusUnprocessableEntity},
+		{`{"merge_patch":{"email":null}}`, "invalid-input", http.StatusUnprocessableEntity},
+		{`{"mergepatch":{"email":"x@y"}}`, "malformed-json", http.StatusBadRequest},
+		{`{"merge_patch":{},"input":{}}`, "invalid-review-request", http.StatusBadRequest},
+	} {
+		a := b.do("POST", path, adminToken, nil, tc.body)
+		wantStatus(t, a, tc.status, tc.typ)
+	}
+	wantStatus(t, b.do("POST", "/v1/review/"+itoa(id)+"/notify/replay", adminToken, nil, `{}`), http.StatusConflict, "not-in-review")
+	wantStatus(t, b.do("POST", "/v1/runs/999/replay", adminToken, nil, `{}`), http.StatusNotFound, "review-item-not-found")
+	wantStatus(t, b.do("POST", path+"?dry_run=maybe", adminToken, nil, `{}`), http.StatusBadRequest, "invalid-parameter")
+	if n := b.eventCount(); n != events {
+		t.Fatalf("refused requests wrote %d events", n-events)
+	}
+
+	done := b.do("POST", "/v1/runs/"+itoa(id)+"/replay", adminToken, nil, `{"merge_patch":{"email":"ada@example.com"},"note":"typo"}`)
+	wantStatus(t, done, http.StatusOK, "")
+	if done.json["revision"] != float64(1) || done.json["actor"] != "token:ops" || done.json["dry_run"] != false {
+		t.Fatalf("replay: %s", done.body)
+	}
+	if _, err := b.client.Work(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.count("notify") != 1 || b.count("charge") != 2 {
+		t.Errorf("calls: notify %d, charge %d; want notify once (kept), charge twice", b.count("notify"), b.count("charge"))
+	}
+	audit := b.do("GET", "/v1/audit?run="+itoa(id), adminToken, nil, "")
+	wantStatus(t, audit, http.StatusOK, "")
+	if !strings.Contains(audit.body, `"actor":"token:ops"`) || !strings.Contains(audit.body, "input corrected by token:ops (revision 1; fields email)") {
+		t.Errorf("audit: %s", audit.body)
+	}
+}
+
+func TestReviewActionsAPI(t *testing.T) {
+	b := setupReview(t)
+	resolved := b.parked("1", "nope")
+	abandoned := b.parked("2", "nope")
+	retried := b.parked("3", "nope")
+	unknown := b.parked("4", "drop")
+
+	a := b.do("POST", "/v1/review/"+itoa(resolved)+"/charge/resolve", adminToken, nil, `{"note":"charged by phone","output":{"id":77}}`)
+	wantStatus(t, a, http.StatusOK, "")
+	if a.json["step_state"] != "completed" || a.json["run_state"] != "completed" || a.json["ledger"] != "completed" || a.json["actor"] != "token:ops" {
+		t.Errorf("resolve: %s", a.body)
+	}
+	a = b.do("POST", "/v1/review/"+itoa(abandoned)+"/charge/abandon", adminToken, nil, `{"note":"order cancelled"}`)
+	wantStatus(t, a, http.StatusOK, "")
+	if a.json["run_state"] != "failed" {
+		t.Errorf("abandon: %s", a.body)
+	}
+	wantStatus(t, b.do("POST", "/v1/review/"+itoa(abandoned)+"/charge/abandon", adminToken, nil, ``), http.StatusConflict, "not-in-review")
+	wantStatus(t, b.do("POST", "/v1/review/"+itoa(retried)+"/charge/fly", adminToken, nil, ``), http.StatusNotFound, "not-found")
+
+	// The outcome-unknown item: only an explicit decision is accepted.
+	p := b.do("POST", "/v1/review/"+itoa(unknown)+"/charge/retry", adminToken, nil, `{}`)
+	wantStatus(t, p, http.StatusConflict, "outcome-unknown")
+	if !strings.Contains(p.body, "send_again") || !strings.Contains(p.body, "it_happened") {
+		t.Errorf("outcome-unknown problem: %s", p.body)
+	}
+	wantStatus(t, b.do("POST", "/v1/review/"+itoa(unknown)+"/charge/abandon", adminToken, nil, `{}`), http.StatusConflict, "outcome-unknown")
+	a = b.do("POST", "/v1/review/"+itoa(unknown)+"/charge/resolve", adminToken, nil, `{"it_happened":true,"note":"provider shows the charge"}`)
+	wantStatus(t, a, http.StatusOK, "")
+
+	// Bulk: a dry run, then the retry of what remains.
+	dry := b.do("POST", "/v1/review/bulk/retry?dry_run=true", adminToken, nil, `{"filter":{"workflow":"orders"}}`)
+	wantStatus(t, dry, http.StatusOK, "")
+	if dry.json["matched"] != float64(1) || dry.json["ok"] != float64(1) {
+		t.Errorf("bulk dry run: %s", dry.body)
+	}
+	wantStatus(t, b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{}`), http.StatusBadRequest, "filter-required")
+	wantStatus(t, b.do("POST", "/v1/review/bulk/explode", adminToken, nil, `{"filter":{}}`), http.StatusBadRequest, "invalid-review-request")
+	bulk := b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{"filter":{"reason":"permanent_error"},"note":"provider fixed"}`)
+	wantStatus(t, bulk, http.StatusOK, "")
+	if bulk.json["matched"] != float64(1) || bulk.json["ok"] != float64(1) || bulk.json["refused"] != float64(0) {
+		t.Errorf("bulk retry: %s", bulk.body)
+	}
+
+	// The key report of the hand-resolved charge (a key with a slash).
+	k := b.do("GET", "/v1/keys/"+url.PathEscape("charge/1"), adminToken, nil, "")
+	wantStatus(t, k, http.StatusOK, "")
+	eff, _ := k.json["effect"].(map[string]any)
+	if k.json["state"] != "completed" || eff == nil || eff["run_id"] != float64(resolved) || !strings.Contains(k.body, `"result":{"id":77}`) ||
+		!strings.Contains(k.body, "resolved by hand by token:ops") {
+		t.Errorf("key report: %s", k.body)
+	}
+	free := b.do("GET", "/v1/keys/never-seen", adminToken, nil, "")
+	wantStatus(t, free, http.StatusOK, "")
+	if free.json["state"] != "free" {
+		t.Errorf("free key: %s", free.body)
+	}
+
+	// Audit by entity and time.
+	since := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	au := b.do("GET", "/v1/audit?entity=order:2&since="+since, adminToken, nil, "")
+	wantStatus(t, au, http.StatusOK, "")
+	if !strings.Contains(au.body, `"type":"review.abandoned"`) || !strings.Contains(au.body, "abandoned by token:ops") || strings.Contains(au.body, "order:1\"") {
+		t.Errorf("audit by entity: %s", au.body)
+	}
+	wantStatus(t, b.do("GET", "/v1/audit?since=yesterday", adminToken, nil, ""), http.StatusBadRequest, "invalid-parameter")
+	future := url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if au := b.do("GET", "/v1/audit?since="+future, adminToken, nil, ""); !strings.Contains(au.body, `"events":[]`) {
+		t.Errorf("audit in the future: %s", au.body)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

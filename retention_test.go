@@ -1,0 +1,130 @@
+package onceflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store"
+)
+
+// A step's Retention travels to its ledger row; once a purge has forgotten the key, a new
+// run performs the effect again, while keys kept forever are never performed twice and a
+// run waiting for review keeps everything it has.
+func TestRetentionForgetsOnlyWhatStepsAllow(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	do := func(_ context.Context, sc *onceflow.StepContext) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[sc.EffectKey]++
+		return map[string]int{"call": calls[sc.EffectKey]}, nil
+	}
+	const keep = 90 * 24 * time.Hour
+	b.register(t, onceflow.Workflow{Name: "order", Steps: []onceflow.Step{
+		{ID: "charge", EffectKey: "charge:{input.order_id}", Do: do}, // forever
+		{ID: "receipt", Needs: []string{"charge"}, EffectKey: "receipt:{input.order_id}", Retention: keep, Do: do},
+	}})
+	b.register(t, onceflow.Workflow{Name: "refund", Steps: []onceflow.Step{
+		{ID: "notice", EffectKey: "refund-notice:{input.order_id}", Retention: time.Hour, Do: do},
+		{ID: "refund", EffectKey: "refund:{input.order_id}", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+			return nil, onceflow.PermanentError(errors.New("the card was closed"))
+		}},
+	}})
+	completed := b.clock.Now()
+	first := b.start(t, "order", "evt_1", map[string]any{"order_id": 1001})
+	review := b.start(t, "refund", "evt_2", map[string]any{"order_id": 1001})
+	b.work(t)
+	if r := b.run(t, first.ID); r.State != store.StateCompleted {
+		t.Fatalf("first run %s, want completed", r.State)
+	}
+	if r := b.run(t, review.ID); r.State != store.StateNeedsReview {
+		t.Fatalf("refund run %s, want needs_review", r.State)
+	}
+	receipt, err := b.store.EffectGetByKey(b.ctx, "receipt:1001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !receipt.RetainUntil.Equal(completed.Add(keep)) {
+		t.Errorf("receipt kept until %s, want %s", receipt.RetainUntil, completed.Add(keep))
+	}
+	charge, err := b.store.EffectGetByKey(b.ctx, "charge:1001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !charge.RetainUntil.IsZero() {
+		t.Errorf("charge kept until %s, want forever (zero)", charge.RetainUntil)
+	}
+	reviewBefore := snapshotRun(t, b, review.ID)
+
+	// Day 91: runs older than 30 days go; the receipt's and the notice's keys expired.
+	b.clock.Advance(91 * 24 * time.Hour)
+	now := b.clock.Now()
+	p := store.RetentionPurgeParams{Now: now, RunsBefore: now.Add(-30 * 24 * time.Hour), Actor: "ops", DryRun: true}
+	dry, err := b.store.RetentionPurge(b.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.DryRun = false
+	got, err := b.store.RetentionPurge(b.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Runs.Count != 1 || got.Effects.Count != 1 {
+		t.Errorf("purged %d runs and %d keys, want the first run and the receipt's key", got.Runs.Count, got.Effects.Count)
+	}
+	for _, c := range [][2]store.PurgeCount{{dry.Runs, got.Runs}, {dry.Steps, got.Steps}, {dry.Attempts, got.Attempts}, {dry.Events, got.Events}, {dry.Effects, got.Effects}} {
+		if c[0] != c[1] {
+			t.Errorf("dry run %+v, purge %+v", c[0], c[1])
+		}
+	}
+	if _, err := b.store.RunGetByID(b.ctx, first.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("first run after the purge: %v, want ErrNotFound", err)
+	}
+	if after := snapshotRun(t, b, review.ID); after != reviewBefore {
+		t.Errorf("run in review after the purge: %s, want %s", after, reviewBefore)
+	}
+	// The notice's key expired, but its run waits for review: kept.
+	if _, err := b.store.EffectGetByKey(b.ctx, "refund-notice:1001"); err != nil {
+		t.Errorf("key of a run in review: %v, want kept", err)
+	}
+
+	// The same business event again: the charge is remembered, the receipt is not.
+	again := b.start(t, "order", "evt_1-redelivered", map[string]any{"order_id": 1001})
+	b.work(t)
+	if r := b.run(t, again.ID); r.State != store.StateCompleted {
+		t.Fatalf("second run %s, want completed", r.State)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["charge:1001"] != 1 || calls["receipt:1001"] != 2 {
+		t.Errorf("calls %v: want the charge once (kept forever) and the receipt twice (forgotten after 90 days)", calls)
+	}
+	if s := b.steps(t, again.ID)["charge"]; s.Reason != "effect_reused" {
+		t.Errorf("charge in the second run: reason %q, want effect_reused", s.Reason)
+	}
+}
+
+func snapshotRun(t *testing.T, b *bundle, id int64) string {
+	t.Helper()
+	r := b.run(t, id)
+	attempts, err := b.store.AttemptListByRun(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s, %d steps, %d attempts, %d events", r.State, len(b.steps(t, id)), len(attempts),
+		len(b.events(t, store.EventListParams{RunID: id})))
+}
+
+func TestRetentionMustNotBeNegative(t *testing.T) {
+	err := onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "a", Do: noop, Retention: -time.Hour}}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "Retention must not be negative") {
+		t.Fatalf("Validate = %v, want a problem with the negative retention", err)
+	}
+}
