@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"strconv"
 	"time"
@@ -106,27 +106,10 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 	return writeAudit(g.stdout, entries, true)
 }
 
-// auditView is an audit event as the command prints it in JSON.
-type auditView struct {
-	ID        int64           `json:"id"`
-	At        time.Time       `json:"at"`
-	Type      string          `json:"type"`
-	RunID     int64           `json:"run_id,omitempty"`
-	Workflow  string          `json:"workflow,omitempty"`
-	Entity    string          `json:"entity,omitempty"`
-	Step      string          `json:"step,omitempty"`
-	EffectKey string          `json:"effect_key,omitempty"`
-	Attempt   int             `json:"attempt,omitempty"`
-	Actor     string          `json:"actor"`
-	Reason    string          `json:"reason,omitempty"`
-	Why       string          `json:"why"`
-	Detail    json.RawMessage `json:"detail"`
-}
+// auditView is an audit event as the command prints it in JSON, as the API does.
+type auditView = views.AuditEntry
 
-func viewAudit(e *onceflow.AuditEntry) auditView {
-	return auditView{ID: e.ID, At: e.At, Type: e.Type, RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName,
-		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: e.Reason, Why: e.Why, Detail: rawOrNull(e.Detail)}
-}
+func viewAudit(e *onceflow.AuditEntry) auditView { return views.NewAuditEntry(e, nil) }
 
 // writeAudit prints events as a table whose last column, the explanation, is never cut.
 func writeAudit(w io.Writer, entries []*onceflow.AuditEntry, withRun bool) error {

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
 
 	"github.com/spf13/cobra"
 
@@ -49,43 +49,7 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		type effectView struct {
-			State       store.EffectState `json:"state"`
-			RunID       int64             `json:"run_id"`
-			Workflow    string            `json:"workflow"`
-			Step        string            `json:"step"`
-			Result      json.RawMessage   `json:"result"`
-			CreatedAt   time.Time         `json:"created_at"`
-			CompletedAt *time.Time        `json:"completed_at"`
-		}
-		type useView struct {
-			RunID    int64  `json:"run_id"`
-			Workflow string `json:"workflow"`
-			Entity   string `json:"entity"`
-			Step     string `json:"step"`
-			Last     string `json:"last_event"`
-		}
-		out := struct {
-			Key    string      `json:"key"`
-			State  string      `json:"state"`
-			Effect *effectView `json:"effect"`
-			Uses   []useView   `json:"uses"`
-			Events []auditView `json:"events"`
-		}{Key: rep.Key, State: rep.State, Uses: []useView{}, Events: []auditView{}}
-		if e := rep.Effect; e != nil {
-			ev := &effectView{State: e.State, RunID: e.RunID, Workflow: e.Workflow, Step: e.StepName, Result: rawOrNull(e.Result), CreatedAt: e.CreatedAt}
-			if !e.CompletedAt.IsZero() {
-				t := e.CompletedAt
-				ev.CompletedAt = &t
-			}
-			out.Effect = ev
-		}
-		for _, u := range rep.Uses {
-			out.Uses = append(out.Uses, useView{RunID: u.RunID, Workflow: u.Workflow, Entity: u.Entity, Step: u.Step, Last: u.Last})
-		}
-		for _, e := range rep.Events {
-			out.Events = append(out.Events, viewAudit(e))
-		}
+		out := views.NewKey(rep, func(int64, string) *redact.Masker { return nil }, nil)
 		return writeJSON(g.stdout, out)
 	}
 	w := g.stdout

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"os"
 	"strconv"
@@ -808,47 +809,10 @@ func runBulk(ctx context.Context, g *globals, s *reviewSession, f filterFlags, a
 	return err
 }
 
-// planView is a replay plan as the command prints it in JSON.
-type planView struct {
-	RunID     int64           `json:"run_id"`
-	Workflow  string          `json:"workflow"`
-	RunKey    string          `json:"run_key"`
-	Entity    string          `json:"entity"`
-	Corrected bool            `json:"corrected"`
-	Diff      json.RawMessage `json:"diff,omitempty"`
-	Steps     []planStepView  `json:"steps"`
-	Counts    map[string]int  `json:"counts"`
-}
+// planView is a replay plan as the command prints it in JSON, as the API does.
+type planView = views.Plan
 
-type planStepView struct {
-	Step         string      `json:"step"`
-	State        store.State `json:"state"`
-	Action       string      `json:"action"`
-	EffectKey    string      `json:"effect_key,omitempty"`
-	CorrectedKey string      `json:"corrected_key,omitempty"`
-	Reason       string      `json:"reason,omitempty"`
-	After        []string    `json:"after,omitempty"`
-	ByRun        int64       `json:"by_run,omitempty"`
-	ByStep       string      `json:"by_step,omitempty"`
-	At           *time.Time  `json:"at,omitempty"`
-	Why          string      `json:"why"`
-}
-
-func viewPlan(p *onceflow.ReplayPlan) planView {
-	v := planView{RunID: p.RunID, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Corrected: p.Corrected, Diff: p.Diff,
-		Steps: []planStepView{}, Counts: map[string]int{}}
-	for _, ps := range p.Steps {
-		sv := planStepView{Step: ps.Step, State: ps.State, Action: string(ps.Action), EffectKey: ps.EffectKey, CorrectedKey: ps.CorrectedKey,
-			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, Why: ps.Why}
-		if !ps.At.IsZero() {
-			t := ps.At
-			sv.At = &t
-		}
-		v.Steps = append(v.Steps, sv)
-		v.Counts[string(ps.Action)]++
-	}
-	return v
-}
+func viewPlan(p *onceflow.ReplayPlan) planView { return views.NewPlan(p, nil) }
 
 // writePlan prints a plan; state names the column of the steps' states (NOW for a
 // preview, WAS after the replay).

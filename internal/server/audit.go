@@ -1,41 +1,19 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/internal/views"
 )
 
 // auditView is an audit event as the API shows it, with the sentence that explains it.
-type auditView struct {
-	ID        int64           `json:"id"`
-	At        time.Time       `json:"at"`
-	Type      string          `json:"type"`
-	RunID     int64           `json:"run_id,omitempty"`
-	Workflow  string          `json:"workflow,omitempty"`
-	Entity    string          `json:"entity,omitempty"`
-	Step      string          `json:"step,omitempty"`
-	EffectKey string          `json:"effect_key,omitempty"`
-	Attempt   int             `json:"attempt,omitempty"`
-	Actor     string          `json:"actor"`
-	Reason    string          `json:"reason,omitempty"`
-	Why       string          `json:"why"`
-	Detail    json.RawMessage `json:"detail"`
-}
+type auditView = views.AuditEntry
 
-func viewAudit(e *onceflow.AuditEntry, m *redact.Masker) auditView {
-	d := e.Detail
-	if len(d) == 0 {
-		d = json.RawMessage(`{}`)
-	}
-	return auditView{ID: e.ID, At: e.At, Type: e.Type, RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName,
-		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: e.Reason, Why: m.Text(e.Why), Detail: m.JSON(d)}
-}
+func viewAudit(e *onceflow.AuditEntry, m *redact.Masker) auditView { return views.NewAuditEntry(e, m) }
 
 // maskers caches one masker per run for an answer about many runs.
 type maskers struct {
@@ -113,47 +91,7 @@ func (s *Server) keyReport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type effectView struct {
-		State       store.EffectState `json:"state"`
-		RunID       int64             `json:"run_id"`
-		Workflow    string            `json:"workflow"`
-		Step        string            `json:"step"`
-		Result      json.RawMessage   `json:"result,omitempty"`
-		CreatedAt   time.Time         `json:"created_at"`
-		CompletedAt *time.Time        `json:"completed_at,omitempty"`
-	}
-	type useView struct {
-		RunID    int64  `json:"run_id"`
-		Workflow string `json:"workflow"`
-		Entity   string `json:"entity,omitempty"`
-		Step     string `json:"step"`
-		Last     string `json:"last_event"`
-		Link     string `json:"link"`
-	}
-	out := struct {
-		Key    string      `json:"key"`
-		State  string      `json:"state"`
-		Effect *effectView `json:"effect,omitempty"`
-		Uses   []useView   `json:"uses"`
-		Events []auditView `json:"events"`
-	}{Key: rep.Key, State: rep.State, Uses: []useView{}, Events: []auditView{}}
 	ms := &maskers{s: s, r: r, runs: map[int64]*redact.Masker{}}
-	if e := rep.Effect; e != nil {
-		ev := &effectView{State: e.State, RunID: e.RunID, Workflow: e.Workflow, Step: e.StepName, CreatedAt: e.CreatedAt}
-		if len(e.Result) > 0 {
-			ev.Result = ms.of(e.RunID, e.Workflow).JSON(e.Result)
-		}
-		if !e.CompletedAt.IsZero() {
-			t := e.CompletedAt
-			ev.CompletedAt = &t
-		}
-		out.Effect = ev
-	}
-	for _, u := range rep.Uses {
-		out.Uses = append(out.Uses, useView{RunID: u.RunID, Workflow: u.Workflow, Entity: u.Entity, Step: u.Step, Last: u.Last, Link: itemLink(u.RunID, u.Step)})
-	}
-	for _, e := range rep.Events {
-		out.Events = append(out.Events, viewAudit(e, ms.of(e.RunID, e.Workflow)))
-	}
+	out := views.NewKey(rep, ms.of, itemLink)
 	return writeJSON(w, http.StatusOK, out)
 }

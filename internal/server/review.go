@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -332,50 +333,14 @@ func (s *Server) runReplay(w http.ResponseWriter, r *http.Request) error {
 	return s.replay(w, r, id, "")
 }
 
-// planView is a replay plan as the API shows it.
+// planView is a replay plan as the API shows it, with a link to its run.
 type planView struct {
-	RunID     int64             `json:"run_id"`
-	Workflow  string            `json:"workflow"`
-	RunKey    string            `json:"run_key"`
-	Entity    string            `json:"entity,omitempty"`
-	Corrected bool              `json:"corrected"`
-	Diff      json.RawMessage   `json:"diff,omitempty"`
-	Steps     []planStepView    `json:"steps"`
-	Counts    map[string]int    `json:"counts"`
-	Links     map[string]string `json:"links"`
-}
-
-type planStepView struct {
-	Step         string      `json:"step"`
-	State        store.State `json:"state"`
-	Action       string      `json:"action"`
-	EffectKey    string      `json:"effect_key,omitempty"`
-	CorrectedKey string      `json:"corrected_key,omitempty"`
-	Reason       string      `json:"reason,omitempty"`
-	After        []string    `json:"after,omitempty"`
-	ByRun        int64       `json:"by_run,omitempty"`
-	ByStep       string      `json:"by_step,omitempty"`
-	At           *time.Time  `json:"at,omitempty"`
-	Why          string      `json:"why"`
+	views.Plan
+	Links map[string]string `json:"links"`
 }
 
 func viewPlan(p *onceflow.ReplayPlan, m *redact.Masker) planView {
-	v := planView{RunID: p.RunID, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Corrected: p.Corrected,
-		Steps: []planStepView{}, Counts: map[string]int{}, Links: map[string]string{"run": runLink(p.RunID)}}
-	if len(p.Diff) > 0 {
-		v.Diff = m.JSON(p.Diff)
-	}
-	for _, ps := range p.Steps {
-		sv := planStepView{Step: ps.Step, State: ps.State, Action: string(ps.Action), EffectKey: ps.EffectKey, CorrectedKey: ps.CorrectedKey,
-			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, Why: m.Text(ps.Why)}
-		if !ps.At.IsZero() {
-			t := ps.At
-			sv.At = &t
-		}
-		v.Steps = append(v.Steps, sv)
-		v.Counts[string(ps.Action)]++
-	}
-	return v
+	return planView{Plan: views.NewPlan(p, m), Links: map[string]string{"run": runLink(p.RunID)}}
 }
 
 // replay previews (?dry_run=true) or performs the replay of a run, for one item if step is
