@@ -24,8 +24,8 @@ var errConflict = errors.New("concurrent change; retrying")
 // as a replay; two first transitions of a new entity race on its insertion, and the loser
 // is retried.
 func (s *Store) EntityTransition(ctx context.Context, p store.EntityTransitionParams) (*store.TransitionResult, error) {
-	if p.Key == "" || p.To == "" || p.EffectKey == "" || len(p.From) == 0 {
-		return nil, errors.New("postgres: entity transition: Key, From, To and EffectKey are required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	initial := p.Initial
 	if initial == "" {

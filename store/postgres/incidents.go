@@ -20,8 +20,8 @@ var _ store.IncidentStore = (*Store)(nil)
 // horizon of transactions in progress (see eventHorizon), so a reader that advances its
 // cursor to Through never passes an event that commits later with a smaller ID.
 func (s *Store) EventScan(ctx context.Context, p store.EventScanParams) (*store.EventScanResult, error) {
-	if len(p.Types) == 0 {
-		return nil, errors.New("postgres: event scan: Types is required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	limit := p.Limit
 	if limit <= 0 {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,8 +14,8 @@ import (
 // free, expired before Now, or already the owner's. Concurrent candidates serialize on the
 // row; each sees the lease as the previous one left it.
 func (s *Store) LeaderAttempt(ctx context.Context, p store.LeaderAttemptParams) (bool, error) {
-	if p.Name == "" || p.Owner == "" || p.TTL <= 0 {
-		return false, errors.New("postgres: leader attempt: Name, Owner and a positive TTL are required")
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
 	}
 	var held bool
 	err := s.tx(ctx, "leader attempt", func(t *txn) error {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -195,8 +194,8 @@ func (s *Store) ReviewRetry(ctx context.Context, p store.ReviewRetryParams) (*st
 
 // ReviewResolve implements store.ReviewStore.
 func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) (*store.ReviewResult, error) {
-	if p.Output != nil && !json.Valid(p.Output) {
-		return nil, errors.New("postgres: review resolve: the output is not valid JSON")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	var res *store.ReviewResult
 	err := s.tx(ctx, "review resolve", func(t *txn) error {
@@ -314,11 +313,8 @@ func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store
 // RunReplay implements store.ReviewStore. It locks every step of the run, then the run
 // (the order StepRecord follows), so no worker changes them while the replay decides.
 func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.RunReplayResult, error) {
-	if p.Actor == "" {
-		return nil, errors.New("postgres: run replay: the actor is required")
-	}
-	if p.Input != nil && (!json.Valid(p.Input) || !json.Valid(p.BaseInput) || !json.Valid(p.Diff)) {
-		return nil, errors.New("postgres: run replay: Input, BaseInput and Diff must be valid JSON")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	var res *store.RunReplayResult
 	err := s.tx(ctx, "run replay", func(t *txn) error {

@@ -98,8 +98,8 @@ func lockRuns(ctx context.Context, t *txn, ids []int64) error {
 // concurrent claimers each take different steps without waiting; their runs are then locked
 // in ID order.
 func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.ClaimResult, error) {
-	if p.Owner == "" || p.LeaseFor <= 0 || p.Prepare == nil {
-		return nil, errors.New("postgres: step claim: Owner, LeaseFor and Prepare are required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	if len(p.Workflows) == 0 {
 		return &store.ClaimResult{}, nil
@@ -574,8 +574,8 @@ func recordLost(ctx context.Context, t *txn, p *store.StepRecordParams, run *sto
 // StepReapExpired implements store.Store. Expired steps are locked with FOR UPDATE SKIP
 // LOCKED: a step whose worker is recording its result right now is left to that worker.
 func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (int, error) {
-	if p.Decide == nil {
-		return 0, errors.New("postgres: step reap: Decide is required")
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("postgres: %w", err)
 	}
 	limit := p.Limit
 	if limit <= 0 {

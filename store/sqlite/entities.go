@@ -14,8 +14,8 @@ var _ store.EntityStore = (*Store)(nil)
 
 // EntityTransition implements store.EntityStore.
 func (s *Store) EntityTransition(ctx context.Context, p store.EntityTransitionParams) (*store.TransitionResult, error) {
-	if p.Key == "" || p.To == "" || p.EffectKey == "" || len(p.From) == 0 {
-		return nil, errors.New("sqlite: entity transition: Key, From, To and EffectKey are required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	initial := p.Initial
 	if initial == "" {

@@ -17,8 +17,8 @@ var _ store.IncidentStore = (*Store)(nil)
 // which SQLite runs one at a time, so they commit in ID order: reading the newest ID and
 // the page in one read transaction sees every event up to that ID.
 func (s *Store) EventScan(ctx context.Context, p store.EventScanParams) (*store.EventScanResult, error) {
-	if len(p.Types) == 0 {
-		return nil, errors.New("sqlite: event scan: Types is required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	limit := p.Limit
 	if limit <= 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/onceflow/onceflow/store"
 )
@@ -11,8 +12,8 @@ import (
 // LeaderAttempt implements store.Store: one upsert that takes the lease only where it is
 // free, expired before Now, or already the owner's.
 func (s *Store) LeaderAttempt(ctx context.Context, p store.LeaderAttemptParams) (bool, error) {
-	if p.Name == "" || p.Owner == "" || p.TTL <= 0 {
-		return false, errors.New("sqlite: leader attempt: Name, Owner and a positive TTL are required")
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("sqlite: %w", err)
 	}
 	var held bool
 	err := s.tx(ctx, "leader attempt", func(tx *sql.Tx) error {

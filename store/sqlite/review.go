@@ -198,8 +198,8 @@ func (s *Store) ReviewRetry(ctx context.Context, p store.ReviewRetryParams) (*st
 
 // ReviewResolve implements store.ReviewStore.
 func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) (*store.ReviewResult, error) {
-	if p.Output != nil && !json.Valid(p.Output) {
-		return nil, errors.New("sqlite: review resolve: the output is not valid JSON")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	var res *store.ReviewResult
 	err := s.tx(ctx, "review resolve", func(tx *sql.Tx) error {
@@ -321,11 +321,8 @@ func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store
 
 // RunReplay implements store.ReviewStore.
 func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.RunReplayResult, error) {
-	if p.Actor == "" {
-		return nil, errors.New("sqlite: run replay: the actor is required")
-	}
-	if p.Input != nil && (!json.Valid(p.Input) || !json.Valid(p.BaseInput) || !json.Valid(p.Diff)) {
-		return nil, errors.New("sqlite: run replay: Input, BaseInput and Diff must be valid JSON")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	var res *store.RunReplayResult
 	err := s.tx(ctx, "run replay", func(tx *sql.Tx) error {

@@ -79,8 +79,8 @@ func stepEvent(typ string, at time.Time, run *store.Run, st *store.Step, actor, 
 
 // StepClaim implements store.Store.
 func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.ClaimResult, error) {
-	if p.Owner == "" || p.LeaseFor <= 0 || p.Prepare == nil {
-		return nil, errors.New("sqlite: step claim: Owner, LeaseFor and Prepare are required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	if len(p.Workflows) == 0 {
 		return &store.ClaimResult{}, nil
@@ -553,8 +553,8 @@ func recordLost(ctx context.Context, tx *sql.Tx, p *store.StepRecordParams, run 
 
 // StepReapExpired implements store.Store.
 func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (int, error) {
-	if p.Decide == nil {
-		return 0, errors.New("sqlite: step reap: Decide is required")
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("sqlite: %w", err)
 	}
 	limit := p.Limit
 	if limit <= 0 {

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// The Validate methods check what a call needs before a backend opens a transaction;
+// backends call them first and prefix their own name to the error.
+
+// Validate checks the arguments of StepClaim.
+func (p StepClaimParams) Validate() error {
+	if p.Owner == "" || p.LeaseFor <= 0 || p.Prepare == nil {
+		return errors.New("step claim: Owner, LeaseFor and Prepare are required")
+	}
+	return nil
+}
+
+// Validate checks the arguments of StepReapExpired.
+func (p StepReapParams) Validate() error {
+	if p.Decide == nil {
+		return errors.New("step reap: Decide is required")
+	}
+	return nil
+}
+
+// Validate checks the arguments of LeaderAttempt.
+func (p LeaderAttemptParams) Validate() error {
+	if p.Name == "" || p.Owner == "" || p.TTL <= 0 {
+		return errors.New("leader attempt: Name, Owner and a positive TTL are required")
+	}
+	return nil
+}
+
+// Validate checks the arguments of EntityTransition.
+func (p EntityTransitionParams) Validate() error {
+	if p.Key == "" || p.To == "" || p.EffectKey == "" || len(p.From) == 0 {
+		return errors.New("entity transition: Key, From, To and EffectKey are required")
+	}
+	return nil
+}
+
+// Validate checks the arguments of EventScan.
+func (p EventScanParams) Validate() error {
+	if len(p.Types) == 0 {
+		return errors.New("event scan: Types is required")
+	}
+	return nil
+}
+
+// Validate checks the arguments of ReviewResolve.
+func (p ReviewResolveParams) Validate() error {
+	if p.Output != nil && !json.Valid(p.Output) {
+		return errors.New("review resolve: the output is not valid JSON")
+	}
+	return nil
+}
+
+// Validate checks the arguments of RunReplay.
+func (p RunReplayParams) Validate() error {
+	if p.Actor == "" {
+		return errors.New("run replay: the actor is required")
+	}
+	if p.Input != nil && (!json.Valid(p.Input) || !json.Valid(p.BaseInput) || !json.Valid(p.Diff)) {
+		return errors.New("run replay: Input, BaseInput and Diff must be valid JSON")
+	}
+	return nil
+}
