@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"net"
+	"github.com/onceflow/onceflow/internal/smtptest"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -148,13 +148,13 @@ func TestNotifyFromFile(t *testing.T) {
 		_, _ = w.Write([]byte("ok"))
 	}))
 	defer hook.Close()
-	mail := newMailSink(t)
+	mail := smtptest.New(t)
 
 	defs, err := LoadFiles(write(t, "lead.yaml", notifyYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"SLACK_OPS_WEBHOOK": hook.URL + "/services/T0/B0/x", "ONCEFLOW_SMTP_ADDR": mail.addr, "ONCEFLOW_SMTP_TLS": "none"}
+	env := map[string]string{"SLACK_OPS_WEBHOOK": hook.URL + "/services/T0/B0/x", "ONCEFLOW_SMTP_ADDR": mail.Addr, "ONCEFLOW_SMTP_TLS": "none"}
 	deps, err := StandardDeps(Options{AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Funcs: notifyFuncs(),
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
@@ -208,92 +208,9 @@ func TestNotifyFromFile(t *testing.T) {
 		!strings.Contains(slack[1], `"text":"2 more needs_review of website-lead/whatsapp_notice (permanent_error) since 2026-03-01 10:02 UTC`) {
 		t.Fatalf("Slack got %d messages: %q", len(slack), slack)
 	}
-	subjects := mail.subjects()
+	subjects := mail.Subjects()
 	if len(subjects) != 2 || subjects[0] != "[onceflow] website-lead/whatsapp_notice (permanent_error) needs review" ||
 		subjects[1] != "[onceflow] 2 more needs_review of website-lead/whatsapp_notice (permanent_error)" {
 		t.Fatalf("e-mails = %q, want the alert and the digest", subjects)
-	}
-}
-
-// mailSink is a minimal SMTP server that accepts every message and keeps its subject.
-type mailSink struct {
-	addr string
-	mu   sync.Mutex
-	subj []string
-	wg   sync.WaitGroup
-}
-
-func newMailSink(t *testing.T) *mailSink {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &mailSink{addr: ln.Addr().String()}
-	s.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.wg.Go(func() { s.serve(c) })
-		}
-	})
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
-	return s
-}
-
-func (s *mailSink) subjects() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.subj...)
-}
-
-func (s *mailSink) serve(c net.Conn) {
-	defer c.Close()
-	r := bufio.NewReader(c)
-	say := func(line string) { _, _ = c.Write([]byte(line + "\r\n")) }
-	say("220 sink ESMTP")
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		cmd := strings.ToUpper(strings.TrimSpace(line))
-		switch {
-		case strings.HasPrefix(cmd, "EHLO"), strings.HasPrefix(cmd, "HELO"):
-			say("250-sink")
-			say("250 8BITMIME")
-		case strings.HasPrefix(cmd, "MAIL"), strings.HasPrefix(cmd, "RCPT"), strings.HasPrefix(cmd, "RSET"), strings.HasPrefix(cmd, "NOOP"):
-			say("250 ok")
-		case cmd == "DATA":
-			say("354 go ahead")
-			subject, inSubject := "", false
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if l == ".\r\n" {
-					break
-				}
-				if v, ok := strings.CutPrefix(l, "Subject: "); ok && subject == "" {
-					subject, inSubject = strings.TrimSpace(v), true
-				} else if inSubject && (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")) {
-					subject += " " + strings.TrimSpace(l) // a folded header line
-				} else {
-					inSubject = false
-				}
-			}
-			s.mu.Lock()
-			s.subj = append(s.subj, subject)
-			s.mu.Unlock()
-			say("250 queued")
-		case cmd == "QUIT":
-			say("221 bye")
-			return
-		default:
-			say("502 not implemented")
-		}
 	}
 }

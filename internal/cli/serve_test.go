@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/onceflow/onceflow/internal/smtptest"
 	"io"
 	"net"
 	"net/http"
@@ -67,12 +68,12 @@ func newFakeServices(t *testing.T) *fakeServices {
 // invoices it once.
 func TestServeExamples(t *testing.T) {
 	svc := newFakeServices(t)
-	smtp := newSMTPSink(t)
+	smtp := smtptest.New(t)
 	const secret = "whsec_dGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 	env := map[string]string{
 		"CRM_URL": svc.URL, "CRM_TOKEN": "crm-token", "WHATSAPP_URL": svc.URL, "WHATSAPP_TOKEN": "wa-token",
 		"STOCK_URL": svc.URL, "INVOICING_URL": svc.URL, "INVOICING_TOKEN": "inv-token",
-		"PAYMENTS_WEBHOOK_SECRET": secret, "ONCEFLOW_SMTP_ADDR": smtp.addr, "ONCEFLOW_SMTP_TLS": "none",
+		"PAYMENTS_WEBHOOK_SECRET": secret, "ONCEFLOW_SMTP_ADDR": smtp.Addr, "ONCEFLOW_SMTP_TLS": "none",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -164,7 +165,7 @@ func TestServeExamples(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d (all: %v)", key, svc.keys[key], n, svc.keys)
 		}
 	}
-	if got := smtp.count(); got != 2 {
+	if got := smtp.Count(); got != 2 {
 		t.Errorf("%d e-mails sent, want 2 (welcome and receipt)", got)
 	}
 	order, err := st.EntityGetByKey(context.Background(), "order:1001")
