@@ -66,3 +66,11 @@ func (p RunReplayParams) Validate() error {
 	}
 	return nil
 }
+
+// Validate checks the arguments of RetentionPurge.
+func (p RetentionPurgeParams) Validate() error {
+	if p.Now.IsZero() {
+		return errors.New("retention purge: Now is required")
+	}
+	return nil
+}

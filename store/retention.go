@@ -119,3 +119,32 @@ type RetentionStore interface {
 	// before it.
 	RetentionPurge(ctx context.Context, p RetentionPurgeParams) (*PurgeReport, error)
 }
+
+// PurgeBatches runs a purge as its backend's batches: batch(size, n) deletes batch number
+// n in its own transaction and reports it, until one finds nothing; none records the
+// purge's event when no batch deleted anything. Backends share it so that every purge
+// counts and reports the same way.
+func PurgeBatches(p RetentionPurgeParams, batch func(size, n int) (*PurgeReport, error), none func(total *PurgeReport) error) (*PurgeReport, error) {
+	size := p.BatchSize
+	if size <= 0 {
+		size = DefaultPurgeBatch
+	}
+	total := &PurgeReport{}
+	for {
+		b, err := batch(size, total.Batches+1)
+		if err != nil {
+			return total, err
+		}
+		if b.Empty() {
+			break
+		}
+		total.Add(b)
+		total.Batches++
+	}
+	if total.Batches == 0 {
+		if err := none(total); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}

@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,43 +43,26 @@ const purgeableEffect = `e.state = 'completed' AND e.retain_until <= @now
 // and checks them again under the lock with a new snapshot before deleting them: a run
 // cannot change state meanwhile, since every change of a step locks its run first.
 func (s *Store) RetentionPurge(ctx context.Context, p store.RetentionPurgeParams) (*store.PurgeReport, error) {
-	if p.Now.IsZero() {
-		return nil, errors.New("postgres: retention purge: Now is required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	if p.DryRun {
 		return s.purgeDryRun(ctx, p)
 	}
-	size := p.BatchSize
-	if size <= 0 {
-		size = store.DefaultPurgeBatch
-	}
-	total := &store.PurgeReport{}
-	for {
+	return store.PurgeBatches(p, func(size, n int) (*store.PurgeReport, error) {
 		var batch *store.PurgeReport
 		err := s.tx(ctx, "retention purge", func(t *txn) error {
 			var err error
-			batch, err = purgeBatch(ctx, t, p, size, total.Batches+1)
+			batch, err = purgeBatch(ctx, t, p, size, n)
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-		if batch.Empty() {
-			break
-		}
-		total.Add(batch)
-		total.Batches++
-	}
-	if total.Batches == 0 {
-		err := s.tx(ctx, "retention purge", func(t *txn) error {
+		return batch, err
+	}, func(total *store.PurgeReport) error {
+		return s.tx(ctx, "retention purge", func(t *txn) error {
 			t.event(purgeEvent(p, total, 0))
 			return nil
 		})
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	})
 }
 
 // purgeBatch deletes up to size runs (with their steps, attempts and events) and up to

@@ -35,42 +35,25 @@ const purgeableEffects = `SELECT e.effect_key FROM effects e
 // its write lock, so concurrent purges, in this process or others, take turns batch by
 // batch and each row is deleted by one of them.
 func (s *Store) RetentionPurge(ctx context.Context, p store.RetentionPurgeParams) (*store.PurgeReport, error) {
-	if p.Now.IsZero() {
-		return nil, fmt.Errorf("sqlite: retention purge: Now is required")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	if p.DryRun {
 		return s.purgeDryRun(ctx, p)
 	}
-	size := p.BatchSize
-	if size <= 0 {
-		size = store.DefaultPurgeBatch
-	}
-	total := &store.PurgeReport{}
-	for {
+	return store.PurgeBatches(p, func(size, n int) (*store.PurgeReport, error) {
 		var batch *store.PurgeReport
 		err := s.tx(ctx, "retention purge", func(tx *sql.Tx) error {
 			var err error
-			batch, err = purgeBatch(ctx, tx, p, size, total.Batches+1)
+			batch, err = purgeBatch(ctx, tx, p, size, n)
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-		if batch.Empty() {
-			break
-		}
-		total.Add(batch)
-		total.Batches++
-	}
-	if total.Batches == 0 {
-		err := s.tx(ctx, "retention purge", func(tx *sql.Tx) error {
+		return batch, err
+	}, func(total *store.PurgeReport) error {
+		return s.tx(ctx, "retention purge", func(tx *sql.Tx) error {
 			return insertEvent(ctx, tx, purgeEvent(p, total, 0))
 		})
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	})
 }
 
 // purgeBatch deletes up to size runs (with their steps, attempts and events) and up to
