@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // The Validate methods check what a call needs before a backend opens a transaction;
@@ -71,6 +72,19 @@ func (p RunReplayParams) Validate() error {
 func (p RetentionPurgeParams) Validate() error {
 	if p.Now.IsZero() {
 		return errors.New("retention purge: Now is required")
+	}
+	return nil
+}
+
+// Validate checks the arguments of IncidentRecord.
+func (p IncidentRecordParams) Validate() error {
+	if p.Cursor == "" || p.To < p.From || p.Now.IsZero() {
+		return errors.New("Cursor, Now and To >= From are required")
+	}
+	for _, h := range p.Hits {
+		if h.Policy == "" || h.Window <= 0 || h.Event.EventID <= 0 || h.Event.At.IsZero() {
+			return fmt.Errorf("hit of event %d: Policy, a positive Window, Event.EventID and Event.At are required", h.Event.EventID)
+		}
 	}
 	return nil
 }

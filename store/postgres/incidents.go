@@ -78,7 +78,7 @@ func (s *Store) IncidentCursorGet(ctx context.Context, name string) (int64, bool
 // time, inserted) before anything else, serializes recorders: a second one waits for the
 // first to commit, then finds the cursor moved.
 func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams) ([]*store.Incident, error) {
-	if err := checkIncidentRecord(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: incident record: %w", err)
 	}
 	var opened []*store.Incident
@@ -126,19 +126,6 @@ func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams
 		return nil, err
 	}
 	return opened, nil
-}
-
-// checkIncidentRecord validates IncidentRecordParams.
-func checkIncidentRecord(p store.IncidentRecordParams) error {
-	if p.Cursor == "" || p.To < p.From || p.Now.IsZero() {
-		return errors.New("Cursor, Now and To >= From are required")
-	}
-	for _, h := range p.Hits {
-		if h.Policy == "" || h.Window <= 0 || h.Event.EventID <= 0 || h.Event.At.IsZero() {
-			return fmt.Errorf("hit of event %d: Policy, a positive Window, Event.EventID and Event.At are required", h.Event.EventID)
-		}
-	}
-	return nil
 }
 
 // applyHit counts h in the open incident of its kind whose window it falls in, or opens a

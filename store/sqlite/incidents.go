@@ -80,7 +80,7 @@ func (s *Store) IncidentCursorGet(ctx context.Context, name string) (int64, bool
 // IncidentRecord implements store.IncidentStore. The write lock serializes recorders; the
 // cursor, read inside the transaction, decides which of them applies its hits.
 func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams) ([]*store.Incident, error) {
-	if err := checkIncidentRecord(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlite: incident record: %w", err)
 	}
 	var opened []*store.Incident
@@ -114,19 +114,6 @@ func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams
 		return nil, err
 	}
 	return opened, nil
-}
-
-// checkIncidentRecord validates IncidentRecordParams; both backends share the rules.
-func checkIncidentRecord(p store.IncidentRecordParams) error {
-	if p.Cursor == "" || p.To < p.From || p.Now.IsZero() {
-		return errors.New("Cursor, Now and To >= From are required")
-	}
-	for _, h := range p.Hits {
-		if h.Policy == "" || h.Window <= 0 || h.Event.EventID <= 0 || h.Event.At.IsZero() {
-			return fmt.Errorf("hit of event %d: Policy, a positive Window, Event.EventID and Event.At are required", h.Event.EventID)
-		}
-	}
-	return nil
 }
 
 // applyHit counts h in the open incident of its kind whose window it falls in, or opens a
