@@ -9,6 +9,31 @@ import (
 // The Validate methods check what a call needs before a backend opens a transaction;
 // backends call them first and prefix their own name to the error.
 
+// Validate checks the arguments of RunInsert and of each entry of RunInsertMany.
+func (p RunInsertParams) Validate() error {
+	if p.Workflow == "" || p.RunKey == "" {
+		return errors.New("run insert: Workflow and RunKey are required")
+	}
+	if p.Input != nil && !json.Valid(p.Input) {
+		return errors.New("run insert: the input is not valid JSON")
+	}
+	seen := make(map[string]bool, len(p.Steps))
+	for _, st := range p.Steps {
+		if st.Name == "" || seen[st.Name] {
+			return fmt.Errorf("run insert: step name %q is empty or repeated", st.Name)
+		}
+		seen[st.Name] = true
+	}
+	for _, st := range p.Steps {
+		for _, n := range st.Needs {
+			if !seen[n] || n == st.Name {
+				return fmt.Errorf("run insert: step %q needs %q, which is not another step of the run", st.Name, n)
+			}
+		}
+	}
+	return nil
+}
+
 // Validate checks the arguments of StepClaim.
 func (p StepClaimParams) Validate() error {
 	if p.Owner == "" || p.LeaseFor <= 0 || p.Prepare == nil {

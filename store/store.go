@@ -251,6 +251,14 @@ type RunInsertParams struct {
 	Now       time.Time
 }
 
+// RunInsertResult is what RunInsertMany did with one param.
+type RunInsertResult struct {
+	Run     *Run
+	Created bool
+	// Err is this param's own error (nothing was written for it); Run is nil then.
+	Err error
+}
+
 // RunListParams filters RunList. Zero fields do not filter.
 type RunListParams struct {
 	Workflow string
@@ -438,6 +446,17 @@ type Store interface {
 	// compares inputs: the caller does, with Run.InputHash. Events: run.created, or
 	// run.deduplicated for an existing run.
 	RunInsert(ctx context.Context, p RunInsertParams) (run *Run, created bool, err error)
+	// RunInsertMany is RunInsert for a batch, in one transaction: results has one entry per
+	// param, in order. Params naming the same (Workflow, RunKey) twice insert it once; the
+	// later ones are duplicates of the first (created=false, event run.deduplicated). A
+	// param that is invalid on its own (see RunInsertParams.Validate) gets its own error
+	// and writes nothing, without failing the others. err is for a failure of the whole
+	// call: then nothing was committed and results is nil.
+	RunInsertMany(ctx context.Context, ps []RunInsertParams) (results []RunInsertResult, err error)
+	// RunGetByKey returns the run started for (workflow, runKey), or ErrNotFound. It reads
+	// committed data only and never waits for a writer, so a repeated key is answered by an
+	// index lookup.
+	RunGetByKey(ctx context.Context, workflow, runKey string) (*Run, error)
 	// RunGetByID returns ErrNotFound for an unknown ID.
 	RunGetByID(ctx context.Context, id int64) (*Run, error)
 	// RunList returns runs newest first.
@@ -469,7 +488,10 @@ type Store interface {
 	// On success the ledger row completes; on a known failure (permanent, or retryable
 	// but given up) the key is released; on an unknown outcome it stays held. A step
 	// reaching failed cancels the steps that transitively need it. The returned slice has
-	// one entry per param; err is for failures of the whole call.
+	// one entry per param: nil when it applied, ErrLeaseLost as above, or the entry's own
+	// error when it is invalid (StepRecordParams.Validate; nothing is written for it). An
+	// entry's outcome never fails or rolls back the others. err is for a failure of the
+	// whole call: then nothing was committed.
 	StepRecord(ctx context.Context, p []StepRecordParams) ([]error, error)
 	// StepReapExpired turns processing steps whose lease expired before Now into the state
 	// Decide returns, closing their attempt with outcome unknown and keeping the key held.

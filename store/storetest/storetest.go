@@ -52,6 +52,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Stats", statsTests},
 		{"Retention", retentionTests},
 		{"Incident", incidentTests},
+		{"Batch", batchTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

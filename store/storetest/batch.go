@@ -1,0 +1,209 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// The batch forms of the write path: one transaction for many items, one result per item.
+// An item that conflicts, lost its lease or is invalid must not fail or roll back the
+// others; a call that fails as a whole must commit nothing.
+
+var batchTests = []subtest{
+	{"StartMixed", testBatchStartMixed},
+	{"StartFailedCommitsNothing", testBatchStartFailed},
+	{"GetByKey", testBatchGetByKey},
+	{"ClaimMixed", testBatchClaimMixed},
+	{"RecordMixed", testBatchRecordMixed},
+}
+
+// insertParams fills the harness's defaults into a RunInsertParams for RunInsertMany.
+func insertParams(key string, steps ...store.StepInsert) store.RunInsertParams {
+	return store.RunInsertParams{Workflow: defaultWorkflow, RunKey: key, Entity: "entity:" + key,
+		Input: json.RawMessage(`{}`), InputHash: "hash-" + key, Actor: "test", Now: base, Steps: steps}
+}
+
+func testBatchStartMixed(h *harness) {
+	old := h.run("old", step("a"))
+	res, err := h.s.RunInsertMany(h.ctx, []store.RunInsertParams{
+		insertParams("new-1", step("a"), step("b", "a")),
+		insertParams("old", step("a")),                      // known before the batch
+		insertParams("new-1", step("a"), step("b", "a")),    // repeated inside the batch
+		insertParams("", step("a")),                         // invalid: no run key
+		insertParams("new-2", step("a"), step("b", "nope")), // invalid: needs an unknown step
+		insertParams("new-3", step("a")),
+	})
+	if err != nil {
+		h.t.Fatalf("RunInsertMany: %v", err)
+	}
+	if len(res) != 6 {
+		h.t.Fatalf("RunInsertMany returned %d results for 6 params", len(res))
+	}
+	for i, want := range []bool{true, false, false, false, false, true} {
+		r := res[i]
+		if (r.Err != nil) != (i == 3 || i == 4) {
+			h.t.Errorf("result %d: error %v", i, r.Err)
+		}
+		if r.Err != nil {
+			if r.Run != nil {
+				h.t.Errorf("result %d: a run (%+v) with its error", i, r.Run)
+			}
+			continue
+		}
+		if r.Run == nil || r.Created != want {
+			h.t.Errorf("result %d: run %+v created %v, want created %v", i, r.Run, r.Created, want)
+		}
+	}
+	if res[1].Run.ID != old.ID {
+		h.t.Errorf("known key: run %d, want %d", res[1].Run.ID, old.ID)
+	}
+	if res[2].Run.ID != res[0].Run.ID {
+		h.t.Errorf("key repeated in the batch: run %d, want the first's %d", res[2].Run.ID, res[0].Run.ID)
+	}
+	if got := h.steps(res[0].Run.ID); len(got) != 2 || got["b"] == nil || got["b"].Waiting != 1 {
+		h.t.Errorf("steps of new-1 = %v, want a and b (b waiting 1), once", got)
+	}
+	if got := h.steps(res[5].Run.ID); len(got) != 1 || got["a"].State != store.StatePending {
+		h.t.Errorf("steps of new-3 = %v, want a pending", got)
+	}
+	if _, err := h.s.RunGetByKey(h.ctx, defaultWorkflow, "new-2"); !errors.Is(err, store.ErrNotFound) {
+		h.t.Errorf("the invalid param's run: RunGetByKey = %v, want ErrNotFound (nothing written)", err)
+	}
+	h.wantTypes("new-1", h.runEvents(res[0].Run.ID), store.EventRunCreated, store.EventRunDeduplicated)
+	h.wantTypes("old", h.runEvents(old.ID), store.EventRunCreated, store.EventRunDeduplicated)
+	h.wantTypes("new-3", h.runEvents(res[5].Run.ID), store.EventRunCreated)
+	runs, err := h.s.RunList(h.ctx, store.RunListParams{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	wantEqual(h.t, "runs", len(runs), 3)
+}
+
+func testBatchStartFailed(h *harness) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	cancel()
+	res, err := h.s.RunInsertMany(ctx, []store.RunInsertParams{insertParams("a", step("a")), insertParams("b", step("a"))})
+	if err == nil {
+		h.t.Fatalf("RunInsertMany with a cancelled context = %+v, nil; want an error", res)
+	}
+	if res != nil {
+		h.t.Errorf("RunInsertMany failed but returned results %+v", res)
+	}
+	for _, key := range []string{"a", "b"} {
+		if _, err := h.s.RunGetByKey(h.ctx, defaultWorkflow, key); !errors.Is(err, store.ErrNotFound) {
+			h.t.Errorf("run %s after a failed batch: %v, want ErrNotFound", key, err)
+		}
+	}
+}
+
+func testBatchGetByKey(h *harness) {
+	run := h.run("k", step("a"))
+	got, err := h.s.RunGetByKey(h.ctx, defaultWorkflow, "k")
+	if err != nil {
+		h.t.Fatalf("RunGetByKey: %v", err)
+	}
+	if got.ID != run.ID || got.InputHash != run.InputHash || got.RunKey != "k" || got.Entity != "entity:k" {
+		h.t.Errorf("RunGetByKey = %+v, want %+v", got, run)
+	}
+	for _, k := range [][2]string{{defaultWorkflow, "other"}, {"other-workflow", "k"}} {
+		if _, err := h.s.RunGetByKey(h.ctx, k[0], k[1]); !errors.Is(err, store.ErrNotFound) {
+			h.t.Errorf("RunGetByKey(%s, %s) = %v, want ErrNotFound", k[0], k[1], err)
+		}
+	}
+}
+
+// testBatchClaimMixed: one claim meets a free key, a key completed with another request, a
+// key completed with the same request and a key held in flight; each gets its own outcome.
+func testBatchClaimMixed(h *harness) {
+	done := h.runWithKeys("done", base, map[string]string{"a": "k-done", "a.fp": "fp1"}, step("a"))
+	holder := h.runWithKeys("holder", base, map[string]string{"a": "k-held"}, step("a"))
+	cs := h.claim(store.StepClaimParams{Limit: 2})
+	if len(cs.Claimed) != 2 {
+		h.t.Fatalf("setup claim: %d claimed, want 2", len(cs.Claimed))
+	}
+	for _, c := range cs.Claimed {
+		if c.Run.ID == done.ID {
+			h.mustRecord(succeed(c, at(time.Second), `{"n": 1}`))
+		}
+	}
+
+	free := h.runWithKeys("free", at(time.Second), map[string]string{"a": "k-free"}, step("a"))
+	conflict := h.runWithKeys("conflict", at(time.Second), map[string]string{"a": "k-done", "a.fp": "fp2"}, step("a"))
+	reuse := h.runWithKeys("reuse", at(time.Second), map[string]string{"a": "k-done", "a.fp": "fp1"}, step("a"))
+	wait := h.runWithKeys("wait", at(time.Second), map[string]string{"a": "k-held"}, step("a"))
+	res := h.claim(store.StepClaimParams{Now: at(2 * time.Second)})
+	h.wantClaimed(res, 1, 1, 1, h.step(free.ID, "a"))
+	h.wantStep(free.ID, "a", store.StateProcessing, 1, "")
+	h.wantStep(conflict.ID, "a", store.StateNeedsReview, 0, store.ReasonKeyConflict)
+	h.wantStep(reuse.ID, "a", store.StateCompleted, 0, "effect_reused")
+	h.wantStep(wait.ID, "a", store.StatePending, 0, store.ReasonEffectInFlight)
+	h.wantEffect("k-free", store.EffectInFlight, h.step(free.ID, "a"))
+	h.wantEffect("k-held", store.EffectInFlight, h.step(holder.ID, "a"))
+	h.wantTypes("conflict", h.runEvents(conflict.ID), store.EventRunCreated, store.EventEffectConflict,
+		store.EventStepNeedsReview, store.EventRunStateChanged)
+	h.wantTypes("reuse", h.runEvents(reuse.ID), store.EventRunCreated, store.EventEffectReused,
+		store.EventStepCompleted, store.EventRunStateChanged)
+	h.wantTypes("wait", h.runEvents(wait.ID), store.EventRunCreated, store.EventEffectWaiting)
+}
+
+// testBatchRecordMixed: one StepRecord call with a success, a record whose lease was lost,
+// an invalid entry and a retry applies the valid ones and reports the others.
+func testBatchRecordMixed(h *harness) {
+	r1 := h.run("r1", step("a"), step("b", "a"))
+	r2 := h.run("r2", step("a"))
+	r3 := h.run("r3", step("a"))
+	res := h.claim(store.StepClaimParams{})
+	if len(res.Claimed) != 3 {
+		h.t.Fatalf("claim: %d claimed, want 3", len(res.Claimed))
+	}
+	byRun := map[int64]*store.ClaimedStep{}
+	for _, c := range res.Claimed {
+		byRun[c.Run.ID] = c
+	}
+	// r2's lease expires and another worker takes it.
+	if n, err := h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(45 * time.Second), Decide: retryAt(at(45 * time.Second))}); err != nil || n != 3 {
+		h.t.Fatalf("StepReapExpired = %d, %v; want 3", n, err)
+	}
+	again := h.claim(store.StepClaimParams{Now: at(46 * time.Second), Owner: "w2"})
+	if len(again.Claimed) != 3 {
+		h.t.Fatalf("re-claim: %d claimed, want 3", len(again.Claimed))
+	}
+	for _, c := range again.Claimed {
+		if c.Run.ID != r2.ID {
+			byRun[c.Run.ID] = c // r1 and r3 are recorded by w2; r2 by w1, who lost it
+		}
+	}
+	invalid := succeed(byRun[r3.ID], at(47*time.Second), `1`)
+	invalid.NextState = store.StateProcessing
+	errs := h.record(
+		succeed(byRun[r1.ID], at(47*time.Second), `{"ok": true}`),
+		succeed(byRun[r2.ID], at(47*time.Second), `"late"`),
+		invalid,
+		retry(byRun[r3.ID], at(47*time.Second), at(time.Hour)),
+	)
+	if errs[0] != nil || errs[3] != nil {
+		h.t.Errorf("valid entries: %v, %v; want nil", errs[0], errs[3])
+	}
+	if !errors.Is(errs[1], store.ErrLeaseLost) {
+		h.t.Errorf("lost lease entry: %v, want ErrLeaseLost", errs[1])
+	}
+	if errs[2] == nil || errors.Is(errs[2], store.ErrLeaseLost) {
+		h.t.Errorf("invalid entry: %v, want its own error", errs[2])
+	}
+	h.wantStep(r1.ID, "a", store.StateCompleted, 2, "")
+	if b := h.step(r1.ID, "b"); b.Waiting != 0 {
+		h.t.Errorf("r1 b waiting %d, want 0 (released)", b.Waiting)
+	}
+	h.wantStep(r2.ID, "a", store.StateProcessing, 2, "")
+	h.wantStep(r3.ID, "a", store.StateRetrying, 2, store.ReasonRetryableError)
+	// The lost success is kept in the ledger so the effect is not repeated.
+	h.wantEffect(keyOf(r2, "a"), store.EffectCompleted, h.step(r2.ID, "a"))
+	evs := h.runEvents(r2.ID)
+	if len(ofType(evs, store.EventLeaseLost)) != 1 || len(ofType(evs, store.EventLeaseLostRecorded)) != 1 {
+		h.t.Errorf("r2 events %v, want one lease.lost and one lease.lost_result_kept", types(evs))
+	}
+}
