@@ -121,12 +121,16 @@ type queryRower interface {
 }
 
 func getEffect(ctx context.Context, q queryRower, key string) (*store.Effect, error) {
+	return scanEffect(q.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE effect_key = ?`, key))
+}
+
+// scanEffect scans a row of effectColumns.
+func scanEffect(sc scanner) (*store.Effect, error) {
 	var e store.Effect
 	var state string
 	var result []byte
 	var created, completed, retain int64
-	err := q.QueryRowContext(ctx, `SELECT effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until
-		FROM effects WHERE effect_key = ?`, key).Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain)
+	err := sc.Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain)
 	if err != nil {
 		return nil, err
 	}

@@ -159,7 +159,8 @@ func reviewResult(ctx context.Context, tx *sql.Tx, stepID int64, ledger string) 
 // ReviewRetry implements store.ReviewStore.
 func (s *Store) ReviewRetry(ctx context.Context, p store.ReviewRetryParams) (*store.ReviewResult, error) {
 	var res *store.ReviewResult
-	err := s.tx(ctx, "review retry", func(tx *sql.Tx) error {
+	err := s.write(ctx, "review retry", func(w *writeTx) error {
+		tx := w.tx
 		run, st, err := reviewTarget(ctx, tx, p.ReviewAction)
 		if err != nil {
 			return err
@@ -181,10 +182,11 @@ func (s *Store) ReviewRetry(ctx context.Context, p store.ReviewRetryParams) (*st
 			return fmt.Errorf("run %d step %q changed meanwhile: %w", p.RunID, p.Step, store.ErrReviewConflict)
 		}
 		d := reviewDetail(p.Note, st, map[string]any{"send_again": p.SendAgain, "attempt_base": st.Attempt})
-		if err := insertEvent(ctx, tx, stepEvent(store.EventReviewRetried, p.Now, run, st, p.Actor, store.ReasonManualRetry, d)); err != nil {
+		w.event(store.StepEvent(store.EventReviewRetried, p.Now, run, st, p.Actor, store.ReasonManualRetry, d))
+		if err := w.refresh(run.ID, p.Now, p.Actor); err != nil {
 			return err
 		}
-		if err := refreshRunState(ctx, tx, run.ID, now, p.Actor); err != nil {
+		if err := w.flush(); err != nil {
 			return err
 		}
 		res, err = reviewResult(ctx, tx, st.ID, "")
@@ -202,7 +204,8 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	var res *store.ReviewResult
-	err := s.tx(ctx, "review resolve", func(tx *sql.Tx) error {
+	err := s.write(ctx, "review resolve", func(w *writeTx) error {
+		tx := w.tx
 		run, st, err := reviewTarget(ctx, tx, p.ReviewAction)
 		if err != nil {
 			return err
@@ -258,13 +261,14 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 			return fmt.Errorf("run %d step %q changed meanwhile: %w", p.RunID, p.Step, store.ErrReviewConflict)
 		}
 		d := reviewDetail(p.Note, st, map[string]any{"ledger": ledger, "it_happened": p.ItHappened, "output_given": p.Output != nil})
-		if err := insertEvent(ctx, tx, stepEvent(store.EventReviewResolved, p.Now, run, st, p.Actor, store.ReasonResolvedByHand, d)); err != nil {
+		w.event(store.StepEvent(store.EventReviewResolved, p.Now, run, st, p.Actor, store.ReasonResolvedByHand, d))
+		if err := w.release(run.ID, st.Name, now); err != nil {
 			return err
 		}
-		if err := releaseDependents(ctx, tx, run.ID, st.Name, now); err != nil {
+		if err := w.refresh(run.ID, p.Now, p.Actor); err != nil {
 			return err
 		}
-		if err := refreshRunState(ctx, tx, run.ID, now, p.Actor); err != nil {
+		if err := w.flush(); err != nil {
 			return err
 		}
 		res, err = reviewResult(ctx, tx, st.ID, ledger)
@@ -279,7 +283,8 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 // ReviewAbandon implements store.ReviewStore.
 func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store.ReviewResult, error) {
 	var res *store.ReviewResult
-	err := s.tx(ctx, "review abandon", func(tx *sql.Tx) error {
+	err := s.write(ctx, "review abandon", func(w *writeTx) error {
+		tx := w.tx
 		run, st, err := reviewTarget(ctx, tx, p)
 		if err != nil {
 			return err
@@ -301,13 +306,14 @@ func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store
 				return err
 			}
 		}
-		if err := insertEvent(ctx, tx, stepEvent(store.EventReviewAbandoned, p.Now, run, st, p.Actor, store.ReasonAbandoned, reviewDetail(p.Note, st, nil))); err != nil {
+		w.event(store.StepEvent(store.EventReviewAbandoned, p.Now, run, st, p.Actor, store.ReasonAbandoned, reviewDetail(p.Note, st, nil)))
+		if err := w.cancelDependents(run, p.Now); err != nil {
 			return err
 		}
-		if err := cancelDependents(ctx, tx, run, p.Now); err != nil {
+		if err := w.refresh(run.ID, p.Now, p.Actor); err != nil {
 			return err
 		}
-		if err := refreshRunState(ctx, tx, run.ID, now, p.Actor); err != nil {
+		if err := w.flush(); err != nil {
 			return err
 		}
 		res, err = reviewResult(ctx, tx, st.ID, "")
@@ -325,7 +331,8 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	var res *store.RunReplayResult
-	err := s.tx(ctx, "run replay", func(tx *sql.Tx) error {
+	err := s.write(ctx, "run replay", func(w *writeTx) error {
+		tx := w.tx
 		run, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, p.RunID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("run %d: %w", p.RunID, store.ErrNotFound)
@@ -379,10 +386,8 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			}
 			run.Input, run.Entity = p.Input, p.Entity
 			res.Revision = rev
-			if err := insertEvent(ctx, tx, &store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
-				Entity: run.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)}); err != nil {
-				return err
-			}
+			w.event(&store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
+				Entity: run.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)})
 		}
 		waiting := store.ReplayWaiting(steps)
 		for _, st := range reset {
@@ -399,14 +404,15 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			if res.Revision > 0 {
 				d["revision"] = res.Revision
 			}
-			if err := insertEvent(ctx, tx, stepEvent(store.EventReviewReplayed, p.Now, run, st, p.Actor, store.ReasonReplay, d)); err != nil {
-				return err
-			}
+			w.event(store.StepEvent(store.EventReviewReplayed, p.Now, run, st, p.Actor, store.ReasonReplay, d))
 		}
-		if err := skipDependents(ctx, tx, run, p.Now); err != nil {
+		if err := w.skipDependents(run, p.Now); err != nil {
 			return err
 		}
-		if err := refreshRunState(ctx, tx, run.ID, now, p.Actor); err != nil {
+		if err := w.refresh(run.ID, p.Now, p.Actor); err != nil {
+			return err
+		}
+		if err := w.flush(); err != nil {
 			return err
 		}
 		if res.Run, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, run.ID)); err != nil {

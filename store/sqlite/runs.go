@@ -29,54 +29,113 @@ func scanRun(sc scanner) (*store.Run, error) {
 	return &r, nil
 }
 
-// RunInsert implements store.Store.
+// RunInsert implements store.Store: RunInsertMany of one param.
 func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*store.Run, bool, error) {
-	var run *store.Run
-	var created bool
-	err := s.tx(ctx, "run insert", func(tx *sql.Tx) error {
-		now := ts(p.Now)
-		res, err := tx.ExecContext(ctx, `INSERT INTO runs (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (workflow, run_key) DO NOTHING`,
-			p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		created = n == 1
-		run, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE workflow = ? AND run_key = ?`, p.Workflow, p.RunKey))
-		if err != nil {
-			return err
-		}
-		if !created {
-			return insertEvent(ctx, tx, &store.Event{
-				At: p.Now, Type: store.EventRunDeduplicated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
-				Actor: p.Actor, Reason: "run_key_exists",
-				Detail: detail(map[string]any{"run_key": run.RunKey, "same_input": run.InputHash == p.InputHash}),
-			})
-		}
-		for _, st := range p.Steps {
-			needs, err := json.Marshal(nonNil(st.Needs))
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO steps (run_id, workflow, name, needs, waiting, state, next_at, created_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
-				run.ID, run.Workflow, st.Name, string(needs), len(st.Needs), now, now, now); err != nil {
-				return fmt.Errorf("step %q: %w", st.Name, err)
-			}
-		}
-		return insertEvent(ctx, tx, &store.Event{
-			At: p.Now, Type: store.EventRunCreated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
-			Actor: p.Actor, Detail: detail(map[string]any{"run_key": run.RunKey, "steps": len(p.Steps)}),
-		})
-	})
+	res, err := s.RunInsertMany(ctx, []store.RunInsertParams{p})
 	if err != nil {
 		return nil, false, err
 	}
-	return run, created, nil
+	if res[0].Err != nil {
+		return nil, false, res[0].Err
+	}
+	return res[0].Run, res[0].Created, nil
+}
+
+// RunInsertMany implements store.Store: one transaction whatever the batch's size, with
+// one prepared INSERT per run and multi-row inserts of the steps and the audit events.
+func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]store.RunInsertResult, error) {
+	results := make([]store.RunInsertResult, len(ps))
+	valid := 0
+	for i := range ps {
+		if err := validRunInsert(&ps[i]); err != nil {
+			results[i].Err = fmt.Errorf("sqlite: %w", err)
+			continue
+		}
+		valid++
+	}
+	if valid == 0 {
+		return results, nil
+	}
+	err := s.write(ctx, "run insert", func(w *writeTx) error {
+		type runKey struct{ workflow, key string }
+		seen := make(map[runKey]*store.Run, valid)
+		for i := range ps {
+			p, r := &ps[i], &results[i]
+			if r.Err != nil {
+				continue
+			}
+			k := runKey{p.Workflow, p.RunKey}
+			run := seen[k]
+			if run == nil {
+				var err error
+				if run, r.Created, err = insertRun(w, p); err != nil {
+					return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
+				}
+				seen[k] = run
+			}
+			r.Run = run
+			w.event(store.RunInsertEvent(p, run, r.Created))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// validRunInsert is RunInsertParams.Validate plus what the runs table requires (an input:
+// the column is NOT NULL), so that such a param fails alone rather than the batch.
+func validRunInsert(p *store.RunInsertParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if p.Input == nil {
+		return errors.New("run insert: the input is required (JSON null for none)")
+	}
+	return nil
+}
+
+// insertRun inserts one run and buffers its steps, or reads the existing run for its key.
+func insertRun(w *writeTx, p *store.RunInsertParams) (*store.Run, bool, error) {
+	now := ts(p.Now)
+	res, err := w.exec(stmtRunInsert, p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now)
+	if err != nil {
+		return nil, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err != nil {
+			return nil, false, err
+		}
+		run, err := scanRun(w.queryRow(stmtRunByKey, p.Workflow, p.RunKey))
+		return run, false, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return nil, false, err
+	}
+	run := &store.Run{ID: id, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Input: p.Input,
+		InputHash: p.InputHash, State: store.StatePending, CreatedAt: fromTS(now), UpdatedAt: fromTS(now)}
+	for _, st := range p.Steps {
+		needs, err := json.Marshal(nonNil(st.Needs))
+		if err != nil {
+			return nil, false, err
+		}
+		w.insertStep(id, p.Workflow, st.Name, string(needs), len(st.Needs), now)
+	}
+	return run, true, nil
+}
+
+// RunGetByKey implements store.Store.
+func (s *Store) RunGetByKey(ctx context.Context, workflow, runKey string) (*store.Run, error) {
+	run, err := scanRun(s.runByKey.QueryRowContext(ctx, workflow, runKey))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: run %s/%s: %w", workflow, runKey, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: run get: %w", err)
+	}
+	return run, nil
 }
 
 // RunGetByID implements store.Store.
@@ -138,43 +197,6 @@ func (s *Store) RunList(ctx context.Context, p store.RunListParams) ([]*store.Ru
 		out = append(out, run)
 	}
 	return out, rows.Err()
-}
-
-// refreshRunState re-derives a run's state from its steps and stores it, appending a
-// run.state_changed event when it changed.
-func refreshRunState(ctx context.Context, tx *sql.Tx, runID int64, at int64, actor string) error {
-	rows, err := tx.QueryContext(ctx, `SELECT state, waiting FROM steps WHERE run_id = ?`, runID)
-	if err != nil {
-		return err
-	}
-	var steps []store.StepStatus
-	for rows.Next() {
-		var st string
-		var w int
-		if err := rows.Scan(&st, &w); err != nil {
-			rows.Close()
-			return err
-		}
-		steps = append(steps, store.StepStatus{State: store.State(st), Waiting: w})
-	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	next := store.DeriveRunState(steps)
-	var prev, workflow, entity string
-	if err := tx.QueryRowContext(ctx, `SELECT state, workflow, entity FROM runs WHERE id = ?`, runID).Scan(&prev, &workflow, &entity); err != nil {
-		return err
-	}
-	if prev == string(next) {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, updated_at = ? WHERE id = ?`, string(next), at, runID); err != nil {
-		return err
-	}
-	return insertEvent(ctx, tx, &store.Event{
-		At: fromTS(at), Type: store.EventRunStateChanged, RunID: runID, Workflow: workflow, Entity: entity,
-		Actor: actor, Detail: detail(map[string]any{"from": prev, "to": string(next)}),
-	})
 }
 
 func nonNil(s []string) []string {

@@ -1,0 +1,461 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// writeTx is one transaction of the write path (starts, claims, records, reaps, review
+// actions). It binds the prepared statements to the transaction, buffers the audit events
+// appended in it and writes them with multi-row inserts before the commit (in the order
+// they were appended, so their IDs follow that order), and keeps the steps of the runs it
+// touches in memory, so that a run's state is re-derived after each item without reading
+// the run's steps again and is written once, before the commit.
+//
+// The copy in memory is exact because the transaction holds SQLite's write lock from its
+// first statement (BEGIN IMMEDIATE) and every change to the state or waiting count of a
+// step whose run it read goes through writeTx, which applies it to the copy too. Code that
+// changes steps with its own SQL (the review actions) does so before the transaction
+// first reads the run.
+type writeTx struct {
+	// ctx carries the caller's values but not its cancellation: a cancelled call rolls the
+	// transaction back (database/sql watches the context given to BeginTx), and statements
+	// without a deadline skip the driver's per-statement interrupt watcher.
+	ctx   context.Context
+	tx    *sql.Tx
+	prep  *statements
+	bound [numStmts]*sql.Stmt
+
+	events      []*store.Event
+	stepRows    []any // buffered rows of stepInsertArgs values
+	attemptRows []any // buffered rows of attemptInsertArgs values
+	runs        map[int64]*runSteps
+	steps       map[int64]*stepStatus // the steps of runs, by ID
+	dirty       []*runSteps           // runs whose state changed and is not written yet
+}
+
+// runSteps is what a writeTx knows of a run: the run and the status of each of its steps.
+type runSteps struct {
+	run *store.Run // ID, Workflow, Entity and State (the state derived last)
+	// changed is set when State changed since the last flush; updatedAt is then when.
+	changed   bool
+	updatedAt int64
+	steps     []*stepStatus
+	// outputs is set when the outputs of completed steps were loaded.
+	outputs bool
+	scratch []store.StepStatus
+}
+
+// stepStatus is the part of a step that decides its run's state and its dependents.
+type stepStatus struct {
+	id        int64
+	runID     int64
+	name      string
+	effectKey string
+	needs     string // JSON array, parsed by needsOf
+	parsed    []string
+	isParsed  bool
+	state     store.State
+	waiting   int
+	output    json.RawMessage // completed steps, when loaded with outputs
+}
+
+// write runs fn in one write transaction with a writeTx, flushes what it buffered and
+// commits.
+func (s *Store) write(ctx context.Context, op string, fn func(w *writeTx) error) error {
+	return s.tx(ctx, op, func(tx *sql.Tx) error {
+		w := &writeTx{ctx: context.WithoutCancel(ctx), tx: tx, prep: s.prep, runs: map[int64]*runSteps{}, steps: map[int64]*stepStatus{}}
+		if err := fn(w); err != nil {
+			return err
+		}
+		return w.flush()
+	})
+}
+
+// stmt returns prepared statement id bound to the transaction.
+func (w *writeTx) stmt(id stmtID) *sql.Stmt {
+	if w.bound[id] == nil {
+		w.bound[id] = w.tx.StmtContext(w.ctx, w.prep[id])
+	}
+	return w.bound[id]
+}
+
+func (w *writeTx) exec(id stmtID, args ...any) (sql.Result, error) {
+	return w.stmt(id).ExecContext(w.ctx, args...)
+}
+
+// execN runs statement id and returns how many rows it changed.
+func (w *writeTx) execN(id stmtID, args ...any) (int64, error) {
+	r, err := w.stmt(id).ExecContext(w.ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+func (w *writeTx) query(id stmtID, args ...any) (*sql.Rows, error) {
+	return w.stmt(id).QueryContext(w.ctx, args...)
+}
+
+func (w *writeTx) queryRow(id stmtID, args ...any) *sql.Row {
+	return w.stmt(id).QueryRowContext(w.ctx, args...)
+}
+
+// event appends an audit event to the transaction.
+func (w *writeTx) event(e *store.Event) { w.events = append(w.events, e) }
+
+// insertStep buffers a new step's row.
+func (w *writeTx) insertStep(runID int64, workflow, name, needs string, waiting int, now int64) {
+	w.stepRows = append(w.stepRows, runID, workflow, name, needs, waiting, now, now, now)
+}
+
+// insertAttempt buffers a new attempt's row.
+func (w *writeTx) insertAttempt(runID, stepID int64, name string, number int, key, worker string, now int64) {
+	w.attemptRows = append(w.attemptRows, runID, stepID, name, number, key, worker, now)
+}
+
+// flush writes the buffered steps and attempts, the run states that changed and the buffered events.
+func (w *writeTx) flush() error {
+	if err := w.bulk(stmtStepsBulk, stepInsertArgs, w.stepRows); err != nil {
+		return fmt.Errorf("insert steps: %w", err)
+	}
+	w.stepRows = w.stepRows[:0]
+	if err := w.bulk(stmtAttemptsBulk, attemptInsertArgs, w.attemptRows); err != nil {
+		return fmt.Errorf("insert attempts: %w", err)
+	}
+	w.attemptRows = w.attemptRows[:0]
+	for _, rs := range w.dirty {
+		if _, err := w.exec(stmtRunStateSet, string(rs.run.State), rs.updatedAt, rs.run.ID); err != nil {
+			return fmt.Errorf("run %d: state: %w", rs.run.ID, err)
+		}
+		rs.changed = false
+	}
+	w.dirty = w.dirty[:0]
+	if len(w.events) == 0 {
+		return nil
+	}
+	args := make([]any, 0, len(w.events)*eventArgs)
+	for _, e := range w.events {
+		d := string(e.Detail)
+		if d == "" {
+			d = `{}`
+		}
+		args = append(args, ts(e.At), e.Type, e.RunID, e.StepID, e.Workflow, e.Entity, e.StepName, e.EffectKey, e.Attempt, e.Actor, e.Reason, d)
+	}
+	if err := w.bulk(stmtEventsBulk, eventArgs, args); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	w.events = w.events[:0]
+	return nil
+}
+
+// bulk inserts the rows in args (n values each) with the multi-row statements that start at
+// first, one per size of bulkSizes.
+func (w *writeTx) bulk(first stmtID, n int, args []any) error {
+	rows := len(args) / n
+	for rows > 0 {
+		for i, size := range bulkSizes {
+			if size > rows {
+				continue
+			}
+			if _, err := w.exec(first+stmtID(i), args[:size*n]...); err != nil {
+				return err
+			}
+			args, rows = args[size*n:], rows-size
+			break
+		}
+	}
+	return nil
+}
+
+// idList encodes IDs as the JSON array the json_each statements take.
+func idList(ids []int64) string {
+	b := make([]byte, 0, 2+len(ids)*8)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
+}
+
+// known reports whether the transaction knows run id (with the outputs of its completed
+// steps, if outputs).
+func (w *writeTx) known(id int64, outputs bool) bool {
+	rs := w.runs[id]
+	return rs != nil && (rs.outputs || !outputs)
+}
+
+// loadRuns reads the runs that query q (stmtRunsByIDs or stmtRunsOfSteps) returns for ids,
+// and their steps, unless the transaction knows them already.
+func (w *writeTx) loadRuns(q stmtID, ids []int64, outputs bool) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := w.query(q, idList(ids))
+	if err != nil {
+		return err
+	}
+	var runs []*store.Run
+	for rows.Next() {
+		r := &store.Run{}
+		var state string
+		if err := rows.Scan(&r.ID, &r.Workflow, &r.Entity, &state); err != nil {
+			rows.Close()
+			return err
+		}
+		r.State = store.State(state)
+		runs = append(runs, r)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return w.addRuns(runs, outputs)
+}
+
+// addRuns adds runs the caller read in this transaction (ID, Workflow, Entity and State
+// are kept) and reads their steps' statuses, with the outputs of completed steps if
+// outputs, unless the transaction knows them already.
+func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
+	var load []int64
+	for _, r := range runs {
+		if w.known(r.ID, outputs) {
+			continue
+		}
+		if w.runs[r.ID] != nil {
+			// Read again with the outputs: write what is buffered first, so that the
+			// run's stored state is the one derived last.
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+		w.runs[r.ID] = &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}, outputs: outputs}
+		load = append(load, r.ID)
+	}
+	if len(load) == 0 {
+		return nil
+	}
+	q := stmtStepsOfRuns
+	if outputs {
+		q = stmtStepsOfRunsWithOutputs
+	}
+	rows, err := w.query(q, idList(load))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		st := &stepStatus{}
+		var state string
+		var output []byte
+		if err := rows.Scan(&st.id, &st.runID, &st.name, &st.needs, &state, &st.waiting, &st.effectKey, &output); err != nil {
+			return err
+		}
+		st.state = store.State(state)
+		if st.state == store.StateCompleted && output != nil {
+			st.output = json.RawMessage(output)
+		}
+		w.runs[st.runID].steps = append(w.runs[st.runID].steps, st)
+		w.steps[st.id] = st
+	}
+	return rows.Err()
+}
+
+// run returns what the transaction knows of a run, reading it first if needed.
+func (w *writeTx) run(id int64) (*runSteps, error) {
+	if rs := w.runs[id]; rs != nil {
+		return rs, nil
+	}
+	if err := w.loadRuns(stmtRunsByIDs, []int64{id}, false); err != nil {
+		return nil, err
+	}
+	rs := w.runs[id]
+	if rs == nil {
+		return nil, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
+	}
+	return rs, nil
+}
+
+func (rs *runSteps) step(id int64) *stepStatus {
+	for _, st := range rs.steps {
+		if st.id == id {
+			return st
+		}
+	}
+	return nil
+}
+
+// needsOf returns the names st needs.
+func (st *stepStatus) needsOf() ([]string, error) {
+	if !st.isParsed {
+		if err := json.Unmarshal([]byte(st.needs), &st.parsed); err != nil {
+			return nil, fmt.Errorf("step %d: needs: %w", st.id, err)
+		}
+		st.isParsed = true
+	}
+	return st.parsed, nil
+}
+
+// outputsOf returns a new map of the outputs of the run's completed steps by name.
+func (rs *runSteps) outputsOf() map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(rs.steps))
+	for _, st := range rs.steps {
+		if st.state == store.StateCompleted {
+			out[st.name] = st.output
+		}
+	}
+	return out
+}
+
+// setStep records in memory that step id of run runID is now in state (with output, for
+// a completed step).
+func (w *writeTx) setStep(runID, id int64, state store.State, output json.RawMessage) error {
+	rs, err := w.run(runID)
+	if err != nil {
+		return err
+	}
+	if st := rs.step(id); st != nil {
+		st.state = state
+		if state == store.StateCompleted {
+			st.output = output
+		}
+	}
+	return nil
+}
+
+// refresh re-derives a run's state from its steps after one item, and appends a
+// run.state_changed event when it changed. The state is written by flush.
+func (w *writeTx) refresh(runID int64, at time.Time, actor string) error {
+	rs, err := w.run(runID)
+	if err != nil {
+		return err
+	}
+	rs.scratch = rs.scratch[:0]
+	for _, st := range rs.steps {
+		rs.scratch = append(rs.scratch, store.StepStatus{State: st.state, Waiting: st.waiting})
+	}
+	next := store.DeriveRunState(rs.scratch)
+	if next == rs.run.State {
+		return nil
+	}
+	w.event(store.RunStateEvent(at, rs.run.ID, rs.run.Workflow, rs.run.Entity, actor, rs.run.State, next))
+	rs.run.State, rs.updatedAt = next, ts(at)
+	if !rs.changed {
+		rs.changed = true
+		w.dirty = append(w.dirty, rs)
+	}
+	return nil
+}
+
+// release lets the pending steps of a run that need the step called name run once their
+// other needs are met.
+func (w *writeTx) release(runID int64, name string, now int64) error {
+	rs, err := w.run(runID)
+	if err != nil {
+		return err
+	}
+	for _, st := range rs.steps {
+		if st.state != store.StatePending || st.waiting <= 0 {
+			continue
+		}
+		needs, err := st.needsOf()
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(needs, name) {
+			continue
+		}
+		n, err := w.execN(stmtStepRelease, now, now, st.id)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			st.waiting--
+		}
+	}
+	return nil
+}
+
+// cancelDependents cancels, transitively, the pending steps that need a failed or
+// cancelled step.
+func (w *writeTx) cancelDependents(run *store.Run, at time.Time) error {
+	return w.propagate(run, at, stmtStepCancelDependents, store.StateCancelled, store.ReasonDependencyFailed, store.EventStepCancelled,
+		store.StateFailed, store.StateCancelled)
+}
+
+// skipDependents skips, transitively, the pending steps that need a skipped step.
+func (w *writeTx) skipDependents(run *store.Run, at time.Time) error {
+	return w.propagate(run, at, stmtStepSkipDependents, store.StateSkipped, store.ReasonDependencySkipped, store.EventStepSkipped,
+		store.StateSkipped)
+}
+
+// propagate moves, transitively, the pending steps of run that need a step in one of the
+// states causes to state, appending an event for each. It asks the database only when a
+// pending step needs such a step.
+func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.State, reason, event string, causes ...store.State) error {
+	rs, err := w.run(run.ID)
+	if err != nil {
+		return err
+	}
+	if ok, err := rs.anyPendingNeeds(causes); err != nil || !ok {
+		return err
+	}
+	for {
+		rows, err := w.query(q, string(state), reason, ts(at), run.ID)
+		if err != nil {
+			return err
+		}
+		var moved []*store.Step
+		for rows.Next() {
+			st := &store.Step{}
+			if err := rows.Scan(&st.ID, &st.Name, &st.Attempt); err != nil {
+				rows.Close()
+				return err
+			}
+			moved = append(moved, st)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if len(moved) == 0 {
+			return nil
+		}
+		for _, st := range moved {
+			if s := rs.step(st.ID); s != nil {
+				s.state = state
+			}
+			w.event(store.StepEvent(event, at, run, st, store.ActorEngine, reason, nil))
+		}
+	}
+}
+
+// anyPendingNeeds reports whether a pending step of the run needs a step in one of the
+// states causes.
+func (rs *runSteps) anyPendingNeeds(causes []store.State) (bool, error) {
+	for _, st := range rs.steps {
+		if st.state != store.StatePending || st.needs == "[]" {
+			continue
+		}
+		needs, err := st.needsOf()
+		if err != nil {
+			return false, err
+		}
+		for _, n := range needs {
+			for _, d := range rs.steps {
+				if d.name == n && slices.Contains(causes, d.state) {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}
