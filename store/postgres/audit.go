@@ -182,23 +182,28 @@ func (s *Store) EffectGetByKey(ctx context.Context, key string) (*store.Effect, 
 	return e, nil
 }
 
-// getEffect reads a ledger row, locking it until the transaction ends if forUpdate.
-func getEffect(ctx context.Context, q querier, key string, forUpdate bool) (*store.Effect, error) {
+// effectColumns are the columns of a ledger row, as scanEffect reads them.
+const effectColumns = `effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until`
+
+func scanEffect(row pgx.Row) (*store.Effect, error) {
 	var e store.Effect
 	var state string
 	var result []byte
 	var created time.Time
 	var completed, retain pgtype.Timestamptz
-	sql := `SELECT effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until
-		FROM effects WHERE effect_key = $1`
-	if forUpdate {
-		sql += ` FOR UPDATE`
-	}
-	err := q.QueryRow(ctx, sql, key).Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain)
-	if err != nil {
+	if err := row.Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain); err != nil {
 		return nil, err
 	}
 	e.State, e.Result = store.EffectState(state), json.RawMessage(result)
 	e.CreatedAt, e.CompletedAt, e.RetainUntil = created.UTC(), fromTS(completed), fromTS(retain)
 	return &e, nil
+}
+
+// getEffect reads a ledger row, locking it until the transaction ends if forUpdate.
+func getEffect(ctx context.Context, q querier, key string, forUpdate bool) (*store.Effect, error) {
+	sql := `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = $1`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	return scanEffect(q.QueryRow(ctx, sql, key))
 }

@@ -16,7 +16,7 @@ const (
 	listenRetryMax = 5 * time.Second
 )
 
-// Notifications implements store.Notifier with LISTEN/NOTIFY. RunInsert (and RunInsertTx,
+// Notifications implements store.Notifier with LISTEN/NOTIFY. RunInsert, RunInsertMany (and RunInsertTx,
 // on the caller's commit), StepRecord and StepReapExpired notify, from inside their
 // transactions, when they make a step due now; PostgreSQL delivers a notification only if
 // its transaction commits. Each call listens on a dedicated connection, outside the pool,

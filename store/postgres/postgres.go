@@ -21,6 +21,21 @@
 // with jittered backoff. A failure during COMMIT is returned (the outcome is unknown) and
 // never retried blindly.
 //
+// # Batches
+//
+// RunInsertMany, StepClaim and StepRecord take a batch in a fixed number of round trips,
+// whatever its size: each statement covers every item at once (multi-row INSERT … ON
+// CONFLICT, UPDATE … FROM unnest(…) … RETURNING), the statements that do not depend on
+// each other's results travel together in one pgx.Batch, BEGIN travels with the first
+// statement, and a transaction's audit events are one INSERT sent with its last writes. An
+// item's compare-and-set outcome is read from RETURNING, so one item's conflict or lost
+// lease never fails the others. Rows are locked in a fixed order (steps, then runs by ID,
+// then ledger rows by key) so that concurrent batches never wait for each other in a
+// cycle. Statements are prepared once per connection. The claim's and the reaper's locking
+// scans are planned for their parameters on every execution (SET LOCAL
+// plan_cache_mode=force_custom_plan in the same round trip): a generic plan chosen while
+// the steps table is nearly empty would otherwise scan every step for the due ones.
+//
 // # Audit trail order
 //
 // Event IDs come from a sequence when an event is inserted, so a transaction may commit an
@@ -44,6 +59,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -194,11 +210,12 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// txn is one transaction of the store: the pgx transaction plus the audit events and the
-// notification it will write just before it commits.
+// txn is one transaction of the store: the pgx transaction plus the statements, audit
+// events and notification it will send in one round trip just before it commits.
 type txn struct {
-	pgx.Tx
+	conn
 	s      *Store
+	queued *pgx.Batch
 	events []*store.Event
 	notify bool
 }
@@ -206,25 +223,68 @@ type txn struct {
 // event appends e to the transaction's audit events.
 func (t *txn) event(e *store.Event) { t.events = append(t.events, e) }
 
-// flush writes the buffered events, after marking the transaction as an event writer (see
-// EventList), and the notification, in one round trip.
-func (t *txn) flush(ctx context.Context) error {
-	if len(t.events) == 0 && !t.notify {
+// queue adds a write whose result nothing in the transaction reads to the round trip of
+// flush, ahead of the events.
+func (t *txn) queue(sql string, args ...any) {
+	if t.queued == nil {
+		t.queued = &pgx.Batch{}
+	}
+	t.queued.Queue(sql, args...)
+}
+
+// sendQueued sends the queued writes at once.
+func (t *txn) sendQueued(ctx context.Context) error {
+	if t.queued == nil {
 		return nil
 	}
-	b := &pgx.Batch{}
-	if len(t.events) > 0 {
+	b := t.queued
+	t.queued = nil
+	return t.SendBatch(ctx, b).Close()
+}
+
+// flush sends the queued writes, then the buffered events, after marking the transaction
+// as an event writer (see EventList), then the notification, in one round trip. Events
+// are made storable here, whoever built them: text without NUL bytes or invalid UTF-8 and
+// details without the escape \u0000, which jsonb refuses.
+func (t *txn) flush(ctx context.Context) error {
+	if t.queued == nil && len(t.events) == 0 && !t.notify {
+		return nil
+	}
+	b := t.queued
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	t.queued = nil
+	if n := len(t.events); n > 0 {
 		// The mark must be held before the first ID is drawn: it names the last ID drawn so
 		// far, below every ID this transaction will draw, wrapped to 32 bits.
 		b.Queue(`SELECT pg_advisory_xact_lock_shared($1::int4,
 			(SELECT CASE WHEN v >= 2147483648 THEN v - 4294967296 ELSE v END
 			 FROM (SELECT (CASE WHEN is_called THEN last_value ELSE last_value - 1 END) & 4294967295 AS v FROM events_id_seq) m)::int4)`,
 			t.s.eventMarkKey)
-		for _, e := range t.events {
-			b.Queue(`INSERT INTO events (at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)`,
-				e.At, e.Type, e.RunID, e.StepID, e.Workflow, e.Entity, e.StepName, e.EffectKey, e.Attempt, e.Actor, clean(e.Reason), string(e.Detail))
+		ats := make([]time.Time, n)
+		typs, workflows, entities, stepNames, keys, actors, reasons, details := make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		runIDs, stepIDs := make([]int64, n), make([]int64, n)
+		attempts := make([]int32, n)
+		for i, e := range t.events {
+			ats[i], typs[i], runIDs[i], stepIDs[i], attempts[i] = e.At, clean(e.Type), e.RunID, e.StepID, int32(e.Attempt)
+			workflows[i], entities[i], stepNames[i], keys[i] = clean(e.Workflow), clean(e.Entity), clean(e.StepName), clean(e.EffectKey)
+			actors[i], reasons[i] = clean(e.Actor), clean(e.Reason)
+			d := e.Detail
+			if len(d) == 0 {
+				d = json.RawMessage(`{}`)
+			}
+			details[i] = string(jsonbSafe(d))
 		}
+		// IDs are drawn in the order of the rows, which is the order of the events.
+		b.Queue(`INSERT INTO events (at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail)
+			SELECT u.at, u.type, u.run_id, u.step_id, u.workflow, u.entity, u.step_name, u.effect_key, u.attempt, u.actor, u.reason, u.detail::jsonb
+			FROM unnest($1::timestamptz[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
+				$9::int4[], $10::text[], $11::text[], $12::text[]) WITH ORDINALITY
+				AS u(at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail, ord)
+			ORDER BY u.ord`,
+			ats, typs, runIDs, stepIDs, workflows, entities, stepNames, keys, attempts, actors, reasons, details)
 		t.events = nil
 	}
 	if t.notify {
@@ -232,7 +292,7 @@ func (t *txn) flush(ctx context.Context) error {
 		t.notify = false
 	}
 	if err := t.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("append events: %w", err)
+		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }
@@ -272,29 +332,24 @@ func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error 
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return err
-	}
-	t := &txn{Tx: tx, s: s}
-	err = fn(t)
+	x := &pooledTx{pool: s.pool}
+	t := &txn{conn: x, s: s}
+	err := fn(t)
 	if err == nil {
 		err = t.flush(ctx)
 	}
 	if err != nil {
-		// Whether the connection broke must be asked before the rollback, which hands it
-		// back to the pool.
-		lost := tx.Conn().IsClosed()
+		lost := x.connLost()
 		// A rollback on a broken connection fails too; the server rolls back either way.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = tx.Rollback(rctx)
+		x.rollback(rctx)
 		cancel()
 		if lost && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return &connLostError{err}
 		}
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := x.commit(ctx); err != nil {
 		if pgconn.SafeToRetry(err) {
 			return err // COMMIT was never sent: the transaction rolled back
 		}

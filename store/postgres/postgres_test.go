@@ -733,3 +733,38 @@ func withParams(u string, params url.Values) string {
 	}
 	return u + "?" + params.Encode()
 }
+
+// Text PostgreSQL cannot store in a run's key or a step's effect key fails only its own
+// item: the param gets its own error, the candidate is parked with an invalid key, and the
+// others of the batch go on.
+func TestBatchUnstorableText(t *testing.T) {
+	t.Parallel()
+	s := freshStore(t)
+	params := func(key string) store.RunInsertParams {
+		return store.RunInsertParams{Workflow: "orders", RunKey: key, Input: json.RawMessage(`{}`), Now: base, Steps: []store.StepInsert{{Name: "a"}}}
+	}
+	res, err := s.RunInsertMany(t.Context(), []store.RunInsertParams{params("good"), params("bad\x00key"), params("also-good")})
+	if err != nil {
+		t.Fatalf("RunInsertMany: %v", err)
+	}
+	if res[0].Err != nil || !res[0].Created || res[1].Err == nil || res[1].Run != nil || res[2].Err != nil || !res[2].Created {
+		t.Fatalf("RunInsertMany = %+v, want the middle param refused alone", res)
+	}
+	claim, err := s.StepClaim(t.Context(), store.StepClaimParams{Owner: "w1", Now: base, LeaseFor: time.Minute, Limit: 10, Workflows: []string{"orders"},
+		Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
+			if c.Run.RunKey == "good" {
+				return store.EffectSpec{Key: "nul\x00key"}, nil
+			}
+			return store.EffectSpec{Key: "fine"}, nil
+		}})
+	if err != nil {
+		t.Fatalf("StepClaim: %v", err)
+	}
+	if len(claim.Claimed) != 1 || claim.Claimed[0].Run.ID != res[2].Run.ID || claim.Parked != 1 {
+		t.Fatalf("StepClaim = %+v, want also-good claimed and good parked", claim)
+	}
+	steps, err := s.StepListByRun(t.Context(), res[0].Run.ID)
+	if err != nil || len(steps) != 1 || steps[0].State != store.StateNeedsReview || steps[0].Reason != store.ReasonInvalidKey {
+		t.Errorf("steps of good = %+v, %v; want a parked with reason %s", steps, err, store.ReasonInvalidKey)
+	}
+}

@@ -178,7 +178,7 @@ func (s *Store) ReviewRetry(ctx context.Context, p store.ReviewRetryParams) (*st
 			return err
 		}
 		d := reviewDetail(p.Note, st, map[string]any{"send_again": p.SendAgain, "attempt_base": st.Attempt})
-		t.event(stepEvent(store.EventReviewRetried, p.Now, run, st, p.Actor, store.ReasonManualRetry, d))
+		t.event(store.StepEvent(store.EventReviewRetried, p.Now, run, st, p.Actor, store.ReasonManualRetry, d))
 		t.notify = true
 		if err := refreshRunState(ctx, t, run.ID, p.Now, p.Actor); err != nil {
 			return err
@@ -248,7 +248,7 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 			return err
 		}
 		d := reviewDetail(p.Note, st, map[string]any{"ledger": ledger, "it_happened": p.ItHappened, "output_given": p.Output != nil})
-		t.event(stepEvent(store.EventReviewResolved, p.Now, run, st, p.Actor, store.ReasonResolvedByHand, d))
+		t.event(store.StepEvent(store.EventReviewResolved, p.Now, run, st, p.Actor, store.ReasonResolvedByHand, d))
 		due, err := releaseDependents(ctx, t, run.ID, st.Name, p.Now)
 		if err != nil {
 			return err
@@ -294,7 +294,7 @@ func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store
 				return err
 			}
 		}
-		t.event(stepEvent(store.EventReviewAbandoned, p.Now, run, st, p.Actor, store.ReasonAbandoned, reviewDetail(p.Note, st, nil)))
+		t.event(store.StepEvent(store.EventReviewAbandoned, p.Now, run, st, p.Actor, store.ReasonAbandoned, reviewDetail(p.Note, st, nil)))
 		if err := cancelDependents(ctx, t, run, p.Now); err != nil {
 			return err
 		}
@@ -378,7 +378,7 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			if res.Revision > 0 {
 				d["revision"] = res.Revision
 			}
-			t.event(stepEvent(store.EventReviewReplayed, p.Now, run, st, p.Actor, store.ReasonReplay, d))
+			t.event(store.StepEvent(store.EventReviewReplayed, p.Now, run, st, p.Actor, store.ReasonReplay, d))
 		}
 		t.notify = true
 		if err := skipDependents(ctx, t, run, p.Now); err != nil {

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,19 +40,57 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 	return &r, nil
 }
 
-// RunInsert implements store.Store.
+// RunInsert implements store.Store: RunInsertMany of one param.
 func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*store.Run, bool, error) {
-	var run *store.Run
-	var created bool
-	err := s.tx(ctx, "run insert", func(t *txn) error {
-		var err error
-		run, created, err = runInsert(ctx, t, p)
-		return err
-	})
+	res, err := s.RunInsertMany(ctx, []store.RunInsertParams{p})
 	if err != nil {
 		return nil, false, err
 	}
-	return run, created, nil
+	return res[0].Run, res[0].Created, res[0].Err
+}
+
+// RunInsertMany implements store.Store. The batch is one transaction of a few round trips
+// whatever its size: one multi-row INSERT … ON CONFLICT DO NOTHING of the runs, one SELECT
+// of those that existed, one INSERT of every new run's steps sent together with the audit
+// events.
+func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]store.RunInsertResult, error) {
+	results := make([]store.RunInsertResult, len(ps))
+	valid := 0
+	for i := range ps {
+		if err := validRunInsert(&ps[i]); err != nil {
+			results[i].Err = fmt.Errorf("postgres: %w", err)
+			continue
+		}
+		valid++
+	}
+	if valid == 0 {
+		return results, nil
+	}
+	err := s.tx(ctx, "run insert", func(t *txn) error {
+		return runInsertMany(ctx, t, ps, results)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// validRunInsert is RunInsertParams.Validate plus what PostgreSQL cannot store in a text
+// column (NUL bytes, invalid UTF-8), so that such a param fails alone rather than the batch.
+func validRunInsert(p *store.RunInsertParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	texts := []string{p.Workflow, p.RunKey, p.Entity, p.InputHash}
+	for _, st := range p.Steps {
+		texts = append(texts, st.Name)
+	}
+	for _, s := range texts {
+		if clean(s) != s {
+			return fmt.Errorf("run insert: %q contains a NUL byte or invalid UTF-8, which PostgreSQL cannot store", s)
+		}
+	}
+	return nil
 }
 
 // RunInsertTx implements store.TxRunInserter: tx must be a pgx.Tx on this store's database.
@@ -61,6 +101,9 @@ func (s *Store) RunInsertTx(ctx context.Context, tx any, p store.RunInsertParams
 	outer, ok := tx.(pgx.Tx)
 	if !ok {
 		return nil, false, fmt.Errorf("postgres: run insert in the caller's transaction: got a %T, want a pgx.Tx (from pgx or pgxpool Begin)", tx)
+	}
+	if err := validRunInsert(&p); err != nil {
+		return nil, false, fmt.Errorf("postgres: %w", err)
 	}
 	sp, err := outer.Begin(ctx) // a savepoint
 	if err != nil {
@@ -86,8 +129,9 @@ func (s *Store) runInsertTx(ctx context.Context, sp pgx.Tx, p store.RunInsertPar
 	if _, err := sp.Exec(ctx, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{s.schema}.Sanitize()); err != nil {
 		return nil, false, err
 	}
-	t := &txn{Tx: sp, s: s}
-	run, created, err := runInsert(ctx, t, p)
+	t := &txn{conn: sp, s: s}
+	res := make([]store.RunInsertResult, 1)
+	err := runInsertMany(ctx, t, []store.RunInsertParams{p}, res)
 	if err == nil {
 		err = t.flush(ctx)
 	}
@@ -97,46 +141,145 @@ func (s *Store) runInsertTx(ctx context.Context, sp pgx.Tx, p store.RunInsertPar
 	if _, err := sp.Exec(ctx, `SELECT set_config('search_path', $1, true)`, prev); err != nil {
 		return nil, false, err
 	}
-	return run, created, nil
+	return res[0].Run, res[0].Created, nil
 }
 
-func runInsert(ctx context.Context, t *txn, p store.RunInsertParams) (*store.Run, bool, error) {
-	run, err := scanRun(t.QueryRow(ctx, `INSERT INTO runs AS r (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6) ON CONFLICT (workflow, run_key) DO NOTHING
-		RETURNING `+runColumns,
-		p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, p.Now))
-	created := err == nil
+// runKey names a run by (workflow, run key).
+type runKey struct{ workflow, key string }
+
+// runInsertMany inserts the valid params of ps (those whose results[i].Err is nil) and
+// fills their results. A key repeated in the batch is inserted once, for its first param;
+// the keys are inserted in sorted order, so that two batches inserting the same keys wait
+// for each other in one order and never in a cycle.
+func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, results []store.RunInsertResult) error {
+	first := map[runKey]int{} // key → index of its first valid param
+	var order []int           // those first params
+	for i := range ps {
+		if results[i].Err != nil {
+			continue
+		}
+		results[i].Run, results[i].Created = nil, false
+		k := runKey{ps[i].Workflow, ps[i].RunKey}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(strings.Compare(ps[a].Workflow, ps[b].Workflow), strings.Compare(ps[a].RunKey, ps[b].RunKey))
+	})
+	n := len(order)
+	workflows, keys, entities, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	inputs, nows := make([][]byte, n), make([]time.Time, n)
+	for j, i := range order {
+		p := &ps[i]
+		workflows[j], keys[j], entities[j], hashes[j], inputs[j], nows[j] = p.Workflow, p.RunKey, p.Entity, p.InputHash, []byte(p.Input), p.Now
+		if inputs[j] == nil {
+			inputs[j] = []byte{}
+		}
+	}
+	rows, err := t.Query(ctx, `INSERT INTO runs AS r (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
+		SELECT u.workflow, u.run_key, u.entity, u.input, u.input_hash, 'pending', u.now, u.now
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
+			AS u(workflow, run_key, entity, input, input_hash, now, ord)
+		ORDER BY u.ord
+		ON CONFLICT (workflow, run_key) DO NOTHING
+		RETURNING `+runColumns, workflows, keys, entities, inputs, hashes, nows)
+	if err != nil {
+		return err
+	}
+	created, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
+	if err != nil {
+		return err
+	}
+	runs := make(map[runKey]*store.Run, n)
+	for _, r := range created {
+		runs[runKey{r.Workflow, r.RunKey}] = r
+	}
+	if len(created) < n {
+		// Other transactions hold or held these keys: ON CONFLICT waited for them to
+		// commit, and this statement's snapshot, taken now, sees their rows.
+		var ws, ks []string
+		for j := range order {
+			if runs[runKey{workflows[j], keys[j]}] == nil {
+				ws, ks = append(ws, workflows[j]), append(ks, keys[j])
+			}
+		}
+		rows, err := t.Query(ctx, `SELECT `+runColumns+` FROM runs r
+			JOIN unnest($1::text[], $2::text[]) AS u(workflow, run_key) ON r.workflow = u.workflow AND r.run_key = u.run_key`, ws, ks)
+		if err != nil {
+			return err
+		}
+		existing, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
+		if err != nil {
+			return err
+		}
+		if len(existing) != len(ws) {
+			return errConflict // a run that conflicted was deleted since (retention): again
+		}
+		for _, r := range existing {
+			runs[runKey{r.Workflow, r.RunKey}] = r
+		}
+	}
+	isNew := make(map[int64]bool, len(created))
+	for _, r := range created {
+		isNew[r.ID] = true
+	}
+
+	// The steps of the new runs, in the params' order.
+	var sRun []int64
+	var sWorkflow, sName, sNeeds []string
+	var sWaiting []int32
+	var sNow []time.Time
+	for i := range ps {
+		if results[i].Err != nil {
+			continue
+		}
+		p := &ps[i]
+		run := runs[runKey{p.Workflow, p.RunKey}]
+		results[i].Run = run
+		results[i].Created = isNew[run.ID] && first[runKey{p.Workflow, p.RunKey}] == i
+		if !results[i].Created {
+			t.event(store.RunInsertEvent(p, run, false))
+			continue
+		}
+		for _, st := range p.Steps {
+			needs, err := json.Marshal(nonNil(st.Needs))
+			if err != nil {
+				return err
+			}
+			sRun, sWorkflow, sName = append(sRun, run.ID), append(sWorkflow, run.Workflow), append(sName, st.Name)
+			sNeeds, sWaiting, sNow = append(sNeeds, string(needs)), append(sWaiting, int32(len(st.Needs))), append(sNow, p.Now)
+		}
+		t.event(store.RunInsertEvent(p, run, true))
+		t.notify = true
+	}
+	if len(sRun) > 0 {
+		t.queue(`INSERT INTO steps (run_id, workflow, name, needs, waiting, state, next_at, created_at, updated_at)
+			SELECT u.run_id, u.workflow, u.name, ARRAY(SELECT jsonb_array_elements_text(u.needs::jsonb)), u.waiting, 'pending', u.now, u.now, u.now
+			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[]) WITH ORDINALITY
+				AS u(run_id, workflow, name, needs, waiting, now, ord)
+			ORDER BY u.ord`, sRun, sWorkflow, sName, sNeeds, sWaiting, sNow)
+	}
+	return nil
+}
+
+// RunGetByKey implements store.Store: one lookup in the unique (workflow, run_key) index,
+// on a pooled connection, outside any write transaction.
+func (s *Store) RunGetByKey(ctx context.Context, workflow, runKey string) (*store.Run, error) {
+	var run *store.Run
+	err := s.read(ctx, "run get by key", func(q querier) error {
+		var err error
+		run, err = scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE workflow = $1 AND run_key = $2`, workflow, runKey))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Another transaction holds or held the key: ON CONFLICT waited for it to commit,
-		// and this statement's snapshot, taken now, sees its row.
-		run, err = scanRun(t.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE workflow = $1 AND run_key = $2`, p.Workflow, p.RunKey))
+		return nil, fmt.Errorf("postgres: run %q of workflow %q: %w", runKey, workflow, store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	if !created {
-		t.event(&store.Event{
-			At: p.Now, Type: store.EventRunDeduplicated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
-			Actor: p.Actor, Reason: "run_key_exists",
-			Detail: detail(map[string]any{"run_key": run.RunKey, "same_input": run.InputHash == p.InputHash}),
-		})
-		return run, false, nil
-	}
-	b := &pgx.Batch{}
-	for _, st := range p.Steps {
-		b.Queue(`INSERT INTO steps (run_id, workflow, name, needs, waiting, state, next_at, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6, $6)`,
-			run.ID, run.Workflow, st.Name, nonNil(st.Needs), len(st.Needs), p.Now)
-	}
-	if err := t.SendBatch(ctx, b).Close(); err != nil {
-		return nil, false, fmt.Errorf("steps: %w", err)
-	}
-	t.event(&store.Event{
-		At: p.Now, Type: store.EventRunCreated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
-		Actor: p.Actor, Detail: detail(map[string]any{"run_key": run.RunKey, "steps": len(p.Steps)}),
-	})
-	t.notify = true
-	return run, true, nil
+	return run, nil
 }
 
 // RunGetByID implements store.Store.
@@ -201,47 +344,123 @@ func (s *Store) RunList(ctx context.Context, p store.RunListParams) ([]*store.Ru
 	return out, err
 }
 
-// lockRun locks a run's row until the transaction ends and returns its state, workflow
-// and entity. Every transaction that changes a run's steps locks the run before deriving its
-// state, so derivations of one run happen one at a time, each seeing the steps the previous
-// one committed.
-func lockRun(ctx context.Context, t *txn, runID int64) (state, workflow, entity string, err error) {
-	err = t.QueryRow(ctx, `SELECT state, workflow, entity FROM runs WHERE id = $1 FOR NO KEY UPDATE`, runID).Scan(&state, &workflow, &entity)
-	return state, workflow, entity, err
+// runChanges are the runs whose steps a transaction changed. Their states are re-derived
+// once, after every change to their steps, each appending a run.state_changed event when
+// it changed. Every transaction that changes a run's steps has locked the run (in ID order
+// with the others) before deriving its state, so derivations of one run happen one at a
+// time, each seeing the steps the previous one committed.
+type runChanges struct {
+	order []*runChange
+	byID  map[int64]*runChange
 }
 
-// refreshRunState re-derives a run's state from its steps and stores it, appending a
-// run.state_changed event when it changed.
-func refreshRunState(ctx context.Context, t *txn, runID int64, at time.Time, actor string) error {
-	prev, workflow, entity, err := lockRun(ctx, t, runID)
-	if err != nil {
-		return err
+// runChange is a run whose steps changed: run is the row as the transaction locked it (its
+// State is the state before), at and actor those of the latest change.
+type runChange struct {
+	run   *store.Run
+	at    time.Time
+	actor string
+}
+
+// touch notes a change to run's steps, made at at by actor.
+func (rc *runChanges) touch(run *store.Run, at time.Time, actor string) {
+	if rc.byID == nil {
+		rc.byID = map[int64]*runChange{}
 	}
-	rows, err := t.Query(ctx, `SELECT state, waiting FROM steps WHERE run_id = $1`, runID)
-	if err != nil {
-		return err
+	c := rc.byID[run.ID]
+	if c == nil {
+		c = &runChange{run: run}
+		rc.byID[run.ID] = c
+		rc.order = append(rc.order, c)
 	}
-	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.StepStatus, error) {
-		var st string
-		var w int
-		err := row.Scan(&st, &w)
-		return store.StepStatus{State: store.State(st), Waiting: w}, err
+	c.at, c.actor = at, actor
+}
+
+func (rc *runChanges) ids() []int64 {
+	ids := make([]int64, len(rc.order))
+	for i, c := range rc.order {
+		ids[i] = c.run.ID
+	}
+	return ids
+}
+
+// queueDerive adds to b the query that reads what decides the runs' states; readStatuses
+// reads its result.
+func (rc *runChanges) queueDerive(b *pgx.Batch) {
+	b.Queue(deriveSQL, rc.ids())
+}
+
+// deriveSQL reads what decides the states of the runs $1.
+const deriveSQL = `SELECT DISTINCT run_id, state, waiting = 0 FROM steps WHERE run_id = ANY($1)`
+
+// readStatuses reads the result of queueDerive: what decides each run's state.
+func readStatuses(rows pgx.Rows) (map[int64][]store.StepStatus, error) {
+	steps := map[int64][]store.StepStatus{}
+	var runID int64
+	var state string
+	var ready bool
+	_, err := pgx.ForEachRow(rows, []any{&runID, &state, &ready}, func() error {
+		w := 1
+		if ready {
+			w = 0
+		}
+		steps[runID] = append(steps[runID], store.StepStatus{State: store.State(state), Waiting: w})
+		return nil
 	})
-	if err != nil {
-		return err
+	return steps, err
+}
+
+// decide derives the runs' states from statuses (read by queueDerive), appends an event for
+// each run whose state changed, and queues the statement that stores them.
+func (rc *runChanges) decide(t *txn, statuses map[int64][]store.StepStatus) {
+	var ids []int64
+	var states []string
+	var ats []time.Time
+	for _, c := range rc.order {
+		next := store.DeriveRunState(statuses[c.run.ID])
+		if next == c.run.State {
+			continue
+		}
+		t.event(store.RunStateEvent(c.at, c.run.ID, c.run.Workflow, c.run.Entity, c.actor, c.run.State, next))
+		ids, states, ats = append(ids, c.run.ID), append(states, string(next)), append(ats, c.at)
 	}
-	next := store.DeriveRunState(steps)
-	if prev == string(next) {
+	if len(ids) > 0 {
+		t.queue(`UPDATE runs r SET state = u.state, updated_at = u.at FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS u(id, state, at)
+			WHERE r.id = u.id`, ids, states, ats)
+	}
+}
+
+// derive re-derives the runs' states, in one round trip, and stores them in the flush that
+// ends the transaction.
+func (rc *runChanges) derive(ctx context.Context, t *txn) error {
+	if len(rc.order) == 0 {
 		return nil
 	}
-	if _, err := t.Exec(ctx, `UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3`, string(next), at, runID); err != nil {
+	rows, err := t.Query(ctx, deriveSQL, rc.ids())
+	if err != nil {
 		return err
 	}
-	t.event(&store.Event{
-		At: at, Type: store.EventRunStateChanged, RunID: runID, Workflow: workflow, Entity: entity,
-		Actor: actor, Detail: detail(map[string]any{"from": prev, "to": string(next)}),
-	})
+	statuses, err := readStatuses(rows)
+	if err != nil {
+		return err
+	}
+	rc.decide(t, statuses)
 	return nil
+}
+
+// refreshRunState locks a run, re-derives its state from its steps and stores it at once,
+// appending a run.state_changed event when it changed.
+func refreshRunState(ctx context.Context, t *txn, runID int64, at time.Time, actor string) error {
+	run, err := scanRun(t.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1 FOR NO KEY UPDATE`, runID))
+	if err != nil {
+		return err
+	}
+	var rc runChanges
+	rc.touch(run, at, actor)
+	if err := rc.derive(ctx, t); err != nil {
+		return err
+	}
+	return t.sendQueued(ctx)
 }
 
 func nonNil(s []string) []string {

@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// StepReapExpired implements store.Store. Expired steps are locked with FOR UPDATE SKIP
+// LOCKED, so a step whose worker is recording its result right now is left to that worker,
+// and their runs in ID order; the steps, their attempts and the runs' states are then
+// written in one round trip.
+func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("postgres: %w", err)
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var reaped int
+	err := s.tx(ctx, "step reap", func(t *txn) error {
+		var err error
+		reaped, err = reap(ctx, t, &p)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return reaped, nil
+}
+
+func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
+	const expiredSQL = `WITH cand AS MATERIALIZED (
+			SELECT s.* FROM steps s
+			WHERE s.state = 'processing' AND s.lease_expires_at < $1
+			ORDER BY s.lease_expires_at, s.id
+			LIMIT $2
+			FOR UPDATE OF s SKIP LOCKED),
+		locked AS MATERIALIZED (
+			SELECT r.* FROM runs r WHERE r.id IN (SELECT run_id FROM cand) ORDER BY r.id FOR NO KEY UPDATE)
+		SELECT ` + stepColumns + `, ` + runColumns + ` FROM cand s JOIN locked r ON r.id = s.run_id ORDER BY s.lease_expires_at, s.id`
+	runs := map[int64]*store.Run{}
+	type expired struct {
+		run  *store.Run
+		st   *store.Step
+		plan *store.ReapPlan
+	}
+	exp, err := lockingScan(ctx, t, func(row pgx.CollectableRow) (*expired, error) {
+		st, r, err := scanStepRun(row)
+		if err != nil {
+			return nil, err
+		}
+		if runs[r.ID] == nil {
+			runs[r.ID] = r
+		}
+		return &expired{run: runs[r.ID], st: st}, nil
+	}, expiredSQL, p.Now, p.Limit)
+	if err != nil || len(exp) == 0 {
+		return 0, err
+	}
+	n := len(exp)
+	ids, nextAts := make([]int64, n), make([]time.Time, n)
+	owners, states, errs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts := make([]int32, n)
+	var rc runChanges
+	for j, e := range exp {
+		if e.plan, err = store.PlanReap(p.Now, e.run, e.st, p.Decide); err != nil {
+			return 0, err
+		}
+		ids[j], owners[j], attempts[j], states[j], nextAts[j] = e.st.ID, e.st.LeaseOwner, int32(e.st.Attempt), string(e.plan.State), e.plan.NextAt
+		errs[j], reasons[j] = clean(e.plan.Error), clean(e.plan.Reason)
+		rc.touch(e.run, p.Now, store.ActorReaper)
+	}
+	b := &pgx.Batch{}
+	// The attempt is closed with outcome unknown; the key stays held.
+	b.Queue(`WITH u AS (
+			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]) WITH ORDINALITY
+				AS u(id, owner, attempt, state, next_at, error, reason, ord)),
+		upd AS (
+			UPDATE steps s SET state = u.state, next_at = u.next_at, lease_owner = '', lease_expires_at = NULL, last_outcome = 'unknown',
+				last_error = u.error, reason = u.reason, updated_at = $8
+			FROM u
+			WHERE s.id = u.id AND s.state = 'processing' AND s.lease_owner = u.owner AND s.attempt = u.attempt
+			RETURNING s.id, s.attempt, u.error, u.ord),
+		att AS (
+			UPDATE attempts a SET ended_at = $8, outcome = 'unknown', error = upd.error
+			FROM upd WHERE a.step_id = upd.id AND a.number = upd.attempt AND a.ended_at IS NULL)
+		SELECT ord FROM upd`, ids, owners, attempts, states, nextAts, errs, reasons, p.Now)
+	rc.queueDerive(b)
+	br := t.SendBatch(ctx, b)
+	applied := make([]bool, n)
+	var statuses map[int64][]store.StepStatus
+	err = func() error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var ord int64
+		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
+			applied[ord-1] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+		statuses, err = readStatuses(rows)
+		return err
+	}()
+	if err := errors.Join(err, br.Close()); err != nil {
+		return 0, err
+	}
+	reaped := 0
+	for j, e := range exp {
+		if !applied[j] {
+			continue
+		}
+		reaped++
+		for _, ev := range e.plan.Events {
+			t.event(ev)
+		}
+		t.notify = t.notify || e.plan.Due
+	}
+	rc.decide(t, statuses)
+	return reaped, nil
+}

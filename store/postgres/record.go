@@ -1,0 +1,389 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// StepRecord implements store.Store. The batch is one transaction of a fixed number of
+// round trips, whatever its size:
+//
+//  1. the compare-and-set of every entry's step, one UPDATE … FROM unnest; the close of
+//     every entry's own attempt row; the steps as they now stand with their runs, locked
+//     in ID order (the order RunReplay follows: steps, then runs);
+//  2. after PlanRecord, in Go, the ledger rows the entries hold, locked in key order, then
+//     completed or released; the release of dependents; the reading of the runs' steps
+//     for their new states;
+//  3. the run states and the audit events, just before COMMIT.
+//
+// Cancelling or skipping dependents, which is transitive, takes a round trip per level.
+func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]error, error) {
+	invalid := make([]error, len(ps))
+	valid := 0
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
+			invalid[i] = fmt.Errorf("postgres: step %d: %w", ps[i].StepID, err)
+			continue
+		}
+		valid++
+	}
+	results := make([]error, len(ps))
+	if valid == 0 {
+		copy(results, invalid)
+		return results, nil
+	}
+	err := s.tx(ctx, "step record", func(t *txn) error {
+		copy(results, invalid)
+		return record(ctx, t, ps, results)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// recordEntry is one valid entry of a StepRecord call.
+type recordEntry struct {
+	i       int // index in the call
+	p       *store.StepRecordParams
+	errText string
+	// cas is set for the entry that tries the compare-and-set on its step: the first of
+	// the call for that step. Later entries for the same step find it no longer
+	// processing under their attempt, as they would one call later.
+	cas     bool
+	applied bool
+	st      *store.Step
+	run     *store.Run
+	events  []*store.Event
+}
+
+func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []error) error {
+	var entries []*recordEntry
+	first := map[int64]bool{}
+	for i := range ps {
+		if results[i] != nil {
+			continue
+		}
+		e := &recordEntry{i: i, p: &ps[i], errText: clean(ps[i].Error), cas: !first[ps[i].StepID]}
+		first[ps[i].StepID] = true
+		entries = append(entries, e)
+	}
+	if err := recordSteps(ctx, t, entries); err != nil {
+		return err
+	}
+
+	var deps dependents
+	var rc runChanges
+	var fx effectWrites
+	notify := false
+	for _, e := range entries {
+		p := e.p
+		switch {
+		case e.st == nil:
+			results[e.i] = fmt.Errorf("postgres: step %d: %w", p.StepID, store.ErrNotFound)
+		case e.applied:
+			actor := p.Actor
+			if actor == "" {
+				actor = p.Owner
+			}
+			plan := store.PlanRecord(p, e.run, e.st, e.errText)
+			e.events = append(e.events, plan.Event)
+			switch plan.Effect {
+			case store.EffectComplete:
+				fx.complete(e, p.RecordOutput())
+			case store.EffectRelease:
+				fx.release(e.st)
+			}
+			deps.add(plan.Dependents, e.run, e.st, p.Now)
+			// A completion notifies when it released a dependent (counted below).
+			notify = notify || (plan.Due && plan.Dependents != store.DependentsRelease)
+			rc.touch(e.run, p.Now, actor)
+		default:
+			results[e.i] = store.LeaseLostError(p)
+			e.events = append(e.events, store.LostRecordEvent(p, e.run, e.st))
+			if p.Outcome == store.OutcomeSuccess {
+				// The effect happened: keep its result in the ledger if the step still holds
+				// the key, so that it is not repeated.
+				output := []byte(p.Output)
+				if output == nil {
+					output = []byte("null")
+				}
+				fx.complete(e, output)
+			}
+		}
+	}
+
+	b := &pgx.Batch{}
+	fx.queue(b)
+	released := deps.queueRelease(b)
+	propagating := len(deps.cancel) > 0 || len(deps.skip) > 0
+	derived := !propagating && len(rc.order) > 0
+	if derived {
+		rc.queueDerive(b)
+	}
+	var statuses map[int64][]store.StepStatus
+	if b.Len() > 0 {
+		br := t.SendBatch(ctx, b)
+		due, sts, err := readRecordWrites(br, &fx, released, derived)
+		if err := errors.Join(err, br.Close()); err != nil {
+			return err
+		}
+		notify = notify || due > 0
+		statuses = sts
+	}
+	for _, e := range entries {
+		for _, ev := range e.events {
+			t.event(ev)
+		}
+		if fx.kept[e] && !e.applied {
+			t.event(store.LostResultKeptEvent(e.p, e.run, e.st))
+		}
+	}
+	t.notify = t.notify || notify
+	if propagating {
+		if err := deps.propagate(ctx, t); err != nil {
+			return err
+		}
+		return rc.derive(ctx, t)
+	}
+	if derived {
+		rc.decide(t, statuses)
+	}
+	return nil
+}
+
+// recordSteps applies the compare-and-set of the entries' steps, closes their attempts,
+// and reads their steps as they now stand and their runs, locked, in one round trip.
+func recordSteps(ctx context.Context, t *txn, entries []*recordEntry) error {
+	var cas []*recordEntry
+	for _, e := range entries {
+		if e.cas {
+			cas = append(cas, e)
+		}
+	}
+	// Steps are updated in ID order, runs locked in ID order.
+	slices.SortFunc(cas, func(a, b *recordEntry) int { return cmp.Compare(a.p.StepID, b.p.StepID) })
+	n := len(cas)
+	ids, nows, nextAts := make([]int64, n), make([]time.Time, n), make([]time.Time, n)
+	owners, states, outcomes, errs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts := make([]int32, n)
+	outputs := make([][]byte, n)
+	for j, e := range cas {
+		p := e.p
+		ids[j], owners[j], attempts[j], states[j], nextAts[j] = p.StepID, p.Owner, int32(p.Attempt), string(p.NextState), p.RecordNextAt()
+		outcomes[j], outputs[j], errs[j], reasons[j], nows[j] = string(p.Outcome), p.RecordOutput(), e.errText, clean(p.Reason), p.Now
+	}
+
+	// Only the caller's own attempt row is closed: a record from another owner must not
+	// close the attempt the lease holder is still running. For an attempt recorded twice in
+	// the call, the later entry's result is kept, as it would be one call later.
+	type attemptKey struct {
+		step   int64
+		number int
+		worker string
+	}
+	latest := map[attemptKey]*recordEntry{}
+	var order []attemptKey
+	for _, e := range entries {
+		k := attemptKey{e.p.StepID, e.p.Attempt, e.p.Owner}
+		if latest[k] == nil {
+			order = append(order, k)
+		}
+		latest[k] = e
+	}
+	m := len(order)
+	aStep, aEnded := make([]int64, m), make([]time.Time, m)
+	aNumber, aStatus := make([]int32, m), make([]int32, m)
+	aWorker, aOutcome, aError, aExcerpt := make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+	for j, k := range order {
+		e := latest[k]
+		aStep[j], aNumber[j], aWorker[j], aEnded[j] = k.step, int32(k.number), k.worker, e.p.Now
+		aOutcome[j], aError[j], aStatus[j], aExcerpt[j] = string(e.p.Outcome), e.errText, int32(e.p.ResponseStatus), clean(e.p.ResponseExcerpt)
+	}
+
+	all := make([]int64, 0, len(entries))
+	for _, e := range entries {
+		all = append(all, e.p.StepID)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE steps s SET state = u.state, next_at = u.next_at, lease_owner = '', lease_expires_at = NULL, last_outcome = u.outcome,
+			output = coalesce(u.output, s.output), last_error = u.error, reason = u.reason, updated_at = u.now
+		FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::timestamptz[])
+			WITH ORDINALITY AS u(id, owner, attempt, state, next_at, outcome, output, error, reason, now, ord)
+		WHERE s.id = u.id AND s.lease_owner = u.owner AND s.attempt = u.attempt AND s.state = 'processing'
+		RETURNING u.ord`, ids, owners, attempts, states, nextAts, outcomes, outputs, errs, reasons, nows)
+	b.Queue(`UPDATE attempts a SET ended_at = u.ended_at, outcome = u.outcome, error = u.error, response_status = u.status, response_excerpt = u.excerpt
+		FROM unnest($1::bigint[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::int4[], $8::text[])
+			AS u(step_id, number, worker, ended_at, outcome, error, status, excerpt)
+		WHERE a.step_id = u.step_id AND a.number = u.number AND a.worker = u.worker`,
+		aStep, aNumber, aWorker, aEnded, aOutcome, aError, aStatus, aExcerpt)
+	// The steps as they now stand, with their runs, locked in ID order.
+	b.Queue(`SELECT `+stepColumns+`, `+runColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
+		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)
+	br := t.SendBatch(ctx, b)
+	err := func() error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var ord int64
+		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
+			cas[ord-1].applied = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+		type stepRun struct {
+			st  *store.Step
+			run *store.Run
+		}
+		steps := map[int64]stepRun{}
+		runs := map[int64]*store.Run{}
+		if _, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+			st, run, err := scanStepRun(row)
+			if err == nil {
+				if runs[run.ID] == nil {
+					runs[run.ID] = run
+				}
+				steps[st.ID] = stepRun{st, runs[run.ID]}
+			}
+			return struct{}{}, err
+		}); err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if sr, ok := steps[e.p.StepID]; ok {
+				e.st, e.run = sr.st, sr.run
+			}
+		}
+		return nil
+	}()
+	return errors.Join(err, br.Close())
+}
+
+// effectWrites are the ledger changes of a StepRecord call: rows completed (by the step
+// that holds them, or kept after a lost lease) and rows released.
+type effectWrites struct {
+	completing []*recordEntry
+	outputs    [][]byte
+	releaseKey []string
+	releaseID  []int64
+	keys       map[string]bool
+	// kept holds the entries whose completion applied.
+	kept map[*recordEntry]bool
+}
+
+// complete completes the row e's step holds with output, unless an earlier entry of the
+// call already completes that key.
+func (fx *effectWrites) complete(e *recordEntry, output []byte) {
+	if e.st.EffectKey == "" || fx.keys[e.st.EffectKey] {
+		return
+	}
+	fx.note(e.st.EffectKey)
+	fx.completing, fx.outputs = append(fx.completing, e), append(fx.outputs, output)
+}
+
+// release deletes the row st holds in flight.
+func (fx *effectWrites) release(st *store.Step) {
+	if st.EffectKey == "" || fx.keys[st.EffectKey] {
+		return
+	}
+	fx.note(st.EffectKey)
+	fx.releaseKey, fx.releaseID = append(fx.releaseKey, st.EffectKey), append(fx.releaseID, st.ID)
+}
+
+func (fx *effectWrites) note(key string) {
+	if fx.keys == nil {
+		fx.keys = map[string]bool{}
+	}
+	fx.keys[key] = true
+}
+
+// queue adds the ledger changes to b: the rows are locked in key order first, so that
+// transactions changing several rows never wait for each other in a cycle.
+func (fx *effectWrites) queue(b *pgx.Batch) {
+	if len(fx.keys) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(fx.keys))
+	for k := range fx.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b.Queue(`SELECT 1 FROM effects WHERE effect_key = ANY($1) ORDER BY effect_key FOR UPDATE`, keys)
+	if n := len(fx.completing); n > 0 {
+		cKey, cRetain := make([]string, n), make([]*time.Time, n)
+		cID := make([]int64, n)
+		cNow := make([]time.Time, n)
+		for j, e := range fx.completing {
+			cKey[j], cID[j], cNow[j], cRetain[j] = e.st.EffectKey, e.st.ID, e.p.Now, nullTime(e.p.RetainUntil)
+		}
+		b.Queue(`UPDATE effects e SET state = 'completed', result = u.result, completed_at = u.now, retain_until = u.retain_until
+			FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::timestamptz[], $5::timestamptz[]) WITH ORDINALITY
+				AS u(effect_key, step_id, result, now, retain_until, ord)
+			WHERE e.effect_key = u.effect_key AND e.step_id = u.step_id AND e.state = 'in_flight'
+			RETURNING u.ord`, cKey, cID, fx.outputs, cNow, cRetain)
+	}
+	if len(fx.releaseKey) > 0 {
+		b.Queue(`DELETE FROM effects e USING unnest($1::text[], $2::bigint[]) AS u(effect_key, step_id)
+			WHERE e.effect_key = u.effect_key AND e.step_id = u.step_id AND e.state = 'in_flight'`, fx.releaseKey, fx.releaseID)
+	}
+}
+
+// readRecordWrites reads the results of the batch record sent: which completions applied,
+// how many dependents became due and, when derived, what decides the runs' states.
+func readRecordWrites(br pgx.BatchResults, fx *effectWrites, released, derived bool) (due int, statuses map[int64][]store.StepStatus, err error) {
+	if len(fx.keys) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return 0, nil, err
+		}
+		if len(fx.completing) > 0 {
+			rows, err := br.Query()
+			if err != nil {
+				return 0, nil, err
+			}
+			fx.kept = map[*recordEntry]bool{}
+			var ord int64
+			if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
+				fx.kept[fx.completing[ord-1]] = true
+				return nil
+			}); err != nil {
+				return 0, nil, err
+			}
+		}
+		if len(fx.releaseKey) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	if released {
+		if err := br.QueryRow().Scan(&due); err != nil {
+			return 0, nil, err
+		}
+	}
+	if derived {
+		rows, err := br.Query()
+		if err != nil {
+			return 0, nil, err
+		}
+		if statuses, err = readStatuses(rows); err != nil {
+			return 0, nil, err
+		}
+	}
+	return due, statuses, nil
+}
