@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/groupcommit"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
@@ -74,6 +75,15 @@ type Config struct {
 	// Notify configures failure notifications: which review items alert which channels
 	// (default: none; see NotifyConfig).
 	Notify NotifyConfig
+	// MaxBatch is the most starts, or step records, written in one transaction (default
+	// 256). Concurrent Start calls and the results of concurrent steps are group-committed:
+	// the ones that arrive while a transaction commits are written together in the next,
+	// and each caller returns once the transaction holding its own item has committed.
+	MaxBatch int
+	// CommitConcurrency is how many such transactions of each kind may commit at once
+	// (default 1, right for SQLite's single writer; PostgreSQL may gain from 2–4 when
+	// commits are slow).
+	CommitConcurrency int
 }
 
 // Client registers workflows, starts runs and executes their steps.
@@ -89,6 +99,10 @@ type Client struct {
 	names     []string
 
 	wake chan struct{}
+
+	// starts and records group-commit RunInsertMany and StepRecord calls.
+	starts  *groupcommit.Committer[store.RunInsertParams, store.RunInsertResult]
+	records *groupcommit.Committer[store.StepRecordParams, error]
 
 	serving  sync.Mutex // held while Serve runs
 	inflight inflight
@@ -152,6 +166,9 @@ func New(cfg Config) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
 	}
+	gc := groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second}
+	c.starts = groupcommit.New(c.store.RunInsertMany, gc)
+	c.records = groupcommit.New(c.store.StepRecord, gc)
 	if err := c.initNotify(); err != nil {
 		return nil, err
 	}
@@ -244,20 +261,44 @@ func runFrom(r *store.Run, dup bool) *Run {
 // run that key already started (Run.Duplicate). The same key with a different input is a
 // *RunConflictError. input is a JSON object: a map, a struct, a json.RawMessage or []byte.
 // The run is durably stored when Start returns.
+//
+// A key that is already known is answered from an index lookup, without waiting for any
+// writer; the run.deduplicated audit event of that decision is appended by the next group
+// commit. New runs started concurrently are written together, one transaction for all that
+// arrive while the previous one commits (see Config.MaxBatch).
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
 	p, err := c.runInsertParams(workflow, runKey, input)
 	if err != nil {
 		return nil, err
 	}
-	run, created, err := c.store.RunInsert(ctx, p)
+	known, err := c.store.RunGetByKey(ctx, workflow, runKey)
+	switch {
+	case err == nil:
+		c.starts.Go(p) // appends run.deduplicated; the answer does not wait for it
+		return c.started(p, known, false)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+	}
+	res, err := c.starts.Do(ctx, p)
+	if err == nil {
+		err = res.Err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 	}
-	r, err := c.started(p, run, created)
-	if err == nil && created {
+	r, err := c.started(p, res.Run, res.Created)
+	if err == nil && res.Created {
 		c.poke()
 	}
 	return r, err
+}
+
+// Flush waits until the writes the client group-commits in the background (the audit
+// events of repeated starts) are committed. Callers that read the audit trail right after
+// a repeated Start, and programs about to exit, call it.
+func (c *Client) Flush() {
+	c.starts.Flush()
+	c.records.Flush()
 }
 
 // runInsertParams validates a start of workflow and builds the run to insert: Start and

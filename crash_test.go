@@ -1,13 +1,16 @@
 package onceflow_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,8 +22,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("ONCEFLOW_TEST_CHILD") == "worker" {
+	switch os.Getenv("ONCEFLOW_TEST_CHILD") {
+	case "worker":
 		os.Exit(childWorker())
+	case "starter":
+		os.Exit(childStarter())
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -143,4 +149,178 @@ func TestWorkerKilledMidStep(t *testing.T) {
 			t.Fatalf("lease.expired event does not say whose lease: %+v %s", e, e.Detail)
 		}
 	}
+}
+
+// childStarter is the body of the process the group-commit crash test kills: sixteen
+// goroutines start runs as fast as they can while Serve executes them with fifty workers,
+// so that starts and step records are committed in batches. Each start is announced on
+// stdout ("ack KEY") only after Start returned, i.e. after its batch committed.
+func childStarter() int {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, os.Getenv("ONCEFLOW_TEST_DB"), sqlite.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "child-starter", Workers: 50, LeaseFor: time.Hour, PollInterval: 10 * time.Millisecond})
+	if err == nil {
+		err = c.Register(crashWorkflow(os.Getenv("ONCEFLOW_TEST_DEST")))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = c.Serve(ctx) }()
+	var next atomic.Int64
+	var out sync.Mutex
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				key := fmt.Sprintf("form-%d", i)
+				if _, err := c.Start(ctx, "crash", key, map[string]any{"submission_id": i}); err != nil {
+					fmt.Fprintln(os.Stderr, "start:", err)
+					continue
+				}
+				out.Lock()
+				fmt.Fprintf(os.Stdout, "ack %s\n", key)
+				out.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return 1
+}
+
+// A process killed with SIGKILL while starts and step records are group-committed loses no
+// start it acknowledged, and no effect is repeated: every acknowledged run exists, and once
+// a survivor has reaped the dead process's leases and finished the work, every effect
+// completed once — the destination saw a second request for a key only where the dead
+// process's attempt had no recorded outcome.
+func TestGroupCommitKilledMidBatch(t *testing.T) {
+	dest := newDestination(t)
+	path := t.TempDir() + "/onceflow.db"
+	st0, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st0.Close()
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "ONCEFLOW_TEST_CHILD=starter", "ONCEFLOW_TEST_DB="+path, "ONCEFLOW_TEST_DEST="+dest.URL)
+	child.Stderr = os.Stderr
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]bool{}
+	enough := make(chan struct{})
+	lines := make(chan struct{})
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		signalled := false
+		for sc.Scan() {
+			if key, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+				acked[key] = true
+			}
+			if !signalled && len(acked) >= 600 {
+				if requests, _, _ := dest.snapshot(); requests >= 200 {
+					signalled = true
+					close(enough)
+				}
+			}
+		}
+	}()
+	select {
+	case <-enough:
+	case <-time.After(60 * time.Second):
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Fatal("the child never acknowledged 600 starts with 200 steps executed")
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-lines // every acknowledgement written before the kill has been read
+	_ = child.Wait()
+	if ws, ok := child.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die by SIGKILL: %v", child.ProcessState)
+	}
+
+	st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for key := range acked {
+		if _, err := st.RunGetByKey(t.Context(), "crash", key); err != nil {
+			t.Errorf("acknowledged start %s: %v", key, err)
+		}
+	}
+
+	// A survivor whose clock is past the dead process's leases finishes the work.
+	later := time.Now().Add(2 * time.Hour)
+	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "survivor", Workers: 50, Clock: func() time.Time { return later }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(crashWorkflow(dest.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Work(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	runs, err := st.RunList(t.Context(), store.RunListParams{Workflow: "crash", Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) < len(acked) {
+		t.Fatalf("%d runs stored, fewer than the %d acknowledged", len(runs), len(acked))
+	}
+	_, keys, applied := dest.snapshot()
+	requests := map[string]int{}
+	for _, k := range keys {
+		requests[k]++
+	}
+	for _, r := range runs {
+		if r.State != store.StateCompleted {
+			t.Errorf("run %s is %s, want completed", r.RunKey, r.State)
+			continue
+		}
+		key := "lead-create:" + strings.TrimPrefix(r.RunKey, "form-")
+		eff, err := st.EffectGetByKey(t.Context(), key)
+		if err != nil || eff.State != store.EffectCompleted || eff.RunID != r.ID {
+			t.Errorf("ledger row of %s: %+v, %v; want completed by run %d", key, eff, err, r.ID)
+		}
+		atts, err := st.AttemptListByRun(t.Context(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		successes, unknown := 0, 0
+		for _, a := range atts {
+			switch a.Outcome {
+			case store.OutcomeSuccess:
+				successes++
+			case store.OutcomeUnknown:
+				unknown++
+			}
+		}
+		if successes != 1 || applied[key] != 1 {
+			t.Errorf("%s: %d successful attempts, applied %d times; want 1 and 1 (attempts %d)", key, successes, applied[key], len(atts))
+		}
+		// A second request only where the dead process's attempt has no recorded outcome.
+		if requests[key] > 1+unknown {
+			t.Errorf("%s: %d requests for %d attempts with an unknown outcome: an effect was repeated", key, requests[key], unknown)
+		}
+	}
+	t.Logf("%d starts acknowledged, %d runs stored, %d requests to the destination", len(acked), len(runs), len(keys))
 }

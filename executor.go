@@ -308,12 +308,17 @@ func (c *Client) record(log interface {
 }, p store.StepRecordParams) {
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
+		// Group-committed with the results of the other steps finishing now: this returns
+		// once the transaction holding this record has committed.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs, err := c.store.StepRecord(ctx, []store.StepRecordParams{p})
+		entryErr, err := c.records.Do(ctx, p)
 		cancel()
 		if err == nil {
-			if errs[0] != nil {
-				log.Warn("result recorded after the lease was lost", "error", errs[0])
+			switch {
+			case errors.Is(entryErr, store.ErrLeaseLost):
+				log.Warn("result recorded after the lease was lost", "error", entryErr)
+			case entryErr != nil:
+				log.Error("the attempt's record was refused", "error", entryErr)
 			}
 			c.poke()
 			return

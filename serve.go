@@ -49,6 +49,7 @@ func (c *Client) Serve(ctx context.Context) error {
 	}
 	stopHeartbeat()
 	loops.Wait()
+	c.Flush()
 	return nil
 }
 

@@ -1,0 +1,225 @@
+// Package groupcommit gathers the items many goroutines submit into batches that are
+// committed together, one transaction (and one fsync) per batch instead of one per item.
+//
+// There is no timer: the first item of an idle committer is committed at once, and the
+// items that arrive while a commit is under way form the next batch. A busy committer
+// therefore batches as much as the database's commit latency allows, and an idle one adds
+// no latency. Each caller waits for the commit that holds its item and gets its own result.
+//
+// A commit that fails as a whole (the function returns an error) is retried item by item,
+// so one item that the database refuses fails only its own caller; the others get the
+// results of their own commits. No caller is told an item succeeded unless the commit
+// that holds it returned.
+package groupcommit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// CommitFunc commits items in one transaction and returns one result per item, in order.
+// A result may carry an item's own failure (a lost lease, a conflict); an error means the
+// whole call failed and nothing was committed (or, for a failure during COMMIT, that the
+// outcome is unknown).
+type CommitFunc[T, R any] func(ctx context.Context, items []T) ([]R, error)
+
+// Config tunes a Committer. The zero value is usable.
+type Config struct {
+	// MaxBatch is the most items committed together (default 256).
+	MaxBatch int
+	// Concurrency is how many batches may be committed at once (default 1: the next batch
+	// forms while one commits, which suits a database with a single writer).
+	Concurrency int
+	// Timeout bounds one commit (default 30 s). A commit runs under its own context, so a
+	// caller that gives up does not fail the other items of its batch.
+	Timeout time.Duration
+}
+
+// Committer batches items for fn. It starts goroutines only while it has work, so it
+// needs no Close.
+type Committer[T, R any] struct {
+	fn  CommitFunc[T, R]
+	cfg Config
+
+	mu      sync.Mutex
+	queue   []*call[T, R]
+	running int
+	idle    *sync.Cond // signalled when running drops to 0 with an empty queue
+	batches Stats
+}
+
+// Stats counts what a committer did.
+type Stats struct {
+	// Batches and Items count the commits and the items they held (retries of a failed
+	// batch item by item are counted as batches too).
+	Batches, Items int64
+	// Failed counts whole-batch failures.
+	Failed int64
+}
+
+type call[T, R any] struct {
+	item T
+	ctx  context.Context // nil for fire-and-forget items
+	done chan struct{}
+	res  R
+	err  error
+}
+
+// New returns a committer that commits with fn.
+func New[T, R any](fn CommitFunc[T, R], cfg Config) *Committer[T, R] {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	c := &Committer[T, R]{fn: fn, cfg: cfg}
+	c.idle = sync.NewCond(&c.mu)
+	return c
+}
+
+// Do submits item and waits for the commit that holds it. If ctx ends first, Do returns
+// ctx's error; the item is then dropped if its batch has not started, and may still be
+// committed if it has (as with any database call cancelled during its commit).
+func (c *Committer[T, R]) Do(ctx context.Context, item T) (R, error) {
+	cl := &call[T, R]{item: item, ctx: ctx, done: make(chan struct{})}
+	c.enqueue(cl)
+	select {
+	case <-cl.done:
+		return cl.res, cl.err
+	case <-ctx.Done():
+		var zero R
+		return zero, context.Cause(ctx)
+	}
+}
+
+// Go submits item without waiting for it; its result is discarded. It is for writes whose
+// caller has its answer already, such as the audit event of a decision taken on the read
+// path.
+func (c *Committer[T, R]) Go(item T) {
+	c.enqueue(&call[T, R]{item: item, done: make(chan struct{})})
+}
+
+// Flush waits until every item submitted before it was committed or failed.
+func (c *Committer[T, R]) Flush() {
+	c.mu.Lock()
+	for c.running > 0 || len(c.queue) > 0 {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
+}
+
+// Pending returns how many items wait for a batch.
+func (c *Committer[T, R]) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// Stats returns what the committer did so far.
+func (c *Committer[T, R]) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.batches
+}
+
+func (c *Committer[T, R]) enqueue(cl *call[T, R]) {
+	c.mu.Lock()
+	c.queue = append(c.queue, cl)
+	if c.running < c.cfg.Concurrency {
+		c.running++
+		go c.run()
+	}
+	c.mu.Unlock()
+}
+
+// run commits batches until the queue is empty.
+func (c *Committer[T, R]) run() {
+	for {
+		c.mu.Lock()
+		batch := c.take()
+		if len(batch) == 0 {
+			c.running--
+			if c.running == 0 {
+				c.idle.Broadcast()
+			}
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.commit(batch)
+	}
+}
+
+// take removes the next batch from the queue, answering the callers that gave up. It is
+// called with mu held.
+func (c *Committer[T, R]) take() []*call[T, R] {
+	var batch []*call[T, R]
+	n := 0
+	for n < len(c.queue) && len(batch) < c.cfg.MaxBatch {
+		cl := c.queue[n]
+		n++
+		if cl.ctx != nil && cl.ctx.Err() != nil {
+			cl.err = context.Cause(cl.ctx)
+			close(cl.done)
+			continue
+		}
+		batch = append(batch, cl)
+	}
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch
+}
+
+// commit commits batch, and on a failure of the whole batch each of its items alone.
+func (c *Committer[T, R]) commit(batch []*call[T, R]) {
+	err := c.try(batch)
+	if err == nil {
+		return
+	}
+	if len(batch) == 1 {
+		batch[0].err = err
+		close(batch[0].done)
+		return
+	}
+	for _, cl := range batch {
+		if err := c.try([]*call[T, R]{cl}); err != nil {
+			cl.err = err
+			close(cl.done)
+		}
+	}
+}
+
+// try runs one commit; on success it answers every caller of batch.
+func (c *Committer[T, R]) try(batch []*call[T, R]) error {
+	items := make([]T, len(batch))
+	for i, cl := range batch {
+		items[i] = cl.item
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	res, err := c.fn(ctx, items)
+	cancel()
+	if err == nil && len(res) != len(items) {
+		panic("groupcommit: the commit function returned a result count that differs from the item count")
+	}
+	c.mu.Lock()
+	c.batches.Batches++
+	c.batches.Items += int64(len(items))
+	if err != nil {
+		c.batches.Failed++
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for i, cl := range batch {
+		cl.res = res[i]
+		close(cl.done)
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// gate is a commit function that records its batches and, while held, blocks the first
+// commit until released, so that the test knows which items queue behind it.
+type gate struct {
+	mu       sync.Mutex
+	batches  [][]int
+	started  chan struct{}
+	release  chan struct{}
+	fail     func(items []int) error
+	firstRun sync.Once
+}
+
+func newGate() *gate {
+	return &gate{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) commit(_ context.Context, items []int) ([]int, error) {
+	g.firstRun.Do(func() {
+		close(g.started)
+		<-g.release
+	})
+	g.mu.Lock()
+	g.batches = append(g.batches, slices.Clone(items))
+	g.mu.Unlock()
+	if g.fail != nil {
+		if err := g.fail(items); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]int, len(items))
+	for i, v := range items {
+		out[i] = v * 10
+	}
+	return out, nil
+}
+
+// waitPending spins until n items wait for a batch.
+func waitPending[T, R any](t *testing.T, c *Committer[T, R], n int) {
+	t.Helper()
+	for c.Pending() < n {
+		runtime.Gosched()
+	}
+}
+
+func TestItemsQueuedDuringACommitFormOneBatch(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{})
+	var wg sync.WaitGroup
+	got := make([]int, 101)
+	wg.Go(func() {
+		v, err := c.Do(t.Context(), 0)
+		if err != nil {
+			t.Error(err)
+		}
+		got[0] = v
+	})
+	<-g.started
+	for i := 1; i <= 100; i++ {
+		wg.Go(func() {
+			v, err := c.Do(t.Context(), i)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = v
+		})
+	}
+	waitPending(t, c, 100)
+	close(g.release)
+	wg.Wait()
+	for i, v := range got {
+		if v != i*10 {
+			t.Errorf("caller %d got %d, want its own result %d", i, v, i*10)
+		}
+	}
+	if len(g.batches) != 2 || len(g.batches[0]) != 1 || len(g.batches[1]) != 100 {
+		t.Errorf("batch sizes = %v, want [1 100]", sizes(g.batches))
+	}
+	if s := c.Stats(); s.Batches != 2 || s.Items != 101 || s.Failed != 0 {
+		t.Errorf("stats = %+v", s)
+	}
+}
+
+func TestMaxBatch(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{MaxBatch: 30})
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.Do(t.Context(), 0) })
+	<-g.started
+	for i := 1; i <= 100; i++ {
+		wg.Go(func() { _, _ = c.Do(t.Context(), i) })
+	}
+	waitPending(t, c, 100)
+	close(g.release)
+	wg.Wait()
+	if got := sizes(g.batches); !slices.Equal(got, []int{1, 30, 30, 30, 10}) {
+		t.Errorf("batch sizes = %v, want [1 30 30 30 10]", got)
+	}
+}
+
+func TestAFailedBatchIsRetriedItemByItem(t *testing.T) {
+	g := newGate()
+	refused := errors.New("refused")
+	g.fail = func(items []int) error {
+		if slices.Contains(items, 7) {
+			return refused
+		}
+		return nil
+	}
+	c := New(g.commit, Config{})
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.Do(t.Context(), 0) })
+	<-g.started
+	errs := make([]error, 11)
+	vals := make([]int, 11)
+	for i := 1; i <= 10; i++ {
+		wg.Go(func() { vals[i], errs[i] = c.Do(t.Context(), i) })
+	}
+	waitPending(t, c, 10)
+	close(g.release)
+	wg.Wait()
+	for i := 1; i <= 10; i++ {
+		if i == 7 {
+			if !errors.Is(errs[i], refused) {
+				t.Errorf("item 7: %v, want its own error", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || vals[i] != i*10 {
+			t.Errorf("item %d: %d, %v; want %d from a commit of its own", i, vals[i], errs[i], i*10)
+		}
+	}
+	if s := c.Stats(); s.Failed != 2 { // the batch of ten, then 7 alone
+		t.Errorf("failed commits = %d, want 2", s.Failed)
+	}
+}
+
+func TestACallerThatGaveUpIsDropped(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{})
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.Do(t.Context(), 0) })
+	<-g.started
+	ctx, cancel := context.WithCancel(t.Context())
+	var err error
+	wg.Go(func() { _, err = c.Do(ctx, 1) })
+	wg.Go(func() { _, _ = c.Do(t.Context(), 2) })
+	waitPending(t, c, 2)
+	cancel()
+	close(g.release)
+	wg.Wait()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled caller: %v, want context.Canceled", err)
+	}
+	c.Flush()
+	for _, b := range g.batches {
+		if slices.Contains(b, 1) {
+			t.Errorf("the cancelled item was committed: batches %v", g.batches)
+		}
+	}
+}
+
+func TestGoAndFlush(t *testing.T) {
+	g := newGate()
+	close(g.release)
+	c := New(g.commit, Config{Concurrency: 3})
+	for i := range 50 {
+		c.Go(i)
+	}
+	c.Flush()
+	var all []int
+	for _, b := range g.batches {
+		all = append(all, b...)
+	}
+	slices.Sort(all)
+	if len(all) != 50 || all[0] != 0 || all[49] != 49 {
+		t.Errorf("committed %v, want 0..49 once each", all)
+	}
+}
+
+func sizes(bs [][]int) []int {
+	var out []int
+	for _, b := range bs {
+		out = append(out, len(b))
+	}
+	return out
+}
