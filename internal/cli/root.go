@@ -113,6 +113,7 @@ Try it with no setup:  onceflow demo`,
 		newAuditCommand(g),
 		newKeysCommand(g),
 		newDemoCommand(g),
+		newBenchCommand(g),
 		newPurgeCommand(g),
 		newVersionCommand(g),
 	)

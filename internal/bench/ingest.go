@@ -1,0 +1,344 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/store"
+)
+
+// IngestReport is what the ingest scenario measured: C HTTP clients posting runs of a
+// one-step workflow to the API, a share of them repeating a key already acknowledged,
+// while Serve executes the steps.
+type IngestReport struct {
+	Result
+	Clients     int     `json:"clients"`
+	RepeatShare float64 `json:"repeat_share"`
+	// Requests is how many requests were answered (or failed) in the window.
+	Requests          int64   `json:"requests"`
+	RequestsPerSecond float64 `json:"requests_per_second"`
+	// Keys is how many distinct new keys were sent; RunsInDB how many runs of the
+	// workflow the database holds at the end: one per key.
+	Keys     int64 `json:"keys"`
+	RunsInDB int64 `json:"runs_in_db"`
+	// Repeats is how many requests repeated an acknowledged key; Replayed how many of
+	// them were answered with the run the key first started, marked Idempotent-Replayed.
+	Repeats  int64 `json:"repeats"`
+	Replayed int64 `json:"replayed"`
+	// Conflicts counts 409 answers: another request with the same key was in progress.
+	Conflicts int64 `json:"conflicts"`
+	// Errors counts requests that failed or got an unexpected answer.
+	Errors int64 `json:"errors"`
+	// StepsInWindow is how many steps executed during the window; StepsBehind how many
+	// acknowledged runs were still waiting for theirs when it ended; DrainSeconds how long
+	// they took after it.
+	StepsInWindow int64   `json:"steps_in_window"`
+	StepsBehind   int64   `json:"steps_behind"`
+	DrainSeconds  float64 `json:"drain_seconds"`
+}
+
+// Note implements Report.
+func (r *IngestReport) Note() string {
+	return fmt.Sprintf("%d clients, %.0f req/s, %d repeats (%d replayed), %d steps behind at the end, drained in %.1f s",
+		r.Clients, r.RequestsPerSecond, r.Repeats, r.Replayed, r.StepsBehind, r.DrainSeconds)
+}
+
+const ingestWorkflow = "bench-ingest"
+
+func runIngest(ctx context.Context, cfg Config) (Report, error) {
+	rep := &IngestReport{Result: Result{Scenario: "ingest", DB: cfg.Target.Kind(), Workers: cfg.Workers},
+		Clients: cfg.Clients, RepeatShare: cfg.RepeatShare}
+	err := withDatabase(ctx, cfg.Target, "ingest", func(d *database) error {
+		return ingest(ctx, cfg, d, rep, progress{w: cfg.Progress, label: "ingest " + d.kind})
+	})
+	return rep, err
+}
+
+func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, prog progress) (err error) {
+	var executed atomic.Int64
+	c, m, err := newClient(d.st, cfg.Workers)
+	if err != nil {
+		return err
+	}
+	if err := c.Register(chain(ingestWorkflow, 1, &executed)); err != nil {
+		return err
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	secret := hex.EncodeToString(b[:])
+
+	// The API as `onceflow serve` assembles it (internal/cli serve.go and observe.go).
+	tokens := []server.Token{{Name: "bench", Secret: secret, Scopes: []server.Scope{server.ScopeIngest}}}
+	hs := &http.Server{
+		Handler:           server.New(server.Config{Client: c, Store: d.st, Tokens: tokens, Metrics: m}).Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	eng := serve(ctx, c)
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        cfg.Clients,
+		MaxIdleConnsPerHost: cfg.Clients,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	defer func() {
+		tr.CloseIdleConnections()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		serr := hs.Shutdown(shutdown)
+		if e := <-served; !errors.Is(e, http.ErrServerClosed) {
+			serr = errors.Join(serr, e)
+		}
+		err = errors.Join(err, serr, eng.stop())
+	}()
+
+	l := &loader{
+		hc:     &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		url:    "http://" + ln.Addr().String() + "/v1/workflows/" + ingestWorkflow + "/runs",
+		secret: secret,
+		share:  cfg.RepeatShare,
+	}
+	t0 := time.Now()
+	end := t0.Add(cfg.IngestDuration)
+	stop := prog.phase("", func() (float64, string) {
+		frac := time.Since(t0).Seconds() / cfg.IngestDuration.Seconds()
+		if cfg.IngestRequests > 0 {
+			frac = float64(l.requests.Load()) / float64(cfg.IngestRequests)
+		}
+		n := l.requests.Load()
+		return frac, fmt.Sprintf("%d requests, %.0f/s; %d steps executed", n, perSecond(n, time.Since(t0)), executed.Load())
+	})
+	var lat latencies
+	var wg sync.WaitGroup
+	var issued atomic.Int64
+	for g := range cfg.Clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() { lat.add(mine) }()
+			for n := 0; ctx.Err() == nil; n++ {
+				if cfg.IngestRequests > 0 {
+					if issued.Add(1) > int64(cfg.IngestRequests) {
+						return
+					}
+				} else if !time.Now().Before(end) {
+					return
+				}
+				t := time.Now()
+				l.request(ctx, fmt.Sprintf("ingest-%d-%d", g, n))
+				mine = append(mine, time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	window := time.Since(t0)
+	rep.StepsInWindow = executed.Load()
+	stop()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	keys := l.keys.Load()
+	rep.Requests, rep.Keys = l.requests.Load(), keys
+	rep.Repeats, rep.Replayed = l.repeats.Load(), l.replayed.Load()
+	rep.Conflicts, rep.Errors = l.conflicts.Load(), l.errors.Load()
+	rep.Seconds = secs(window)
+	rep.RequestsPerSecond = perSecond(rep.Requests, window)
+	rep.StepsPerSecond = perSecond(rep.StepsInWindow, window)
+	rep.StepsBehind = max(0, l.acked.len()-rep.StepsInWindow)
+	rep.P50Ms, rep.P99Ms, _ = lat.quantiles()
+	l.failures.each(rep.fail)
+
+	// Drain: wait for the steps of every run the database holds.
+	stop = prog.phase("drain", counted(executed.Load, keys, "steps", t0))
+	final, err := countWorkflow(ctx, d.st, ingestWorkflow)
+	if err == nil {
+		rep.RunsInDB = final.total(final.runs)
+		var at time.Time
+		at, final, err = awaitCompleted(ctx, d.st, ingestWorkflow, rep.RunsInDB, &executed, rep.RunsInDB)
+		rep.DrainSeconds = secs(max(0, at.Sub(t0)-window))
+	}
+	stop()
+	if err != nil {
+		return err
+	}
+	rep.Runs = final.runs[store.StateCompleted]
+	rep.Steps = final.steps[store.StateCompleted]
+	if rep.RunsInDB != keys {
+		rep.fail("%d distinct keys sent, but the database holds %d runs", keys, rep.RunsInDB)
+	}
+	if rep.Replayed+rep.Conflicts != rep.Repeats {
+		rep.fail("%d requests repeated a key, %d were answered with the first run, %d with 409", rep.Repeats, rep.Replayed, rep.Conflicts)
+	}
+	if rep.Errors > 0 {
+		rep.fail("%d requests failed", rep.Errors)
+	}
+	if rep.Steps != rep.RunsInDB {
+		rep.fail("%d runs, %d steps completed", rep.RunsInDB, rep.Steps)
+	}
+	return nil
+}
+
+// loader sends the ingest requests and counts their answers.
+type loader struct {
+	hc     *http.Client
+	url    string
+	secret string
+	share  float64
+
+	acked                             ackedKeys
+	requests, keys, repeats, replayed atomic.Int64
+	conflicts, errors                 atomic.Int64
+	failures                          failures
+}
+
+// request posts a run: with probability share, of a key already acknowledged; otherwise
+// of newKey.
+func (l *loader) request(ctx context.Context, newKey string) {
+	defer l.requests.Add(1)
+	key, want, repeat := newKey, int64(0), false
+	if l.share > 0 && mrand.Float64() < l.share {
+		key, want, repeat = l.acked.pick()
+	}
+	if repeat {
+		l.repeats.Add(1)
+	} else {
+		key = newKey
+		l.keys.Add(1)
+	}
+	// The body derives from the key, so that a repeat sends the same body.
+	body := fmt.Sprintf(`{"key":%q}`, key)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, strings.NewReader(body))
+	if err != nil {
+		l.failed("%v", err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+l.secret)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.failed("POST %s: %v", key, err)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	var run struct {
+		ID int64 `json:"id"`
+	}
+	switch {
+	case resp.StatusCode == http.StatusConflict && repeat:
+		l.conflicts.Add(1)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return
+	case resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		l.failed("POST %s: %s: %s", key, resp.Status, strings.TrimSpace(string(msg)))
+		return
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || run.ID == 0 {
+		l.failed("POST %s: %s with an answer that names no run (%v)", key, resp.Status, err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	replayed := resp.Header.Get("Idempotent-Replayed") == "true"
+	switch {
+	case repeat && replayed && run.ID == want:
+		l.replayed.Add(1)
+	case repeat:
+		l.failed("repeated key %s answered run %d (replayed %v); it first started run %d", key, run.ID, replayed, want)
+	case replayed:
+		l.failed("new key %s answered as a replay of run %d", key, run.ID)
+	default:
+		l.acked.add(key, run.ID)
+	}
+}
+
+func (l *loader) failed(format string, args ...any) {
+	l.errors.Add(1)
+	l.failures.add(fmt.Sprintf(format, args...))
+}
+
+// ackedKeys are the keys whose first request was acknowledged, with their runs.
+type ackedKeys struct {
+	mu   sync.Mutex
+	keys []string
+	ids  []int64
+}
+
+func (a *ackedKeys) add(key string, id int64) {
+	a.mu.Lock()
+	a.keys = append(a.keys, key)
+	a.ids = append(a.ids, id)
+	a.mu.Unlock()
+}
+
+// pick returns a random acknowledged key and its run; ok is false while there is none.
+func (a *ackedKeys) pick() (key string, id int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.keys) == 0 {
+		return "", 0, false
+	}
+	i := mrand.IntN(len(a.keys))
+	return a.keys[i], a.ids[i], true
+}
+
+func (a *ackedKeys) len() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return int64(len(a.keys))
+}
+
+// failures keeps the first few failure messages of many goroutines.
+type failures struct {
+	mu   sync.Mutex
+	msgs []string
+	more int
+}
+
+func (f *failures) add(msg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.msgs) < 5 {
+		f.msgs = append(f.msgs, msg)
+	} else {
+		f.more++
+	}
+}
+
+func (f *failures) each(fn func(format string, args ...any)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.msgs {
+		fn("%s", m)
+	}
+	if f.more > 0 {
+		fn("… and %d more", f.more)
+	}
+}
