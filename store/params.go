@@ -14,7 +14,10 @@ func (p RunInsertParams) Validate() error {
 	if p.Workflow == "" || p.RunKey == "" {
 		return errors.New("run insert: Workflow and RunKey are required")
 	}
-	if p.Input != nil && !json.Valid(p.Input) {
+	if p.Input == nil {
+		return errors.New("run insert: the input is required (JSON null for none)")
+	}
+	if !json.Valid(p.Input) {
 		return errors.New("run insert: the input is not valid JSON")
 	}
 	seen := make(map[string]bool, len(p.Steps))

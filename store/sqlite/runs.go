@@ -47,7 +47,7 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 	results := make([]store.RunInsertResult, len(ps))
 	valid := 0
 	for i := range ps {
-		if err := validRunInsert(&ps[i]); err != nil {
+		if err := ps[i].Validate(); err != nil {
 			results[i].Err = fmt.Errorf("sqlite: %w", err)
 			continue
 		}
@@ -82,18 +82,6 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 		return nil, err
 	}
 	return results, nil
-}
-
-// validRunInsert is RunInsertParams.Validate plus what the runs table requires (an input:
-// the column is NOT NULL), so that such a param fails alone rather than the batch.
-func validRunInsert(p *store.RunInsertParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	if p.Input == nil {
-		return errors.New("run insert: the input is required (JSON null for none)")
-	}
-	return nil
 }
 
 // insertRun inserts one run and buffers its steps, or reads the existing run for its key.
