@@ -20,12 +20,13 @@ import (
 //
 //  1. the due steps, locked with FOR UPDATE SKIP LOCKED (concurrent claimers each take
 //     different steps without waiting), and their runs, locked in ID order;
-//  2. the outputs of those runs' completed steps, read once the runs are locked;
+//  2. the steps of those runs (what decides the runs' states and the steps' dependents,
+//     and the outputs of the completed ones), read once the runs are locked;
 //  3. after Prepare, in Go, the ledger rows of the candidates' keys: one multi-row INSERT …
 //     ON CONFLICT DO NOTHING, then one SELECT … FOR UPDATE of them in key order;
-//  4. after PlanClaim, in Go, every candidate's update, the attempt rows, the release of
-//     dependents and the reading of the runs' steps for their new states;
-//  5. the run states and the audit events, just before COMMIT.
+//  4. after PlanClaim, in Go, every candidate's update and the attempt rows;
+//  5. the release, skip of dependents and the run states, decided in Go candidate by
+//     candidate (see runSet), and the audit events, just before COMMIT.
 func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -96,19 +97,19 @@ func claim(ctx context.Context, t *txn, p *store.StepClaimParams, res *store.Cla
 	if err != nil || len(cands) == 0 {
 		return err
 	}
-	var runIDs []int64
+	var rs runSet
 	for _, c := range cands {
-		runIDs = append(runIDs, c.Run.ID)
+		rs.add(c.Run)
 	}
-	outputs, err := runOutputs(ctx, t, runIDs)
-	if err != nil {
+	if err := loadSteps(ctx, t, &rs); err != nil {
 		return err
 	}
+	outputs := map[int64]map[string]json.RawMessage{}
 	for _, c := range cands {
-		c.Outputs = maps.Clone(outputs[c.Run.ID])
-		if c.Outputs == nil {
-			c.Outputs = map[string]json.RawMessage{}
+		if outputs[c.Run.ID] == nil {
+			outputs[c.Run.ID] = rs.outputs(c.Run.ID)
 		}
+		c.Outputs = maps.Clone(outputs[c.Run.ID])
 	}
 
 	// Prepare each candidate; the first one (in claim order) with a key takes its row.
@@ -133,7 +134,7 @@ func claim(ctx context.Context, t *txn, p *store.StepClaimParams, res *store.Cla
 			plans[i] = store.PlanClaim(p, c, specs[i], effs[specs[i].Key])
 		}
 	}
-	return applyClaims(ctx, t, p, cands, plans, effs, res)
+	return applyClaims(ctx, t, p, cands, plans, effs, &rs, res)
 }
 
 // storablePrepare returns p with a Prepare that refuses, as an invalid key, an effect key
@@ -153,24 +154,13 @@ func storablePrepare(p *store.StepClaimParams) *store.StepClaimParams {
 	return &q
 }
 
-// runOutputs returns the outputs of the completed steps of the runs, by run and step name.
-func runOutputs(ctx context.Context, t *txn, runIDs []int64) (map[int64]map[string]json.RawMessage, error) {
-	rows, err := t.Query(ctx, `SELECT run_id, name, output FROM steps WHERE run_id = ANY($1) AND state = 'completed'`, runIDs)
+// loadSteps reads the steps of the runs in rs, which the transaction locked.
+func loadSteps(ctx context.Context, t *txn, rs *runSet) error {
+	rows, err := t.Query(ctx, stepStatusSQL, rs.ids())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := map[int64]map[string]json.RawMessage{}
-	var runID int64
-	var name string
-	var output []byte
-	_, err = pgx.ForEachRow(rows, []any{&runID, &name, &output}, func() error {
-		if out[runID] == nil {
-			out[runID] = map[string]json.RawMessage{}
-		}
-		out[runID][name] = json.RawMessage(slices.Clone(output))
-		return nil
-	})
-	return out, err
+	return rs.load(rows)
 }
 
 // takeEffects makes sure every key the takers prepared has a ledger row, held by the
@@ -264,17 +254,16 @@ func (w *stepWrites) add(c *store.ClaimCandidate, plan *store.ClaimPlan, reason 
 }
 
 // applyClaims writes what the plans decided, in one round trip for the candidates' rows,
-// their attempts, the ledger's fingerprints and the release of dependents, and re-derives
-// the states of the candidates' runs.
+// their attempts and the ledger's fingerprints. Then, candidate by candidate, it appends the
+// candidate's events, applies its change and its propagation (release or skip of the steps
+// that need it) to rs and re-derives its run's state; the dependents and the run states are
+// written by the flush that ends the transaction.
 func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []*store.ClaimCandidate, plans []*store.ClaimPlan,
-	effs map[string]*store.Effect, res *store.ClaimResult) error {
+	effs map[string]*store.Effect, rs *runSet, res *store.ClaimResult) error {
 	var w stepWrites
-	var deps dependents
-	var rc runChanges
 	var fpKeys, fps []string
 	for i, c := range cands {
 		plan, st := plans[i], c.Step
-		rc.touch(c.Run, p.Now, store.ActorEngine)
 		switch plan.Action {
 		case store.ClaimPark:
 			st.State = store.StateNeedsReview
@@ -283,10 +272,8 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 		case store.ClaimSkip:
 			st.State = store.StateSkipped
 			w.add(c, plan, plan.Reason, st.Attempt, nil, nil, nil, false)
-			deps.add(store.DependentsSkip, c.Run, st, p.Now)
 		case store.ClaimReuse:
 			w.add(c, plan, "effect_reused", st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
-			deps.add(store.DependentsRelease, c.Run, st, p.Now)
 		case store.ClaimWait:
 			w.add(c, plan, store.ReasonEffectInFlight, st.Attempt, nil, &plan.NextAt, nil, false)
 		case store.ClaimTake:
@@ -321,63 +308,61 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 		SELECT ord FROM upd`,
 		w.ids, w.prevAttempt, w.attempt, w.state, w.key, w.fingerprint, w.reason, w.owner, w.lastError, w.nextAt, w.leaseExpires,
 		w.setOutput, w.output, p.Now, p.Owner)
-	released := deps.queueRelease(b)
-	propagating := len(deps.skip) > 0
-	if !propagating {
-		rc.queueDerive(b)
-	}
 	br := t.SendBatch(ctx, b)
-	applied, statuses, err := readClaimWrites(br, len(fpKeys) > 0, len(w.ids), released, !propagating)
+	applied, err := readClaimWrites(br, len(fpKeys) > 0, len(w.ids))
 	if err := errors.Join(err, br.Close()); err != nil {
 		return err
 	}
 
 	for i, plan := range w.plans {
+		c := w.candidates[i]
 		if !applied[i] {
-			if plan.Action == store.ClaimTake {
-				continue // taken meanwhile
+			if plan.Action != store.ClaimTake {
+				return fmt.Errorf("step %d changed while locked", w.ids[i])
 			}
-			return fmt.Errorf("step %d changed while locked", w.ids[i])
+			// Taken meanwhile: nothing changed.
+			rs.refresh(t, c.Run.ID, p.Now, store.ActorEngine)
+			continue
 		}
 		for _, e := range plan.Events {
 			t.event(e)
 		}
-		c := w.candidates[i]
 		switch plan.Action {
 		case store.ClaimPark:
 			res.Parked++
+			rs.set(c.Run.ID, c.Step.ID, store.StateNeedsReview)
 		case store.ClaimSkip:
 			res.Skipped++
+			rs.set(c.Run.ID, c.Step.ID, store.StateSkipped)
+			rs.skipDependents(t, c.Run.ID, p.Now)
 		case store.ClaimReuse:
 			res.Reused++
 			res.ReusedSteps = append(res.ReusedSteps, &store.ClaimedStep{Run: c.Run, Step: c.Step, Outputs: c.Outputs})
+			rs.set(c.Run.ID, c.Step.ID, store.StateCompleted)
+			rs.release(c.Run.ID, c.Step.Name, p.Now)
 		case store.ClaimWait:
 			res.Waiting++
 		case store.ClaimTake:
 			res.Claimed = append(res.Claimed, &store.ClaimedStep{Run: c.Run, Step: c.Step, Outputs: c.Outputs, PreviousOutcome: c.Step.LastOutcome})
+			rs.set(c.Run.ID, c.Step.ID, store.StateProcessing)
 		}
+		rs.refresh(t, c.Run.ID, p.Now, store.ActorEngine)
 	}
-	if propagating {
-		if err := deps.propagate(ctx, t); err != nil {
-			return err
-		}
-		return rc.derive(ctx, t)
-	}
-	rc.decide(t, statuses)
+	rs.queueWrites(t)
 	return nil
 }
 
 // readClaimWrites reads the results of the batch applyClaims sent: which candidates'
-// updates applied and, when derived, what decides the runs' states.
-func readClaimWrites(br pgx.BatchResults, fingerprints bool, n int, released, derived bool) (applied []bool, statuses map[int64][]store.StepStatus, err error) {
+// updates applied.
+func readClaimWrites(br pgx.BatchResults, fingerprints bool, n int) (applied []bool, err error) {
 	if fingerprints {
 		if _, err := br.Exec(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	applied = make([]bool, n)
 	var ord int64
@@ -385,20 +370,7 @@ func readClaimWrites(br pgx.BatchResults, fingerprints bool, n int, released, de
 		applied[ord-1] = true
 		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if released {
-		var due int
-		if err := br.QueryRow().Scan(&due); err != nil {
-			return nil, nil, err
-		}
-	}
-	if !derived {
-		return applied, nil, nil
-	}
-	if rows, err = br.Query(); err != nil {
-		return nil, nil, err
-	}
-	statuses, err = readStatuses(rows)
-	return applied, statuses, err
+	return applied, nil
 }

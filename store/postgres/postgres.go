@@ -29,13 +29,19 @@
 // each other's results travel together in one pgx.Batch, BEGIN travels with the first
 // statement, and a transaction's audit events are one INSERT sent with its last writes. An
 // item's compare-and-set outcome is read from RETURNING, so one item's conflict or lost
-// lease never fails the others. Rows are locked in a fixed order (steps, then runs by ID,
-// then ledger rows by key) so that concurrent batches never wait for each other in a
-// cycle. Statements are prepared once per connection and planned for their parameters on
-// every execution (plan_cache_mode=force_custom_plan, unless the URL sets it): a generic
-// plan chosen while a table is nearly empty would otherwise stay in use as it grows. The
-// claim's and the reaper's locking scans set it for their own transaction in any case (SET
-// LOCAL, in the same round trip), since a generic plan would make them scan every step.
+// lease never fails the others. A batch applies its items one after the other, as the same
+// items one per call would: the steps of the runs it touches are read once, after the runs
+// are locked, and kept in memory for the transaction; after each item its change and its
+// propagation to dependent steps are applied to that copy, the run's state is re-derived
+// and a run.state_changed event follows the item's events when it changed; the dependents
+// and each run's final state are written once, before COMMIT. Rows are locked in a fixed
+// order (steps, then runs by ID, then ledger rows by key) so that concurrent batches never
+// wait for each other in a cycle. Statements are prepared once per connection and planned
+// for their parameters on every execution (plan_cache_mode=force_custom_plan, unless the
+// URL sets it): a generic plan chosen while a table is nearly empty would otherwise stay in
+// use as it grows. The claim's and the reaper's locking scans set it for their own
+// transaction in any case (SET LOCAL, in the same round trip), since a generic plan would
+// make them scan every step.
 //
 // # Audit trail order
 //

@@ -13,8 +13,9 @@ import (
 
 // StepReapExpired implements store.Store. Expired steps are locked with FOR UPDATE SKIP
 // LOCKED, so a step whose worker is recording its result right now is left to that worker,
-// and their runs in ID order; the steps, their attempts and the runs' states are then
-// written in one round trip.
+// and their runs in ID order; the steps of those runs are then read and the expired steps
+// and their attempts written in one round trip, and the runs' states, derived in Go step by
+// step (see runSet), are written with the audit events just before COMMIT.
 func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("postgres: %w", err)
@@ -67,16 +68,18 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 	ids, nextAts := make([]int64, n), make([]time.Time, n)
 	owners, states, errs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
-	var rc runChanges
+	var rs runSet
 	for j, e := range exp {
 		if e.plan, err = store.PlanReap(p.Now, e.run, e.st, p.Decide); err != nil {
 			return 0, err
 		}
 		ids[j], owners[j], attempts[j], states[j], nextAts[j] = e.st.ID, e.st.LeaseOwner, int32(e.st.Attempt), string(e.plan.State), e.plan.NextAt
 		errs[j], reasons[j] = clean(e.plan.Error), clean(e.plan.Reason)
-		rc.touch(e.run, p.Now, store.ActorReaper)
+		rs.add(e.run)
 	}
 	b := &pgx.Batch{}
+	// The steps of the runs as they were before (the runs are locked).
+	rs.queueLoad(b)
 	// The attempt is closed with outcome unknown; the key stays held.
 	b.Queue(`WITH u AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]) WITH ORDINALITY
@@ -91,26 +94,24 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 			UPDATE attempts a SET ended_at = $8, outcome = 'unknown', error = upd.error
 			FROM upd WHERE a.step_id = upd.id AND a.number = upd.attempt AND a.ended_at IS NULL)
 		SELECT ord FROM upd`, ids, owners, attempts, states, nextAts, errs, reasons, p.Now)
-	rc.queueDerive(b)
 	br := t.SendBatch(ctx, b)
 	applied := make([]bool, n)
-	var statuses map[int64][]store.StepStatus
 	err = func() error {
 		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		var ord int64
-		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
-			applied[ord-1] = true
-			return nil
-		}); err != nil {
+		if err := rs.load(rows); err != nil {
 			return err
 		}
 		if rows, err = br.Query(); err != nil {
 			return err
 		}
-		statuses, err = readStatuses(rows)
+		var ord int64
+		_, err = pgx.ForEachRow(rows, []any{&ord}, func() error {
+			applied[ord-1] = true
+			return nil
+		})
 		return err
 	}()
 	if err := errors.Join(err, br.Close()); err != nil {
@@ -126,7 +127,9 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 			t.event(ev)
 		}
 		t.notify = t.notify || e.plan.Due
+		rs.set(e.run.ID, e.st.ID, e.plan.State)
+		rs.refresh(t, e.run.ID, p.Now, store.ActorReaper)
 	}
-	rc.decide(t, statuses)
+	rs.queueWrites(t)
 	return reaped, nil
 }

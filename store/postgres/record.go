@@ -18,13 +18,12 @@ import (
 //
 //  1. the compare-and-set of every entry's step, one UPDATE … FROM unnest; the close of
 //     every entry's own attempt row; the steps as they now stand with their runs, locked
-//     in ID order (the order RunReplay follows: steps, then runs);
+//     in ID order (the order RunReplay follows: steps, then runs); the steps of those runs
+//     (what decides the runs' states and the steps' dependents);
 //  2. after PlanRecord, in Go, the ledger rows the entries hold, locked in key order, then
-//     completed or released; the release of dependents; the reading of the runs' steps
-//     for their new states;
-//  3. the run states and the audit events, just before COMMIT.
-//
-// Cancelling or skipping dependents, which is transitive, takes a round trip per level.
+//     completed or released (only when an entry changes the ledger);
+//  3. the release, cancel or skip of dependents and the run states, decided in Go entry by
+//     entry (see runSet), and the audit events, just before COMMIT.
 func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]error, error) {
 	invalid := make([]error, len(ps))
 	valid := 0
@@ -62,7 +61,9 @@ type recordEntry struct {
 	applied bool
 	st      *store.Step
 	run     *store.Run
-	events  []*store.Event
+	// plan is what PlanRecord decided, for an entry that applied.
+	plan   store.RecordPlan
+	events []*store.Event
 }
 
 func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []error) error {
@@ -76,12 +77,11 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		first[ps[i].StepID] = true
 		entries = append(entries, e)
 	}
-	if err := recordSteps(ctx, t, entries); err != nil {
+	var rs runSet
+	if err := recordSteps(ctx, t, entries, &rs); err != nil {
 		return err
 	}
 
-	var deps dependents
-	var rc runChanges
 	var fx effectWrites
 	notify := false
 	for _, e := range entries {
@@ -90,11 +90,8 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		case e.st == nil:
 			results[e.i] = fmt.Errorf("postgres: step %d: %w", p.StepID, store.ErrNotFound)
 		case e.applied:
-			actor := p.Actor
-			if actor == "" {
-				actor = p.Owner
-			}
 			plan := store.PlanRecord(p, e.run, e.st, e.errText)
+			e.plan = plan
 			e.events = append(e.events, plan.Event)
 			switch plan.Effect {
 			case store.EffectComplete:
@@ -102,10 +99,8 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 			case store.EffectRelease:
 				fx.release(e.st)
 			}
-			deps.add(plan.Dependents, e.run, e.st, p.Now)
 			// A completion notifies when it released a dependent (counted below).
 			notify = notify || (plan.Due && plan.Dependents != store.DependentsRelease)
-			rc.touch(e.run, p.Now, actor)
 		default:
 			results[e.i] = store.LeaseLostError(p)
 			e.events = append(e.events, store.LostRecordEvent(p, e.run, e.st))
@@ -121,24 +116,16 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		}
 	}
 
-	b := &pgx.Batch{}
-	fx.queue(b)
-	released := deps.queueRelease(b)
-	propagating := len(deps.cancel) > 0 || len(deps.skip) > 0
-	derived := !propagating && len(rc.order) > 0
-	if derived {
-		rc.queueDerive(b)
-	}
-	var statuses map[int64][]store.StepStatus
-	if b.Len() > 0 {
+	if len(fx.keys) > 0 {
+		b := &pgx.Batch{}
+		fx.queue(b)
 		br := t.SendBatch(ctx, b)
-		due, sts, err := readRecordWrites(br, &fx, released, derived)
-		if err := errors.Join(err, br.Close()); err != nil {
+		if err := errors.Join(readRecordWrites(br, &fx), br.Close()); err != nil {
 			return err
 		}
-		notify = notify || due > 0
-		statuses = sts
 	}
+	// Entry by entry, as one entry per call would: its events, its change and the
+	// propagation to the steps that need its step, then its run's state.
 	for _, e := range entries {
 		for _, ev := range e.events {
 			t.event(ev)
@@ -146,23 +133,34 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		if fx.kept[e] && !e.applied {
 			t.event(store.LostResultKeptEvent(e.p, e.run, e.st))
 		}
+		if !e.applied {
+			continue
+		}
+		p := e.p
+		rs.set(e.run.ID, e.st.ID, p.NextState)
+		switch e.plan.Dependents {
+		case store.DependentsRelease:
+			notify = rs.release(e.run.ID, e.st.Name, p.Now) > 0 || notify
+		case store.DependentsCancel:
+			rs.cancelDependents(t, e.run.ID, p.Now)
+		case store.DependentsSkip:
+			rs.skipDependents(t, e.run.ID, p.Now)
+		}
+		actor := p.Actor
+		if actor == "" {
+			actor = p.Owner
+		}
+		rs.refresh(t, e.run.ID, p.Now, actor)
 	}
 	t.notify = t.notify || notify
-	if propagating {
-		if err := deps.propagate(ctx, t); err != nil {
-			return err
-		}
-		return rc.derive(ctx, t)
-	}
-	if derived {
-		rc.decide(t, statuses)
-	}
+	rs.queueWrites(t)
 	return nil
 }
 
 // recordSteps applies the compare-and-set of the entries' steps, closes their attempts,
-// and reads their steps as they now stand and their runs, locked, in one round trip.
-func recordSteps(ctx context.Context, t *txn, entries []*recordEntry) error {
+// reads their steps as they now stand and their runs, locked, and reads the steps of those
+// runs into rs as they were before the compare-and-set, in one round trip.
+func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet) error {
 	var cas []*recordEntry
 	for _, e := range entries {
 		if e.cas {
@@ -228,6 +226,10 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry) error {
 	// The steps as they now stand, with their runs, locked in ID order.
 	b.Queue(`SELECT `+stepColumns+`, `+runColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
 		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)
+	// The steps of those runs, read once the runs are locked (a statement of its own, so
+	// that it sees what the transactions that held them committed).
+	b.Queue(`SELECT id, run_id, name, needs, state, waiting, attempt, NULL::bytea
+		FROM steps WHERE run_id IN (SELECT run_id FROM steps WHERE id = ANY($1))`, all)
 	br := t.SendBatch(ctx, b)
 	err := func() error {
 		rows, err := br.Query()
@@ -268,6 +270,20 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry) error {
 		for _, e := range entries {
 			if sr, ok := steps[e.p.StepID]; ok {
 				e.st, e.run = sr.st, sr.run
+				rs.add(sr.run)
+			}
+		}
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+		if err := rs.load(rows); err != nil {
+			return err
+		}
+		// The copy starts from the steps as they were before this call: a step whose
+		// compare-and-set applied was processing.
+		for _, e := range cas {
+			if e.applied && e.run != nil {
+				rs.set(e.run.ID, e.st.ID, store.StateProcessing)
 			}
 		}
 		return nil
@@ -344,46 +360,30 @@ func (fx *effectWrites) queue(b *pgx.Batch) {
 	}
 }
 
-// readRecordWrites reads the results of the batch record sent: which completions applied,
-// how many dependents became due and, when derived, what decides the runs' states.
-func readRecordWrites(br pgx.BatchResults, fx *effectWrites, released, derived bool) (due int, statuses map[int64][]store.StepStatus, err error) {
-	if len(fx.keys) > 0 {
-		if _, err := br.Exec(); err != nil {
-			return 0, nil, err
-		}
-		if len(fx.completing) > 0 {
-			rows, err := br.Query()
-			if err != nil {
-				return 0, nil, err
-			}
-			fx.kept = map[*recordEntry]bool{}
-			var ord int64
-			if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
-				fx.kept[fx.completing[ord-1]] = true
-				return nil
-			}); err != nil {
-				return 0, nil, err
-			}
-		}
-		if len(fx.releaseKey) > 0 {
-			if _, err := br.Exec(); err != nil {
-				return 0, nil, err
-			}
-		}
+// readRecordWrites reads the results of the ledger changes record sent: which completions
+// applied.
+func readRecordWrites(br pgx.BatchResults, fx *effectWrites) error {
+	if _, err := br.Exec(); err != nil {
+		return err
 	}
-	if released {
-		if err := br.QueryRow().Scan(&due); err != nil {
-			return 0, nil, err
-		}
-	}
-	if derived {
+	if len(fx.completing) > 0 {
 		rows, err := br.Query()
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		if statuses, err = readStatuses(rows); err != nil {
-			return 0, nil, err
+		fx.kept = map[*recordEntry]bool{}
+		var ord int64
+		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
+			fx.kept[fx.completing[ord-1]] = true
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
-	return due, statuses, nil
+	if len(fx.releaseKey) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

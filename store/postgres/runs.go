@@ -344,11 +344,12 @@ func (s *Store) RunList(ctx context.Context, p store.RunListParams) ([]*store.Ru
 	return out, err
 }
 
-// runChanges are the runs whose steps a transaction changed. Their states are re-derived
-// once, after every change to their steps, each appending a run.state_changed event when
-// it changed. Every transaction that changes a run's steps has locked the run (in ID order
-// with the others) before deriving its state, so derivations of one run happen one at a
-// time, each seeing the steps the previous one committed.
+// runChanges are the runs whose steps a review action changed (one item per transaction;
+// the batches of the write path use runSet). Their states are re-derived once, after every
+// change to their steps, each appending a run.state_changed event when it changed. Every
+// transaction that changes a run's steps has locked the run (in ID order with the others)
+// before deriving its state, so derivations of one run happen one at a time, each seeing the
+// steps the previous one committed.
 type runChanges struct {
 	order []*runChange
 	byID  map[int64]*runChange
@@ -384,16 +385,10 @@ func (rc *runChanges) ids() []int64 {
 	return ids
 }
 
-// queueDerive adds to b the query that reads what decides the runs' states; readStatuses
-// reads its result.
-func (rc *runChanges) queueDerive(b *pgx.Batch) {
-	b.Queue(deriveSQL, rc.ids())
-}
-
 // deriveSQL reads what decides the states of the runs $1.
 const deriveSQL = `SELECT DISTINCT run_id, state, waiting = 0 FROM steps WHERE run_id = ANY($1)`
 
-// readStatuses reads the result of queueDerive: what decides each run's state.
+// readStatuses reads the result of deriveSQL: what decides each run's state.
 func readStatuses(rows pgx.Rows) (map[int64][]store.StepStatus, error) {
 	steps := map[int64][]store.StepStatus{}
 	var runID int64
@@ -410,7 +405,7 @@ func readStatuses(rows pgx.Rows) (map[int64][]store.StepStatus, error) {
 	return steps, err
 }
 
-// decide derives the runs' states from statuses (read by queueDerive), appends an event for
+// decide derives the runs' states from statuses (read with deriveSQL), appends an event for
 // each run whose state changed, and queues the statement that stores them.
 func (rc *runChanges) decide(t *txn, statuses map[int64][]store.StepStatus) {
 	var ids []int64

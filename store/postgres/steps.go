@@ -74,9 +74,10 @@ func (s *Store) StepListByRun(ctx context.Context, runID int64) ([]*store.Step, 
 	return out, err
 }
 
-// dependents changes the steps that need the steps a transaction changed: releases
-// (decrement their waiting count) and, transitively, cancellations and skips. Each run's
-// changes use the time of the change that caused them.
+// dependents changes the steps that need the step a review action changed: releases
+// (decrement their waiting count) and, transitively, cancellations and skips, with SQL (the
+// batches of the write path decide them in memory, see runSet). Each run's changes use the
+// time of the change that caused them.
 type dependents struct {
 	releaseRun  []int64
 	releaseName []string
@@ -89,19 +90,6 @@ type dependents struct {
 type runAt struct {
 	run *store.Run
 	at  time.Time
-}
-
-// add records that plan's change to step st of run, made at at, moves the steps that need
-// st.
-func (d *dependents) add(c store.DependentChange, run *store.Run, st *store.Step, at time.Time) {
-	switch c {
-	case store.DependentsRelease:
-		d.releaseRun, d.releaseName, d.releaseAt = append(d.releaseRun, run.ID), append(d.releaseName, st.Name), append(d.releaseAt, at)
-	case store.DependentsCancel:
-		d.cancel = append(d.cancel, &runAt{run, at})
-	case store.DependentsSkip:
-		d.skip = append(d.skip, &runAt{run, at})
-	}
 }
 
 // queueRelease adds to b, if there is any, the release of the dependents, a query that

@@ -19,6 +19,8 @@ var batchTests = []subtest{
 	{"GetByKey", testBatchGetByKey},
 	{"ClaimMixed", testBatchClaimMixed},
 	{"RecordMixed", testBatchRecordMixed},
+	{"SameTrailAsSingleItems", testBatchTrail},
+	{"SameTrailParallelRoots", testBatchTrailParallelRoots},
 }
 
 // insertParams fills the harness's defaults into a RunInsertParams for RunInsertMany.
