@@ -29,8 +29,13 @@ demo: ## run the demo: every effect once, against services that misbehave
 	$(GO) run ./cmd/onceflow demo
 
 .PHONY: bench
-bench: ## run the engine benchmarks
-	$(GO) test -run '^$$' -bench . -benchtime 2000x .
+bench: ## run the engine benchmarks (testing.B) and onceflow bench on SQLite
+	$(GO) test -run '^$$' -bench . -benchtime 20000x .
+	$(GO) run ./cmd/onceflow bench
+
+.PHONY: peers
+peers: ## compare onceflow with River on the local PostgreSQL (bench/peers)
+	cd bench/peers && $(GO) run . --rounds 2
 
 .PHONY: build
 build: ## build the onceflow binary into ./onceflow
