@@ -81,8 +81,8 @@ type Config struct {
 	// and each caller returns once the transaction holding its own item has committed.
 	MaxBatch int
 	// CommitConcurrency is how many such transactions of each kind may commit at once
-	// (default 1, right for SQLite's single writer; PostgreSQL may gain from 2–4 when
-	// commits are slow).
+	// (default 1: SQLite has one writer, and on PostgreSQL with its default pool more
+	// concurrent batches measured slower, as they contend for connections and locks).
 	CommitConcurrency int
 }
 
