@@ -166,9 +166,12 @@ func New(cfg Config) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
 	}
-	gc := groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second}
-	c.starts = groupcommit.New(c.store.RunInsertMany, gc)
-	c.records = groupcommit.New(c.store.StepRecord, gc)
+	gc := func(kind string) groupcommit.Config {
+		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second,
+			Observe: func(items int, took time.Duration, err error) { c.observeCommit(kind, items, took, err) }}
+	}
+	c.starts = groupcommit.New(c.store.RunInsertMany, gc(CommitStarts))
+	c.records = groupcommit.New(c.store.StepRecord, gc(CommitRecords))
 	if err := c.initNotify(); err != nil {
 		return nil, err
 	}

@@ -154,6 +154,11 @@ func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, erro
 	})
 	if err == nil {
 		c.claimed(now, res)
+		if n := len(res.Claimed) + res.Reused + res.Skipped + res.Parked + res.Waiting; n > 0 {
+			c.observeCommit(CommitClaims, n, c.cfg.Clock().Sub(now), nil)
+		}
+	} else {
+		c.observeCommit(CommitClaims, 0, c.cfg.Clock().Sub(now), err)
 	}
 	return res, err
 }

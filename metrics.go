@@ -38,6 +38,18 @@ const (
 	MeasureAttempt MeasurementKind = "attempt"
 	// MeasureLeaseReap: the lease reaper took back Count steps whose worker vanished.
 	MeasureLeaseReap MeasurementKind = "lease_reap"
+	// MeasureCommit: one transaction of the write path committed (or failed, Outcome
+	// "error") Count items of one kind, named by Step: CommitStarts, CommitRecords or
+	// CommitClaims. Duration is how long it took. The batch sizes show how much group
+	// commit gathers.
+	MeasureCommit MeasurementKind = "commit"
+)
+
+// Kinds of MeasureCommit, in its Step field.
+const (
+	CommitStarts  = "starts"
+	CommitRecords = "records"
+	CommitClaims  = "claims"
 )
 
 // Outcomes of MeasureRunStart.
@@ -62,6 +74,15 @@ type Measurement struct {
 type noMetrics struct{}
 
 func (noMetrics) Observe(Measurement) {}
+
+// observeCommit reports a write-path transaction of kind holding items.
+func (c *Client) observeCommit(kind string, items int, took time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	c.metrics.Observe(Measurement{Kind: MeasureCommit, Step: kind, Outcome: outcome, Count: items, Duration: took})
+}
 
 func (c *Client) observeStart(p store.RunInsertParams, run *store.Run, created bool) {
 	outcome := RunCreated

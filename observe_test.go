@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -142,15 +143,32 @@ func (r *recorder) Observe(m onceflow.Measurement) {
 	r.got = append(r.got, m)
 }
 
-// lines renders the measurements as "kind workflow/step outcome duration count", sorted.
+// lines renders the measurements as "kind workflow/step outcome duration count", sorted,
+// leaving out the write path's commits (see commits).
 func (r *recorder) lines() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
 	for _, m := range r.got {
+		if m.Kind == onceflow.MeasureCommit {
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s %s/%s %s %v %d", m.Kind, m.Workflow, m.Step, m.Outcome, m.Duration, m.Count))
 	}
 	slices.Sort(out)
+	return out
+}
+
+// commits sums the items of the successful write-path commits by kind.
+func (r *recorder) commits() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, m := range r.got {
+		if m.Kind == onceflow.MeasureCommit && m.Outcome == "ok" {
+			out[m.Step] += m.Count
+		}
+	}
 	return out
 }
 
@@ -208,6 +226,13 @@ func TestMetricsAndStepLogs(t *testing.T) {
 	slices.Sort(want)
 	if got := rec.lines(); !slices.Equal(got, want) {
 		t.Errorf("measurements:\n got %q\nwant %q", got, want)
+	}
+	// Every start (the repeated ones append their audit event), record and claimed,
+	// reused or parked step went through a measured commit.
+	b.client.Flush()
+	wantCommits := map[string]int{onceflow.CommitStarts: 5, onceflow.CommitRecords: 4, onceflow.CommitClaims: 5}
+	if got := rec.commits(); !maps.Equal(got, wantCommits) {
+		t.Errorf("items committed by kind = %v, want %v", got, wantCommits)
 	}
 
 	var reaped, reused bool

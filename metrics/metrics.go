@@ -27,6 +27,8 @@
 //	onceflow_run_starts_total{workflow,outcome}                   starts: created, deduplicated, conflict
 //	onceflow_webhook_deliveries_total{workflow,outcome}           deliveries: accepted, duplicate, ignored, rejected
 //	onceflow_leases_reaped_total                                  steps taken back from workers that vanished
+//	onceflow_commit_batch_size{kind}                              items per write-path transaction: starts, records, claims
+//	onceflow_commit_duration_seconds{kind,outcome}                how long those transactions took (outcome ok or error)
 //	onceflow_store_stats_errors_total                             scrapes that could not read the store
 //
 // The dedupe hits are onceflow_effect_reuses_total, onceflow_run_starts_total with
@@ -80,6 +82,8 @@ type Metrics struct {
 	deliveries *prometheus.CounterVec
 	reaped     prometheus.Counter
 	statsErrs  prometheus.Counter
+	batchSize  *prometheus.HistogramVec
+	commitDur  *prometheus.HistogramVec
 
 	runs, steps, review, due *prometheus.Desc
 
@@ -98,6 +102,8 @@ var _ prometheus.Collector = (*Metrics)(nil)
 var (
 	attemptBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 	lagBuckets     = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	commitBuckets  = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
+	batchBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 )
 
 // New returns Metrics for cfg.
@@ -130,6 +136,11 @@ func New(cfg Config) *Metrics {
 			Help: "Webhook deliveries, by outcome: accepted, duplicate (the event was delivered before), ignored or rejected."}, []string{"workflow", "outcome"}),
 		reaped: prometheus.NewCounter(prometheus.CounterOpts{Name: "onceflow_leases_reaped_total",
 			Help: "Steps taken back by the lease reaper from workers that stopped renewing their lease."}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onceflow_commit_batch_size",
+			Help:    "Items written per transaction of the write path, by kind (starts, records, claims): what group commit gathers.",
+			Buckets: batchBuckets}, []string{"kind"}),
+		commitDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onceflow_commit_duration_seconds",
+			Help: "How long transactions of the write path took, by kind and outcome (ok, error).", Buckets: commitBuckets}, []string{"kind", "outcome"}),
 		statsErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "onceflow_store_stats_errors_total",
 			Help: "Scrapes that could not read the counts of runs and steps from the store."}),
 		runs:  prometheus.NewDesc("onceflow_runs", "Runs in the store, by state.", []string{"workflow", "state"}, nil),
@@ -154,6 +165,11 @@ func (m *Metrics) Observe(o onceflow.Measurement) {
 		m.starts.WithLabelValues(o.Workflow, o.Outcome).Inc()
 	case onceflow.MeasureLeaseReap:
 		m.reaped.Add(float64(o.Count))
+	case onceflow.MeasureCommit:
+		if o.Outcome == "ok" {
+			m.batchSize.WithLabelValues(o.Step).Observe(float64(o.Count))
+		}
+		m.commitDur.WithLabelValues(o.Step, o.Outcome).Observe(o.Duration.Seconds())
 	}
 }
 
@@ -175,7 +191,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.attempts, m.durations, m.claimLag, m.reuses, m.starts, m.deliveries, m.reaped, m.statsErrs}
+	return []prometheus.Collector{m.attempts, m.durations, m.claimLag, m.reuses, m.starts, m.deliveries, m.reaped, m.statsErrs, m.batchSize, m.commitDur}
 }
 
 // Collect implements prometheus.Collector: the counters and histograms, and the gauges

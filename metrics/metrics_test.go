@@ -343,7 +343,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	}
 
 	// Labels are bounded: names of workflows and steps, states, outcomes, reasons.
-	allowed := map[string]bool{"workflow": true, "step": true, "state": true, "outcome": true, "reason": true, "le": true}
+	allowed := map[string]bool{"workflow": true, "step": true, "state": true, "outcome": true, "reason": true, "le": true, "kind": true}
 	var names []string
 	seen := map[string]bool{}
 	for _, s := range all {

@@ -34,6 +34,9 @@ type Config struct {
 	// Timeout bounds one commit (default 30 s). A commit runs under its own context, so a
 	// caller that gives up does not fail the other items of its batch.
 	Timeout time.Duration
+	// Observe, when set, is told of every commit: how many items it held, how long it
+	// took and whether it failed as a whole. It runs on the committing goroutine.
+	Observe func(items int, took time.Duration, err error)
 }
 
 // Committer batches items for fn. It starts goroutines only while it has work, so it
@@ -202,8 +205,12 @@ func (c *Committer[T, R]) try(batch []*call[T, R]) error {
 		items[i] = cl.item
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	began := time.Now()
 	res, err := c.fn(ctx, items)
 	cancel()
+	if c.cfg.Observe != nil {
+		c.cfg.Observe(len(items), time.Since(began), err)
+	}
 	if err == nil && len(res) != len(items) {
 		panic("groupcommit: the commit function returned a result count that differs from the item count")
 	}
