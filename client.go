@@ -297,11 +297,11 @@ func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) 
 }
 
 // Flush waits until the writes the client group-commits in the background (the audit
-// events of repeated starts) are committed. Callers that read the audit trail right after
-// a repeated Start, and programs about to exit, call it.
-func (c *Client) Flush() {
-	c.starts.Flush()
-	c.records.Flush()
+// events of repeated starts) are committed, or until ctx ends. Callers that read the audit
+// trail right after a repeated Start, and programs about to exit, call it; Serve does
+// before it returns.
+func (c *Client) Flush(ctx context.Context) error {
+	return errors.Join(c.starts.Flush(ctx), c.records.Flush(ctx))
 }
 
 // runInsertParams validates a start of workflow and builds the run to insert: Start and

@@ -229,7 +229,9 @@ func TestMetricsAndStepLogs(t *testing.T) {
 	}
 	// Every start (the repeated ones append their audit event), record and claimed,
 	// reused or parked step went through a measured commit.
-	b.client.Flush()
+	if err := b.client.Flush(b.ctx); err != nil {
+		t.Fatal(err)
+	}
 	wantCommits := map[string]int{onceflow.CommitStarts: 5, onceflow.CommitRecords: 4, onceflow.CommitClaims: 5}
 	if got := rec.commits(); !maps.Equal(got, wantCommits) {
 		t.Errorf("items committed by kind = %v, want %v", got, wantCommits)

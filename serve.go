@@ -49,7 +49,13 @@ func (c *Client) Serve(ctx context.Context) error {
 	}
 	stopHeartbeat()
 	loops.Wait()
-	c.Flush()
+	// The audit events of repeated starts still queued; bounded, so that an unreachable
+	// database cannot hold the shutdown.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownGrace)
+	defer cancel()
+	if err := c.Flush(flushCtx); err != nil {
+		c.log.Warn("shutdown: audit events of repeated starts not yet written", "error", err)
+	}
 	return nil
 }
 

@@ -48,7 +48,7 @@ type Committer[T, R any] struct {
 	mu      sync.Mutex
 	queue   []*call[T, R]
 	running int
-	idle    *sync.Cond // signalled when running drops to 0 with an empty queue
+	idle    chan struct{} // closed when running drops to 0 with an empty queue; nil while idle
 	batches Stats
 }
 
@@ -80,9 +80,7 @@ func New[T, R any](fn CommitFunc[T, R], cfg Config) *Committer[T, R] {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	c := &Committer[T, R]{fn: fn, cfg: cfg}
-	c.idle = sync.NewCond(&c.mu)
-	return c
+	return &Committer[T, R]{fn: fn, cfg: cfg}
 }
 
 // Do submits item and waits for the commit that holds it. If ctx ends first, Do returns
@@ -107,13 +105,21 @@ func (c *Committer[T, R]) Go(item T) {
 	c.enqueue(&call[T, R]{item: item, done: make(chan struct{})})
 }
 
-// Flush waits until every item submitted before it was committed or failed.
-func (c *Committer[T, R]) Flush() {
+// Flush waits until every item submitted before it was committed or failed, or until ctx
+// ends (then it returns ctx's error and the items are still being committed).
+func (c *Committer[T, R]) Flush(ctx context.Context) error {
 	c.mu.Lock()
-	for c.running > 0 || len(c.queue) > 0 {
-		c.idle.Wait()
-	}
+	idle := c.idle
 	c.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Pending returns how many items wait for a batch.
@@ -133,6 +139,9 @@ func (c *Committer[T, R]) Stats() Stats {
 func (c *Committer[T, R]) enqueue(cl *call[T, R]) {
 	c.mu.Lock()
 	c.queue = append(c.queue, cl)
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
 	if c.running < c.cfg.Concurrency {
 		c.running++
 		go c.run()
@@ -147,8 +156,9 @@ func (c *Committer[T, R]) run() {
 		batch := c.take()
 		if len(batch) == 0 {
 			c.running--
-			if c.running == 0 {
-				c.idle.Broadcast()
+			if c.running == 0 && len(c.queue) == 0 {
+				close(c.idle)
+				c.idle = nil
 			}
 			c.mu.Unlock()
 			return

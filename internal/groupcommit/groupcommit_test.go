@@ -165,7 +165,9 @@ func TestACallerThatGaveUpIsDropped(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller: %v, want context.Canceled", err)
 	}
-	c.Flush()
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range g.batches {
 		if slices.Contains(b, 1) {
 			t.Errorf("the cancelled item was committed: batches %v", g.batches)
@@ -180,7 +182,9 @@ func TestGoAndFlush(t *testing.T) {
 	for i := range 50 {
 		c.Go(i)
 	}
-	c.Flush()
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var all []int
 	for _, b := range g.batches {
 		all = append(all, b...)
@@ -197,4 +201,26 @@ func sizes(bs [][]int) []int {
 		out = append(out, len(b))
 	}
 	return out
+}
+
+func TestFlushEndsWithItsContext(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{})
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatalf("Flush of an idle committer: %v", err)
+	}
+	c.Go(1)
+	<-g.started
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := c.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush while a commit hangs, with a cancelled context = %v, want context.Canceled", err)
+	}
+	close(g.release)
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.batches) != 1 || g.batches[0][0] != 1 {
+		t.Errorf("batches %v, want [[1]]", g.batches)
+	}
 }
