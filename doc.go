@@ -55,7 +55,19 @@
 // retried with the backoff chosen, completed from the ledger, parked, a lease expired —
 // is an event appended in the same transaction as the change, carrying the run, step,
 // workflow, entity, effect key, attempt, actor and reason. Client.Audit and Client.Key
-// answer by entity, run, key and time, each event explained (Explain).
+// answer by entity, run, key and time, each event explained (Explain). The one event
+// written after its answer is a repeated Start's run.deduplicated, which changes nothing:
+// it goes with the next group commit (Client.Flush waits for it).
+//
+// # Group commit
+//
+// Concurrent Start calls and the results of concurrent steps are written one transaction
+// per batch: whatever arrives while a transaction commits goes into the next one, so a busy
+// client writes in batches and an idle one adds no delay. Each caller returns once the
+// transaction holding its own item has committed, with its own result; a batch is never a
+// reason for one item to fail another. Due steps are claimed in batches too, and a step
+// released by a result recorded in this process is claimed at once. A run key that is
+// already known is answered from an index lookup, without waiting for the writer.
 //
 // # Working the review queue
 //
