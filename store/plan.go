@@ -141,6 +141,18 @@ func PlanClaim(p *StepClaimParams, c *ClaimCandidate, spec EffectSpec, eff *Effe
 	return plan
 }
 
+// Lost returns the steps of p.StepIDs whose lease a heartbeat did not extend, given the
+// ones it did.
+func (p StepHeartbeatParams) Lost(held map[int64]bool) []int64 {
+	var lost []int64
+	for _, id := range p.StepIDs {
+		if !held[id] {
+			lost = append(lost, id)
+		}
+	}
+	return lost
+}
+
 // FingerprintsDiffer reports whether two request fingerprints are both known and differ.
 func FingerprintsDiffer(a, b string) bool { return a != "" && b != "" && a != b }
 

@@ -215,11 +215,5 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 	if err != nil {
 		return nil, err
 	}
-	var lost []int64
-	for _, id := range p.StepIDs {
-		if !held[id] {
-			lost = append(lost, id)
-		}
-	}
-	return lost, nil
+	return p.Lost(held), nil
 }

@@ -455,13 +455,7 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 	if err != nil {
 		return nil, err
 	}
-	var lost []int64
-	for _, id := range p.StepIDs {
-		if !held[id] {
-			lost = append(lost, id)
-		}
-	}
-	return lost, nil
+	return p.Lost(held), nil
 }
 
 func placeholders(n int) string {
