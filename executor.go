@@ -213,8 +213,6 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 	if sd.Retention > 0 {
 		p.RetainUntil = now.Add(sd.Retention) // kept with the ledger row if this completes it
 	}
-	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "initial": sd.retry.Initial.String(),
-		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
 	var se *StepError
 	if errors.As(err, &se) {
 		p.ResponseStatus, p.ResponseExcerpt = se.ResponseStatus, se.ResponseExcerpt
@@ -231,6 +229,9 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 		return p
 	}
 	p.Error = err.Error()
+	// The policy that decided, for the audit event of a failure.
+	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "initial": sd.retry.Initial.String(),
+		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
 	failState := store.StateNeedsReview
 	if sd.OnFailure == Fail {
 		failState = store.StateFailed
