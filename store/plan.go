@@ -94,7 +94,7 @@ func PlanClaim(p *StepClaimParams, c *ClaimCandidate, spec EffectSpec, eff *Effe
 	run, st := c.Run, c.Step
 	plan := &ClaimPlan{Spec: spec}
 	switch {
-	case eff.State == EffectCompleted && FingerprintsDiffer(eff.Fingerprint, spec.Fingerprint):
+	case eff.State == EffectCompleted && fingerprintsDiffer(eff.Fingerprint, spec.Fingerprint):
 		plan.Action, plan.Reason = ClaimPark, ReasonKeyConflict
 		plan.Error = fmt.Sprintf("effect key %q was completed by run %d step %q with a different request", spec.Key, eff.RunID, eff.StepName)
 		plan.Events = []*Event{
@@ -153,8 +153,8 @@ func (p StepHeartbeatParams) Lost(held map[int64]bool) []int64 {
 	return lost
 }
 
-// FingerprintsDiffer reports whether two request fingerprints are both known and differ.
-func FingerprintsDiffer(a, b string) bool { return a != "" && b != "" && a != b }
+// fingerprintsDiffer reports whether two request fingerprints are both known and differ.
+func fingerprintsDiffer(a, b string) bool { return a != "" && b != "" && a != b }
 
 // EffectChange is what a record does to the step's ledger row.
 type EffectChange int

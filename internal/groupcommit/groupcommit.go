@@ -49,16 +49,6 @@ type Committer[T, R any] struct {
 	queue   []*call[T, R]
 	running int
 	idle    chan struct{} // closed when running drops to 0 with an empty queue; nil while idle
-	batches Stats
-}
-
-// Stats counts what a committer did.
-type Stats struct {
-	// Batches and Items count the commits and the items they held (retries of a failed
-	// batch item by item are counted as batches too).
-	Batches, Items int64
-	// Failed counts whole-batch failures.
-	Failed int64
 }
 
 type call[T, R any] struct {
@@ -127,13 +117,6 @@ func (c *Committer[T, R]) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.queue)
-}
-
-// Stats returns what the committer did so far.
-func (c *Committer[T, R]) Stats() Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.batches
 }
 
 func (c *Committer[T, R]) enqueue(cl *call[T, R]) {
@@ -224,13 +207,6 @@ func (c *Committer[T, R]) try(batch []*call[T, R]) error {
 	if err == nil && len(res) != len(items) {
 		panic("groupcommit: the commit function returned a result count that differs from the item count")
 	}
-	c.mu.Lock()
-	c.batches.Batches++
-	c.batches.Items += int64(len(items))
-	if err != nil {
-		c.batches.Failed++
-	}
-	c.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -58,7 +59,8 @@ func waitPending[T, R any](t *testing.T, c *Committer[T, R], n int) {
 
 func TestItemsQueuedDuringACommitFormOneBatch(t *testing.T) {
 	g := newGate()
-	c := New(g.commit, Config{})
+	var obs commits
+	c := New(g.commit, Config{Observe: obs.observe})
 	var wg sync.WaitGroup
 	got := make([]int, 101)
 	wg.Go(func() {
@@ -89,8 +91,8 @@ func TestItemsQueuedDuringACommitFormOneBatch(t *testing.T) {
 	if len(g.batches) != 2 || len(g.batches[0]) != 1 || len(g.batches[1]) != 100 {
 		t.Errorf("batch sizes = %v, want [1 100]", sizes(g.batches))
 	}
-	if s := c.Stats(); s.Batches != 2 || s.Items != 101 || s.Failed != 0 {
-		t.Errorf("stats = %+v", s)
+	if obs.batches != 2 || obs.items != 101 || obs.failed != 0 {
+		t.Errorf("observed %d commits of %d items, %d failed; want 2, 101, 0", obs.batches, obs.items, obs.failed)
 	}
 }
 
@@ -120,7 +122,8 @@ func TestAFailedBatchIsRetriedItemByItem(t *testing.T) {
 		}
 		return nil
 	}
-	c := New(g.commit, Config{})
+	var obs commits
+	c := New(g.commit, Config{Observe: obs.observe})
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = c.Do(t.Context(), 0) })
 	<-g.started
@@ -143,8 +146,8 @@ func TestAFailedBatchIsRetriedItemByItem(t *testing.T) {
 			t.Errorf("item %d: %d, %v; want %d from a commit of its own", i, vals[i], errs[i], i*10)
 		}
 	}
-	if s := c.Stats(); s.Failed != 2 { // the batch of ten, then 7 alone
-		t.Errorf("failed commits = %d, want 2", s.Failed)
+	if obs.failed != 2 { // the batch of ten, then 7 alone
+		t.Errorf("failed commits = %d, want 2", obs.failed)
 	}
 }
 
@@ -192,6 +195,22 @@ func TestGoAndFlush(t *testing.T) {
 	slices.Sort(all)
 	if len(all) != 50 || all[0] != 0 || all[49] != 49 {
 		t.Errorf("committed %v, want 0..49 once each", all)
+	}
+}
+
+// commits counts, through Config.Observe, the commits, their items and the failed ones.
+type commits struct {
+	mu                     sync.Mutex
+	batches, items, failed int
+}
+
+func (o *commits) observe(items int, _ time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.batches++
+	o.items += items
+	if err != nil {
+		o.failed++
 	}
 }
 
