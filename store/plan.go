@@ -211,10 +211,23 @@ func (p *StepRecordParams) RecordOutput() []byte {
 	if p.NextState != StateCompleted {
 		return nil
 	}
+	return p.SuccessOutput()
+}
+
+// SuccessOutput is the attempt's output as the ledger keeps it: "null" for none.
+func (p *StepRecordParams) SuccessOutput() []byte {
 	if p.Output == nil {
 		return []byte("null")
 	}
 	return p.Output
+}
+
+// RecordActor is who a record's events name: Actor, or the lease owner.
+func (p *StepRecordParams) RecordActor() string {
+	if p.Actor == "" {
+		return p.Owner
+	}
+	return p.Actor
 }
 
 // RecordNextAt is when the recorded step is due next: NextAt for a retry, Now otherwise.
@@ -228,10 +241,7 @@ func (p *StepRecordParams) RecordNextAt() time.Time {
 // PlanRecord decides what a record whose compare-and-set applied changes besides the step
 // (st is the step as updated, run its run). errText is the error as the backend stored it.
 func PlanRecord(p *StepRecordParams, run *Run, st *Step, errText string) RecordPlan {
-	actor := p.Actor
-	if actor == "" {
-		actor = p.Owner
-	}
+	actor := p.RecordActor()
 	d := MergeDetail(map[string]any{"outcome": string(p.Outcome)}, p.Detail)
 	if errText != "" {
 		d["error"] = errText

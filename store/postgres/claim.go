@@ -48,18 +48,23 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 	return res, nil
 }
 
-// claimCandidatesSQL selects the due steps, oldest due first, skipping those another
-// transaction holds, and locks their runs in ID order. The run rows come from the locking
-// scan, so they are the newest versions.
-const claimCandidatesSQL = `WITH cand AS MATERIALIZED (
-		SELECT s.* FROM steps s
-		WHERE s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= $1 AND s.workflow = ANY($2)
-		ORDER BY s.next_at, s.id
-		LIMIT $3
+// lockingScanSQL selects the steps matching where, in order, at most $limit of them,
+// skipping those another transaction holds, and locks their runs in ID order. The run rows
+// come from the locking scan, so they are the newest versions.
+func lockingScanSQL(where, order, limit string) string {
+	return `WITH cand AS MATERIALIZED (
+		SELECT s.* FROM steps s WHERE ` + where + `
+		ORDER BY ` + order + `
+		LIMIT ` + limit + `
 		FOR UPDATE OF s SKIP LOCKED),
 	locked AS MATERIALIZED (
 		SELECT r.* FROM runs r WHERE r.id IN (SELECT run_id FROM cand) ORDER BY r.id FOR NO KEY UPDATE)
-	SELECT ` + stepColumns + `, ` + runColumns + ` FROM cand s JOIN locked r ON r.id = s.run_id ORDER BY s.next_at, s.id`
+	SELECT ` + stepColumns + `, ` + runColumns + ` FROM cand s JOIN locked r ON r.id = s.run_id ORDER BY ` + order
+}
+
+// claimCandidatesSQL selects the due steps, oldest due first.
+var claimCandidatesSQL = lockingScanSQL(
+	`s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= $1 AND s.workflow = ANY($2)`, "s.next_at, s.id", "$3")
 
 // customPlans makes the rest of the transaction plan each statement for its parameters. A
 // generic plan, which PostgreSQL may switch to after a few executions of a prepared

@@ -36,15 +36,7 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 }
 
 func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
-	const expiredSQL = `WITH cand AS MATERIALIZED (
-			SELECT s.* FROM steps s
-			WHERE s.state = 'processing' AND s.lease_expires_at < $1
-			ORDER BY s.lease_expires_at, s.id
-			LIMIT $2
-			FOR UPDATE OF s SKIP LOCKED),
-		locked AS MATERIALIZED (
-			SELECT r.* FROM runs r WHERE r.id IN (SELECT run_id FROM cand) ORDER BY r.id FOR NO KEY UPDATE)
-		SELECT ` + stepColumns + `, ` + runColumns + ` FROM cand s JOIN locked r ON r.id = s.run_id ORDER BY s.lease_expires_at, s.id`
+	expiredSQL := lockingScanSQL(`s.state = 'processing' AND s.lease_expires_at < $1`, "s.lease_expires_at, s.id", "$2")
 	runs := map[int64]*store.Run{}
 	type expired struct {
 		run  *store.Run

@@ -107,11 +107,7 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 			if p.Outcome == store.OutcomeSuccess {
 				// The effect happened: keep its result in the ledger if the step still holds
 				// the key, so that it is not repeated.
-				output := []byte(p.Output)
-				if output == nil {
-					output = []byte("null")
-				}
-				fx.complete(e, output)
+				fx.complete(e, p.SuccessOutput())
 			}
 		}
 	}
@@ -146,11 +142,7 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		case store.DependentsSkip:
 			rs.skipDependents(t, e.run.ID, p.Now)
 		}
-		actor := p.Actor
-		if actor == "" {
-			actor = p.Owner
-		}
-		rs.refresh(t, e.run.ID, p.Now, actor)
+		rs.refresh(t, e.run.ID, p.Now, e.plan.Event.Actor)
 	}
 	t.notify = t.notify || notify
 	rs.queueWrites(t)

@@ -40,7 +40,6 @@ type runSteps struct {
 	at      time.Time
 	steps   []*stepStatus // in ID order
 	byName  map[string]*stepStatus
-	loaded  bool
 	scratch []store.StepStatus
 }
 
@@ -125,7 +124,6 @@ func (rs *runSet) load(rows pgx.Rows) error {
 	}
 	for _, r := range rs.order {
 		slices.SortFunc(r.steps, func(a, b *stepStatus) int { return cmp.Compare(a.id, b.id) })
-		r.loaded = true
 	}
 	return nil
 }
@@ -242,7 +240,7 @@ func (rs *runSet) propagate(t *txn, runID int64, at time.Time, state store.State
 // queueWrites.
 func (rs *runSet) refresh(t *txn, runID int64, at time.Time, actor string) {
 	r := rs.byID[runID]
-	if r == nil || !r.loaded {
+	if r == nil {
 		return
 	}
 	r.scratch = r.scratch[:0]

@@ -121,7 +121,7 @@ type queryRower interface {
 }
 
 func getEffect(ctx context.Context, q queryRower, key string) (*store.Effect, error) {
-	return scanEffect(q.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE effect_key = ?`, key))
+	return scanEffect(q.QueryRowContext(ctx, stmtSQL[stmtEffectGet], key))
 }
 
 // scanEffect scans a row of effectColumns.

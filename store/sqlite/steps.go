@@ -146,9 +146,6 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res
 		}
 		plan = store.PlanClaim(p, c, spec, eff)
 	}
-	if ss := w.steps[st.ID]; ss != nil && plan.Action != store.ClaimSkip {
-		ss.effectKey = st.EffectKey
-	}
 	var claimed *store.ClaimedStep
 	switch plan.Action {
 	case store.ClaimPark:
@@ -322,11 +319,7 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	actor := p.Actor
-	if actor == "" {
-		actor = p.Owner
-	}
-	return false, w.refresh(st.RunID, p.Now, actor)
+	return false, w.refresh(st.RunID, p.Now, p.RecordActor())
 }
 
 // recordLost handles the result of an attempt whose lease is gone: the attempt row keeps
@@ -344,11 +337,7 @@ func recordLost(w *writeTx, p *store.StepRecordParams) error {
 	if p.Outcome != store.OutcomeSuccess {
 		return nil
 	}
-	output := []byte(p.Output)
-	if output == nil {
-		output = []byte("null")
-	}
-	n, err := w.execN(stmtEffectComplete, output, ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
+	n, err := w.execN(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
 	if err != nil {
 		return err
 	}

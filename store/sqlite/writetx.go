@@ -406,10 +406,11 @@ func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.
 	if err != nil {
 		return err
 	}
-	if ok, err := rs.anyPendingNeeds(causes); err != nil || !ok {
-		return err
-	}
 	for {
+		// The copy in memory is exact, so it says when no pending step is left to move.
+		if ok, err := rs.anyPendingNeeds(causes); err != nil || !ok {
+			return err
+		}
 		rows, err := w.query(q, string(state), reason, ts(at), run.ID)
 		if err != nil {
 			return err
