@@ -35,9 +35,9 @@ const (
 )
 
 func runBacklog(ctx context.Context, cfg Config) (Report, error) {
-	rep := &BacklogReport{Result: Result{Scenario: "backlog", DB: cfg.Target.Kind(), Workers: cfg.Workers}, Backlog: int64(cfg.Backlog)}
+	rep := &BacklogReport{Result: cfg.result("backlog"), Backlog: int64(cfg.Backlog)}
 	err := withDatabase(ctx, cfg.Target, "backlog", func(d *database) error {
-		return backlog(ctx, cfg, d, rep, progress{w: cfg.Progress, label: "backlog " + d.kind})
+		return backlog(ctx, cfg, d, rep, cfg.progress("backlog", d))
 	})
 	return rep, err
 }
@@ -68,11 +68,8 @@ func backlog(ctx context.Context, cfg Config, d *database, rep *BacklogReport, p
 	}
 
 	var executed atomic.Int64
-	c, _, err := newClient(d.st, cfg.Workers)
+	c, _, err := newClient(d.st, cfg.Workers, backlogWorkflow, 1, &executed)
 	if err != nil {
-		return err
-	}
-	if err := c.Register(chain(backlogWorkflow, 1, &executed)); err != nil {
 		return err
 	}
 	first := min(n, int64(cfg.BacklogSteps))
@@ -103,7 +100,7 @@ func backlog(ctx context.Context, cfg Config, d *database, rep *BacklogReport, p
 	if err != nil {
 		return err
 	}
-	rep.Runs = after.total(after.runs)
+	rep.Runs = after.totalRuns()
 	rep.Steps = after.steps[store.StateCompleted]
 	rep.Remaining = rep.Runs - after.runs[store.StateCompleted]
 	rep.Seconds = secs(elapsed)

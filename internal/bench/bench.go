@@ -184,3 +184,13 @@ func Run(ctx context.Context, cfg Config, scenario string) (Report, error) {
 	}
 	return rep, nil
 }
+
+// result is the common part of a report of scenario name.
+func (c Config) result(name string) Result {
+	return Result{Scenario: name, DB: c.Target.Kind(), Workers: c.Workers}
+}
+
+// progress is the progress line of scenario name on d.
+func (c Config) progress(name string, d *database) progress {
+	return progress{w: c.Progress, label: name + " " + d.kind}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // postgresBulk loads rows into a PostgreSQL schema of store/postgres's schema: one
@@ -19,16 +20,25 @@ var _ bulkLoader = (*postgresBulk)(nil)
 
 // openPostgresBulk connects to url with schema alone on the search_path.
 func openPostgresBulk(ctx context.Context, url, schema string) (*postgresBulk, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("bulk load: %w", err)
-	}
-	cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := connectPostgres(ctx, url, schema)
 	if err != nil {
 		return nil, fmt.Errorf("bulk load: %w", err)
 	}
 	return &postgresBulk{conn: conn}, nil
+}
+
+// connectPostgres opens one connection to url, with schema alone on the search_path when
+// it is set. The URL is parsed as the store's pool parses it, so that pool settings such as
+// pool_max_conns are taken out rather than sent to the server, which would refuse them.
+func connectPostgres(ctx context.Context, url, schema string) (*pgx.Conn, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	}
+	return pgx.ConnectConfig(ctx, cfg.ConnConfig)
 }
 
 func (b *postgresBulk) effects(ctx context.Context, n int, now time.Time, rows *atomic.Int64) error {

@@ -44,21 +44,18 @@ const dedupeWorkflow = "bench-dedupe"
 const probeRate = 1000
 
 func runDedupe(ctx context.Context, cfg Config) (Report, error) {
-	rep := &DedupeReport{Result: Result{Scenario: "dedupe", DB: cfg.Target.Kind(), Workers: cfg.Workers},
+	rep := &DedupeReport{Result: cfg.result("dedupe"),
 		StepsPerRun: cfg.Steps, Starters: cfg.Starters}
 	err := withDatabase(ctx, cfg.Target, "dedupe", func(d *database) error {
-		return dedupe(ctx, cfg, d, rep, progress{w: cfg.Progress, label: "dedupe " + d.kind})
+		return dedupe(ctx, cfg, d, rep, cfg.progress("dedupe", d))
 	})
 	return rep, err
 }
 
 func dedupe(ctx context.Context, cfg Config, d *database, rep *DedupeReport, prog progress) (err error) {
 	var executed, started atomic.Int64
-	c, _, err := newClient(d.st, cfg.Workers)
+	c, _, err := newClient(d.st, cfg.Workers, dedupeWorkflow, cfg.Steps, &executed)
 	if err != nil {
-		return err
-	}
-	if err := c.Register(chain(dedupeWorkflow, cfg.Steps, &executed)); err != nil {
 		return err
 	}
 	eng := serve(ctx, c)
@@ -179,7 +176,7 @@ probing:
 	if rep.Duplicates != rep.Probes {
 		rep.fail("%d known keys started again, %d returned the known run", rep.Probes, rep.Duplicates)
 	}
-	if all := final.total(final.runs); rep.Runs != total || all != total {
+	if all := final.totalRuns(); rep.Runs != total || all != total {
 		rep.fail("%d runs started, %d in the database, %d completed", total, all, rep.Runs)
 	}
 	if want := total * int64(cfg.Steps); rep.Steps != want {

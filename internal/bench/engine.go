@@ -15,12 +15,16 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// newClient returns a client on st configured as `onceflow serve` configures its own: w
-// workers and the Prometheus measurements.
-func newClient(st store.Store, workers int) (*onceflow.Client, *metrics.Metrics, error) {
+// newClient returns a client on st configured as `onceflow serve` configures its own
+// (workers, the Prometheus measurements) with a chain of k no-op steps registered as
+// workflow, whose executions count in executed.
+func newClient(st store.Store, workers int, workflow string, k int, executed *atomic.Int64) (*onceflow.Client, *metrics.Metrics, error) {
 	m := metrics.New(metrics.Config{Store: st})
 	c, err := onceflow.New(onceflow.Config{Store: st, Workers: workers, Metrics: m})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.Register(chain(workflow, k, executed)); err != nil {
 		return nil, nil, err
 	}
 	return c, m, nil
@@ -71,9 +75,10 @@ type counts struct {
 	runs, steps map[store.State]int64
 }
 
-func (c counts) total(m map[store.State]int64) int64 {
+// totalRuns is the number of runs, whatever their state.
+func (c counts) totalRuns() int64 {
 	var n int64
-	for _, v := range m {
+	for _, v := range c.runs {
 		n += v
 	}
 	return n
@@ -184,7 +189,7 @@ func round(x float64, places int) float64 {
 }
 
 // startMany starts runs keys key(0)…key(n-1) of workflow from starters goroutines, with
-// input(i) as input, and returns their IDs and the latency of each Start. A key that
+// {"n": i} as input, and returns their IDs and the latency of each Start. A key that
 // turns out to be known already is an error: the keys are meant to be new.
 func startMany(ctx context.Context, c *onceflow.Client, workflow string, n, starters int, key func(int) string,
 	started *atomic.Int64, lat *latencies) ([]int64, error) {

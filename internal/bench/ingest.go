@@ -59,21 +59,18 @@ func (r *IngestReport) Note() string {
 const ingestWorkflow = "bench-ingest"
 
 func runIngest(ctx context.Context, cfg Config) (Report, error) {
-	rep := &IngestReport{Result: Result{Scenario: "ingest", DB: cfg.Target.Kind(), Workers: cfg.Workers},
+	rep := &IngestReport{Result: cfg.result("ingest"),
 		Clients: cfg.Clients, RepeatShare: cfg.RepeatShare}
 	err := withDatabase(ctx, cfg.Target, "ingest", func(d *database) error {
-		return ingest(ctx, cfg, d, rep, progress{w: cfg.Progress, label: "ingest " + d.kind})
+		return ingest(ctx, cfg, d, rep, cfg.progress("ingest", d))
 	})
 	return rep, err
 }
 
 func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, prog progress) (err error) {
 	var executed atomic.Int64
-	c, m, err := newClient(d.st, cfg.Workers)
+	c, m, err := newClient(d.st, cfg.Workers, ingestWorkflow, 1, &executed)
 	if err != nil {
-		return err
-	}
-	if err := c.Register(chain(ingestWorkflow, 1, &executed)); err != nil {
 		return err
 	}
 	var b [24]byte
@@ -82,16 +79,10 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	}
 	secret := hex.EncodeToString(b[:])
 
-	// The API as `onceflow serve` assembles it (internal/cli serve.go and observe.go).
+	// The API's handler and HTTP server as `onceflow serve` builds them, with an ingest
+	// token and the metrics; no workflow files, webhooks or redaction settings.
 	tokens := []server.Token{{Name: "bench", Secret: secret, Scopes: []server.Scope{server.ScopeIngest}}}
-	hs := &http.Server{
-		Handler:           server.New(server.Config{Client: c, Store: d.st, Tokens: tokens, Metrics: m}).Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	hs := server.HTTPServer(server.New(server.Config{Client: c, Store: d.st, Tokens: tokens, Metrics: m}).Handler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -177,7 +168,7 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	stop = prog.phase("drain", counted(executed.Load, keys, "steps", t0))
 	final, err := countWorkflow(ctx, d.st, ingestWorkflow)
 	if err == nil {
-		rep.RunsInDB = final.total(final.runs)
+		rep.RunsInDB = final.totalRuns()
 		var at time.Time
 		at, final, err = awaitCompleted(ctx, d.st, ingestWorkflow, rep.RunsInDB, &executed, rep.RunsInDB)
 		rep.DrainSeconds = secs(max(0, at.Sub(t0)-window))

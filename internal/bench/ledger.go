@@ -32,11 +32,11 @@ func (r *LedgerReport) Note() string {
 const ledgerWorkflow = "bench-ledger"
 
 func runLedger(ctx context.Context, cfg Config) (Report, error) {
-	rep := &LedgerReport{Result: Result{Scenario: "ledger", DB: cfg.Target.Kind(), Workers: cfg.Workers},
+	rep := &LedgerReport{Result: cfg.result("ledger"),
 		Starters: cfg.Starters, LedgerEffects: int64(cfg.LedgerEffects)}
 	var empty Result
 	err := withDatabase(ctx, cfg.Target, "ledger-empty", func(d *database) error {
-		m, err := measureChain(ctx, d, progress{w: cfg.Progress, label: "ledger " + d.kind},
+		m, err := measureChain(ctx, d, cfg.progress("ledger", d),
 			chainParams{phase: "empty ledger:", workflow: ledgerWorkflow, runs: cfg.Runs, k: 1, starters: cfg.Starters, workers: cfg.Workers})
 		if err != nil {
 			return err
@@ -52,7 +52,7 @@ func runLedger(ctx context.Context, cfg Config) (Report, error) {
 		rep.fail("empty database: %s", f)
 	}
 	err = withDatabase(ctx, cfg.Target, "ledger", func(d *database) error {
-		prog := progress{w: cfg.Progress, label: "ledger " + d.kind}
+		prog := cfg.progress("ledger", d)
 		var rows atomic.Int64
 		t0 := time.Now()
 		stop := prog.phase("load", counted(rows.Load, int64(cfg.LedgerEffects), "effects", t0))

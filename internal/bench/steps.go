@@ -27,10 +27,10 @@ func (r *StepsReport) Note() string {
 }
 
 func runSteps(ctx context.Context, cfg Config) (Report, error) {
-	rep := &StepsReport{Result: Result{Scenario: "steps", DB: cfg.Target.Kind(), Workers: cfg.Workers},
+	rep := &StepsReport{Result: cfg.result("steps"),
 		StepsPerRun: cfg.Steps, Starters: cfg.Starters}
 	err := withDatabase(ctx, cfg.Target, "steps", func(d *database) error {
-		m, err := measureChain(ctx, d, progress{w: cfg.Progress, label: "steps " + d.kind},
+		m, err := measureChain(ctx, d, cfg.progress("steps", d),
 			chainParams{workflow: "bench-steps", runs: cfg.Runs, k: cfg.Steps, starters: cfg.Starters, workers: cfg.Workers})
 		if err != nil {
 			return err
@@ -66,11 +66,8 @@ type chainParams struct {
 func measureChain(ctx context.Context, d *database, prog progress, p chainParams) (*chainRun, error) {
 	runs, k := p.runs, p.k
 	var executed, started atomic.Int64
-	c, _, err := newClient(d.st, p.workers)
+	c, _, err := newClient(d.st, p.workers, p.workflow, k, &executed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.Register(chain(p.workflow, k, &executed)); err != nil {
 		return nil, err
 	}
 	srv := serve(ctx, c)
@@ -101,7 +98,7 @@ func (m *chainRun) report(res *Result, runs, k int) {
 	res.Seconds = secs(m.elapsed)
 	res.StepsPerSecond = perSecond(int64(runs)*int64(k), m.elapsed)
 	res.P50Ms, res.P99Ms, _ = m.starts.quantiles()
-	if n := m.final.total(m.final.runs); res.Runs != int64(runs) || n != int64(runs) {
+	if n := m.final.totalRuns(); res.Runs != int64(runs) || n != int64(runs) {
 		res.fail("%d runs started, %d in the database, %d of them completed", runs, n, res.Runs)
 	}
 	if res.Steps != int64(runs)*int64(k) {

@@ -115,7 +115,7 @@ func (d *database) remove(ctx context.Context) error {
 	if d.kind == "postgres" {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		conn, cerr := pgx.Connect(ctx, d.url)
+		conn, cerr := connectPostgres(ctx, d.url, "")
 		if cerr != nil {
 			return errors.Join(err, fmt.Errorf("drop schema %s: %w", d.schema, cerr))
 		}

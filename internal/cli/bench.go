@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -292,7 +291,7 @@ func writeJSONLine(w io.Writer, v any) error {
 
 // writeBenchTable writes one row per report.
 func writeBenchTable(w io.Writer, reports []bench.Report) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "SCENARIO\tDB\tRUNS\tSTEPS\tSECONDS\tSTEPS/S\tP50 MS\tP99 MS\tMAX RSS MB\tWORKERS\tNOTES")
 	for _, r := range reports {
 		s := r.Summary()

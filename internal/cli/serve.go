@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -161,14 +160,7 @@ func newApp(c appConfig) (*app, error) {
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []server.Token) error {
-	hs := &http.Server{
-		Handler:           a.handler(tokens),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	hs := server.HTTPServer(a.handler(tokens))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
 	served := make(chan error, 1)

@@ -248,3 +248,17 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
+
+// HTTPServer returns the http.Server that serves h as onceflow serve does: bounded header,
+// body-read and write times, idle connections closed after two minutes, headers of at most
+// 64 KiB.
+func HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
