@@ -114,7 +114,7 @@ var stmtSQL = func() [numStmts]string {
 		stmtStepTake: `UPDATE steps SET state = 'processing', attempt = ?, effect_key = ?, fingerprint = ?, lease_owner = ?, lease_expires_at = ?,
 			reason = '', updated_at = ? WHERE id = ? AND state IN ('pending', 'retrying') AND attempt = ?`,
 		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?
-			WHERE id = ? AND state = 'pending' AND waiting > 0`,
+			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending' AND waiting > 0`,
 		stmtStepCancelDependents: fmt.Sprintf(propagateSQL, `'failed', 'cancelled'`),
 		stmtStepSkipDependents:   fmt.Sprintf(propagateSQL, `'skipped'`),
 		stmtStepRecord: `UPDATE steps SET state = ?, next_at = ?, lease_owner = '', lease_expires_at = 0, last_outcome = ?,

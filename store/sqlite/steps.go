@@ -243,7 +243,7 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 	}
 	err := s.write(ctx, "step record", func(w *writeTx) error {
 		// The steps of the runs of every entry's step, read once.
-		if err := w.loadRuns(stmtRunsOfSteps, ids, false); err != nil {
+		if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
 			return err
 		}
 		for i := range ps {
@@ -288,14 +288,12 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost bool, err error) {
 	if n == 0 {
 		return true, recordLost(w, p)
 	}
-	st := &store.Step{ID: p.StepID, RunID: ss.runID, Name: ss.name, EffectKey: ss.effectKey, State: p.NextState, Attempt: p.Attempt}
-	if err := w.setStep(st.RunID, st.ID, p.NextState, output); err != nil {
-		return false, err
-	}
-	rs, err := w.run(st.RunID)
+	rs, err := w.run(ss.runID)
 	if err != nil {
 		return false, err
 	}
+	ss.set(p.NextState, output)
+	st := &store.Step{ID: p.StepID, RunID: ss.runID, Name: ss.name, EffectKey: ss.effectKey, State: p.NextState, Attempt: p.Attempt}
 	plan := store.PlanRecord(p, rs.run, st, p.Error)
 	switch plan.Effect {
 	case store.EffectComplete:

@@ -48,9 +48,7 @@ type runSteps struct {
 	changed   bool
 	updatedAt int64
 	steps     []*stepStatus
-	// outputs is set when the outputs of completed steps were loaded.
-	outputs bool
-	scratch []store.StepStatus
+	scratch   []store.StepStatus
 }
 
 // stepStatus is the part of a step that decides its run's state and its dependents.
@@ -188,16 +186,12 @@ func idList(ids []int64) string {
 	return string(append(b, ']'))
 }
 
-// known reports whether the transaction knows run id (with the outputs of its completed
-// steps, if outputs).
-func (w *writeTx) known(id int64, outputs bool) bool {
-	rs := w.runs[id]
-	return rs != nil && (rs.outputs || !outputs)
-}
+// known reports whether the transaction knows run id.
+func (w *writeTx) known(id int64) bool { return w.runs[id] != nil }
 
 // loadRuns reads the runs that query q (stmtRunsByIDs or stmtRunsOfSteps) returns for ids,
 // and their steps, unless the transaction knows them already.
-func (w *writeTx) loadRuns(q stmtID, ids []int64, outputs bool) error {
+func (w *writeTx) loadRuns(q stmtID, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -219,26 +213,20 @@ func (w *writeTx) loadRuns(q stmtID, ids []int64, outputs bool) error {
 	if err := rows.Close(); err != nil {
 		return err
 	}
-	return w.addRuns(runs, outputs)
+	return w.addRuns(runs, false)
 }
 
 // addRuns adds runs the caller read in this transaction (ID, Workflow, Entity and State
 // are kept) and reads their steps' statuses, with the outputs of completed steps if
-// outputs, unless the transaction knows them already.
+// outputs, unless the transaction knows them already. Only StepClaim asks for the outputs,
+// first thing in its transaction, so a run is never known without outputs it needs.
 func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
 	var load []int64
 	for _, r := range runs {
-		if w.known(r.ID, outputs) {
+		if w.known(r.ID) {
 			continue
 		}
-		if w.runs[r.ID] != nil {
-			// Read again with the outputs: write what is buffered first, so that the
-			// run's stored state is the one derived last.
-			if err := w.flush(); err != nil {
-				return err
-			}
-		}
-		w.runs[r.ID] = &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}, outputs: outputs}
+		w.runs[r.ID] = &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}}
 		load = append(load, r.ID)
 	}
 	if len(load) == 0 {
@@ -275,7 +263,7 @@ func (w *writeTx) run(id int64) (*runSteps, error) {
 	if rs := w.runs[id]; rs != nil {
 		return rs, nil
 	}
-	if err := w.loadRuns(stmtRunsByIDs, []int64{id}, false); err != nil {
+	if err := w.loadRuns(stmtRunsByIDs, []int64{id}); err != nil {
 		return nil, err
 	}
 	rs := w.runs[id]
@@ -283,15 +271,6 @@ func (w *writeTx) run(id int64) (*runSteps, error) {
 		return nil, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
 	}
 	return rs, nil
-}
-
-func (rs *runSteps) step(id int64) *stepStatus {
-	for _, st := range rs.steps {
-		if st.id == id {
-			return st
-		}
-	}
-	return nil
 }
 
 // needsOf returns the names st needs.
@@ -319,17 +298,21 @@ func (rs *runSteps) outputsOf() map[string]json.RawMessage {
 // setStep records in memory that step id of run runID is now in state (with output, for
 // a completed step).
 func (w *writeTx) setStep(runID, id int64, state store.State, output json.RawMessage) error {
-	rs, err := w.run(runID)
-	if err != nil {
+	if _, err := w.run(runID); err != nil {
 		return err
 	}
-	if st := rs.step(id); st != nil {
-		st.state = state
-		if state == store.StateCompleted {
-			st.output = output
-		}
+	if st := w.steps[id]; st != nil {
+		st.set(state, output)
 	}
 	return nil
+}
+
+// set records in memory that st is now in state (with output, for a completed step).
+func (st *stepStatus) set(state store.State, output json.RawMessage) {
+	st.state = state
+	if state == store.StateCompleted {
+		st.output = output
+	}
 }
 
 // refresh re-derives a run's state from its steps after one item, and appends a
@@ -357,12 +340,13 @@ func (w *writeTx) refresh(runID int64, at time.Time, actor string) error {
 }
 
 // release lets the pending steps of a run that need the step called name run once their
-// other needs are met.
+// other needs are met, with one statement for all of them.
 func (w *writeTx) release(runID int64, name string, now int64) error {
 	rs, err := w.run(runID)
 	if err != nil {
 		return err
 	}
+	var released []*stepStatus
 	for _, st := range rs.steps {
 		if st.state != store.StatePending || st.waiting <= 0 {
 			continue
@@ -371,16 +355,23 @@ func (w *writeTx) release(runID int64, name string, now int64) error {
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(needs, name) {
-			continue
+		if slices.Contains(needs, name) {
+			released = append(released, st)
 		}
-		n, err := w.execN(stmtStepRelease, now, now, st.id)
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			st.waiting--
-		}
+	}
+	if len(released) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(released))
+	for i, st := range released {
+		ids[i] = st.id
+	}
+	// The copy in memory is exact, so the statement changes every step picked.
+	if _, err := w.exec(stmtStepRelease, now, now, idList(ids)); err != nil {
+		return err
+	}
+	for _, st := range released {
+		st.waiting--
 	}
 	return nil
 }
@@ -431,7 +422,7 @@ func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.
 			return nil
 		}
 		for _, st := range moved {
-			if s := rs.step(st.ID); s != nil {
+			if s := w.steps[st.ID]; s != nil {
 				s.state = state
 			}
 			w.event(store.StepEvent(event, at, run, st, store.ActorEngine, reason, nil))
