@@ -220,7 +220,7 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)
 	// The steps of those runs, read once the runs are locked (a statement of its own, so
 	// that it sees what the transactions that held them committed).
-	b.Queue(`SELECT id, run_id, name, needs, state, waiting, attempt, NULL::bytea
+	b.Queue(`SELECT `+stepStatusColumns+`, NULL::bytea
 		FROM steps WHERE run_id IN (SELECT run_id FROM steps WHERE id = ANY($1))`, all)
 	br := t.SendBatch(ctx, b)
 	err := func() error {

@@ -344,116 +344,37 @@ func (s *Store) RunList(ctx context.Context, p store.RunListParams) ([]*store.Ru
 	return out, err
 }
 
-// runChanges are the runs whose steps a review action changed (one item per transaction;
-// the batches of the write path use runSet). Their states are re-derived once, after every
-// change to their steps, each appending a run.state_changed event when it changed. Every
-// transaction that changes a run's steps has locked the run (in ID order with the others)
-// before deriving its state, so derivations of one run happen one at a time, each seeing the
-// steps the previous one committed.
-type runChanges struct {
-	order []*runChange
-	byID  map[int64]*runChange
-}
-
-// runChange is a run whose steps changed: run is the row as the transaction locked it (its
-// State is the state before), at and actor those of the latest change.
-type runChange struct {
-	run   *store.Run
-	at    time.Time
-	actor string
-}
-
-// touch notes a change to run's steps, made at at by actor.
-func (rc *runChanges) touch(run *store.Run, at time.Time, actor string) {
-	if rc.byID == nil {
-		rc.byID = map[int64]*runChange{}
-	}
-	c := rc.byID[run.ID]
-	if c == nil {
-		c = &runChange{run: run}
-		rc.byID[run.ID] = c
-		rc.order = append(rc.order, c)
-	}
-	c.at, c.actor = at, actor
-}
-
-func (rc *runChanges) ids() []int64 {
-	ids := make([]int64, len(rc.order))
-	for i, c := range rc.order {
-		ids[i] = c.run.ID
-	}
-	return ids
-}
-
-// deriveSQL reads what decides the states of the runs $1.
-const deriveSQL = `SELECT DISTINCT run_id, state, waiting = 0 FROM steps WHERE run_id = ANY($1)`
-
-// readStatuses reads the result of deriveSQL: what decides each run's state.
-func readStatuses(rows pgx.Rows) (map[int64][]store.StepStatus, error) {
-	steps := map[int64][]store.StepStatus{}
-	var runID int64
-	var state string
-	var ready bool
-	_, err := pgx.ForEachRow(rows, []any{&runID, &state, &ready}, func() error {
-		w := 1
-		if ready {
-			w = 0
-		}
-		steps[runID] = append(steps[runID], store.StepStatus{State: store.State(state), Waiting: w})
-		return nil
-	})
-	return steps, err
-}
-
-// decide derives the runs' states from statuses (read with deriveSQL), appends an event for
-// each run whose state changed, and queues the statement that stores them.
-func (rc *runChanges) decide(t *txn, statuses map[int64][]store.StepStatus) {
-	var ids []int64
-	var states []string
-	var ats []time.Time
-	for _, c := range rc.order {
-		next := store.DeriveRunState(statuses[c.run.ID])
-		if next == c.run.State {
-			continue
-		}
-		t.event(store.RunStateEvent(c.at, c.run.ID, c.run.Workflow, c.run.Entity, c.actor, c.run.State, next))
-		ids, states, ats = append(ids, c.run.ID), append(states, string(next)), append(ats, c.at)
-	}
-	if len(ids) > 0 {
-		t.queue(`UPDATE runs r SET state = u.state, updated_at = u.at FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS u(id, state, at)
-			WHERE r.id = u.id`, ids, states, ats)
-	}
-}
-
-// derive re-derives the runs' states, in one round trip, and stores them in the flush that
-// ends the transaction.
-func (rc *runChanges) derive(ctx context.Context, t *txn) error {
-	if len(rc.order) == 0 {
-		return nil
-	}
-	rows, err := t.Query(ctx, deriveSQL, rc.ids())
-	if err != nil {
-		return err
-	}
-	statuses, err := readStatuses(rows)
-	if err != nil {
-		return err
-	}
-	rc.decide(t, statuses)
-	return nil
-}
-
 // refreshRunState locks a run, re-derives its state from its steps and stores it at once,
-// appending a run.state_changed event when it changed.
+// appending a run.state_changed event when it changed (the batches of the write path use
+// runSet). Every transaction that changes a run's steps has locked the run before deriving
+// its state, so derivations of one run happen one at a time, each seeing the steps the
+// previous one committed.
 func refreshRunState(ctx context.Context, t *txn, runID int64, at time.Time, actor string) error {
 	run, err := scanRun(t.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1 FOR NO KEY UPDATE`, runID))
 	if err != nil {
 		return err
 	}
-	var rc runChanges
-	rc.touch(run, at, actor)
-	if err := rc.derive(ctx, t); err != nil {
+	rows, err := t.Query(ctx, `SELECT DISTINCT state, waiting = 0 FROM steps WHERE run_id = $1`, runID)
+	if err != nil {
 		return err
+	}
+	var statuses []store.StepStatus
+	var state string
+	var ready bool
+	_, err = pgx.ForEachRow(rows, []any{&state, &ready}, func() error {
+		w := 1
+		if ready {
+			w = 0
+		}
+		statuses = append(statuses, store.StepStatus{State: store.State(state), Waiting: w})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next := store.DeriveRunState(statuses); next != run.State {
+		t.event(store.RunStateEvent(at, run.ID, run.Workflow, run.Entity, actor, run.State, next))
+		t.queue(`UPDATE runs SET state = $1, updated_at = $2 WHERE id = $3`, string(next), at, run.ID)
 	}
 	return t.sendQueued(ctx)
 }

@@ -88,9 +88,12 @@ func (rs *runSet) ids() []int64 {
 	return ids
 }
 
+// stepStatusColumns are the columns of steps that load reads, before the output.
+const stepStatusColumns = `id, run_id, name, needs, state, waiting, attempt`
+
 // stepStatusSQL reads the steps of the runs $1, with the outputs of the completed ones.
 // Send it after the runs are locked, so that it sees every change committed to their steps.
-const stepStatusSQL = `SELECT id, run_id, name, needs, state, waiting, attempt, CASE WHEN state = 'completed' THEN output END
+const stepStatusSQL = `SELECT ` + stepStatusColumns + `, CASE WHEN state = 'completed' THEN output END
 	FROM steps WHERE run_id = ANY($1)`
 
 // queueLoad adds to b the query that reads the runs' steps; load reads its result.
