@@ -18,9 +18,9 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -225,8 +225,8 @@ func TestMetricsAfterWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api := server.New(server.Config{Client: client, Store: st, Definitions: []*flowfile.Definition{def},
-		Tokens:  []server.Token{{Name: "ops", Secret: adminToken, Scopes: []server.Scope{server.ScopeAdmin}}},
+	api := onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Definitions: []*flowfile.Definition{def},
+		Tokens:  []onceflowhttp.Token{{Name: "ops", Secret: adminToken, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
 		Env:     func(k string) (string, bool) { return hookSecret, k == "HOOK_SECRET" },
 		Now:     clk.Now,
 		Metrics: m, MetricsHandler: m.Handler(),

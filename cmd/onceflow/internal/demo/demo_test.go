@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/onceflow/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/cmd/onceflow/internal/demo"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )

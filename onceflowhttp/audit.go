@@ -1,4 +1,4 @@
-package server
+package onceflowhttp
 
 import (
 	"net/http"

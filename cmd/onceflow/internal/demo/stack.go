@@ -12,14 +12,14 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
 
 // stack is onceflow as `onceflow serve` runs it: workflow definitions built with the
 // standard step kinds behind the egress policy (loopback allowed, as --allow-net
 // 127.0.0.1/32 does), registered on a client that executes steps, and the API and webhook
-// endpoints served on a loopback port. It mirrors internal/cli's newApp and app.run, from
+// endpoints served on a loopback port. It mirrors the cli package's newApp and app.run, from
 // definitions in memory and an environment map instead of a directory and the process
 // environment.
 type stack struct {
@@ -37,7 +37,7 @@ type stackConfig struct {
 	store   store.Store
 	defs    []*flowfile.Definition
 	env     map[string]string
-	tokens  []server.Token
+	tokens  []onceflowhttp.Token
 	workers int
 	log     *slog.Logger
 }
@@ -77,7 +77,7 @@ func startStack(c stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
-	api := server.New(server.Config{Client: client, Store: c.store, Definitions: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
+	api := onceflowhttp.New(onceflowhttp.Config{Client: client, Store: c.store, Definitions: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
 	s := &stack{
 		client: client, url: "http://" + ln.Addr().String(), deps: deps,
 		hs: &http.Server{

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow/internal/bench"
+	"github.com/onceflow/onceflow/cmd/onceflow/internal/bench"
 )
 
 type benchFlags struct {

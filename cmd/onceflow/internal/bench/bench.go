@@ -20,7 +20,7 @@
 //
 // Bulk loads write rows with SQL of the backend's own dialect (bulk_sqlite.go,
 // bulk_postgres.go) into the tables the store's migrations created; everything else goes
-// through onceflow.Client, the store's constructors and internal/server.
+// through onceflow.Client, the store's constructors and onceflowhttp.
 //
 // A scenario also checks what it measured: every run it started completed, every repeated
 // key answered with the run it first started and no other, the database holds one run per

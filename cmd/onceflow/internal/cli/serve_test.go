@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 func TestValidate(t *testing.T) {
-	r := runOK(t, "validate", "../../examples/website-lead.yaml", "../../examples/payment-webhook.yaml")
+	r := runOK(t, "validate", "../../../../examples/website-lead.yaml", "../../../../examples/payment-webhook.yaml")
 	if !strings.Contains(r.stdout, `workflow "website-lead" is valid (4 steps)`) || !strings.Contains(r.stdout, `workflow "payment-succeeded" is valid`) {
 		t.Fatalf("stdout %s", r.stdout)
 	}
@@ -85,7 +85,7 @@ func TestServeExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: "../../examples", allowNet: []string{"127.0.0.1/32"}, workers: 4,
+	a, err := newApp(appConfig{store: st, workflows: "../../../../examples", allowNet: []string{"127.0.0.1/32"}, workers: 4,
 		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
 	if err != nil {
 		t.Fatal(err)
@@ -94,9 +94,9 @@ func TestServeExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := server.Token{Name: "test", Secret: "admin-secret-0123456789", Scopes: []server.Scope{server.ScopeAdmin}}
+	token := onceflowhttp.Token{Name: "test", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
 	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, ln, []server.Token{token}) }()
+	go func() { done <- a.run(ctx, ln, []onceflowhttp.Token{token}) }()
 	base := "http://" + ln.Addr().String()
 
 	post := func(path string, header map[string]string, body string) int {

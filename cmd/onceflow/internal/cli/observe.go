@@ -18,8 +18,8 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/emailstep"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/onceflowhttp"
 )
 
 // envRedactFields is the environment variable --redact-fields defaults to.
@@ -72,7 +72,7 @@ func (c appConfig) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *
 
 // processSecrets are the secrets of the command line and environment that no workflow
 // file names: the API tokens and the database password.
-func processSecrets(loc dbLocation, tokens []server.Token) []string {
+func processSecrets(loc dbLocation, tokens []onceflowhttp.Token) []string {
 	var out []string
 	for _, t := range tokens {
 		out = append(out, t.Secret)
@@ -97,15 +97,15 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 
 // handler returns the API and webhook endpoints of the app, with its redaction and
 // metrics, accepting tokens.
-func (a *app) handler(tokens []server.Token) http.Handler {
-	cfg := server.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
+func (a *app) handler(tokens []onceflowhttp.Token) http.Handler {
+	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
 	if a.metrics != nil {
 		cfg.Metrics = a.metrics
 		if a.metricsOnAPI {
 			cfg.MetricsHandler = a.metrics.Handler()
 		}
 	}
-	return server.New(cfg).Handler()
+	return onceflowhttp.New(cfg).Handler()
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/cmd/onceflow/internal/demo"
 )
 
 type demoFlags struct {

@@ -16,8 +16,8 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -159,8 +159,8 @@ func newApp(c appConfig) (*app, error) {
 }
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
-func (a *app) run(ctx context.Context, ln net.Listener, tokens []server.Token) error {
-	hs := server.HTTPServer(a.handler(tokens))
+func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
+	hs := onceflowhttp.HTTPServer(a.handler(tokens))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
 	served := make(chan error, 1)
@@ -181,7 +181,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := server.ParseTokens(os.Getenv("ONCEFLOW_API_TOKENS"))
+	tokens, err := onceflowhttp.ParseTokens(os.Getenv("ONCEFLOW_API_TOKENS"))
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -81,8 +81,8 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 
 	// The API's handler and HTTP server as `onceflow serve` builds them, with an ingest
 	// token and the metrics; no workflow files, webhooks or redaction settings.
-	tokens := []server.Token{{Name: "bench", Secret: secret, Scopes: []server.Scope{server.ScopeIngest}}}
-	hs := server.HTTPServer(server.New(server.Config{Client: c, Store: d.st, Tokens: tokens, Metrics: m}).Handler())
+	tokens := []onceflowhttp.Token{{Name: "bench", Secret: secret, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}}
+	hs := onceflowhttp.HTTPServer(onceflowhttp.New(onceflowhttp.Config{Client: c, Store: d.st, Tokens: tokens, Metrics: m}).Handler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

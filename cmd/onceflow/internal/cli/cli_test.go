@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/cmd/onceflow/internal/demo"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -105,7 +105,7 @@ func compact(t *testing.T, raw json.RawMessage) string {
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "new.db")
-	migrations, err := filepath.Glob("../../store/sqlite/migrations/*.sql")
+	migrations, err := filepath.Glob("../../../../store/sqlite/migrations/*.sql")
 	if err != nil || len(migrations) == 0 {
 		t.Fatalf("migrations: %v", err)
 	}

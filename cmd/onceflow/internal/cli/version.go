@@ -9,7 +9,7 @@ import (
 )
 
 // version is the release this binary was built as; set it with
-// -ldflags "-X github.com/onceflow/onceflow/internal/cli.version=v1.2.3".
+// -ldflags "-X github.com/onceflow/onceflow/cmd/onceflow/internal/cli.version=v1.2.3".
 var version = "dev"
 
 func newVersionCommand(g *globals) *cobra.Command {

@@ -20,7 +20,7 @@
 // Retry delays and http timeouts are shortened (see Speedup) so that the scenario takes
 // seconds; nothing else differs from the files.
 //
-// The package does not depend on the command line: internal/cli wires it to `onceflow
+// The package does not depend on the command line: internal/cli (the cli package) wires it to `onceflow
 // demo`, and its test runs the same scenario.
 package demo
 
@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/examples"
-	"github.com/onceflow/onceflow/internal/server"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -128,9 +128,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	shorten(defs, Speedup)
 	env := ds.env()
 	env["PAYMENTS_WEBHOOK_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
-	admin := server.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []server.Scope{server.ScopeAdmin}}
-	website := server.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []server.Scope{server.ScopeIngest}}
-	stk, err := startStack(stackConfig{store: st, defs: defs, env: env, tokens: []server.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger})
+	admin := onceflowhttp.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
+	website := onceflowhttp.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}
+	stk, err := startStack(stackConfig{store: st, defs: defs, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/server"
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -221,7 +221,7 @@ func TestCanariesNeverLeak(t *testing.T) {
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clk := &manualClock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
-	tokens := []server.Token{{Name: "ops", Secret: canaryAPIToken, Scopes: []server.Scope{server.ScopeAdmin}}}
+	tokens := []onceflowhttp.Token{{Name: "ops", Secret: canaryAPIToken, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}}
 	m := metrics.New(metrics.Config{Store: st, Now: clk.Now})
 	a, err := newApp(appConfig{
 		store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 4, log: log,

@@ -1,4 +1,4 @@
-// Package server is onceflow's HTTP interface: the JSON API that starts and shows runs,
+// Package onceflowhttp is onceflow's HTTP interface: the JSON API that starts and shows runs,
 // and the webhook endpoints that turn signed provider deliveries into runs.
 //
 // Nothing is acknowledged before it is durably stored: a 2xx answer to POST
@@ -8,7 +8,7 @@
 // with Idempotent-Replayed: true, the same key with another body is a 422, and the same
 // key while the first request is still in progress is a 409. Errors are RFC 9457 problem
 // documents.
-package server
+package onceflowhttp
 
 import (
 	"context"
