@@ -98,7 +98,7 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 // handler returns the API and webhook endpoints of the app, with its redaction and
 // metrics, accepting tokens.
 func (a *app) handler(tokens []onceflowhttp.Token) http.Handler {
-	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
+	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact, MaxDepth: a.maxDepth}
 	if a.metrics != nil {
 		cfg.Metrics = a.metrics
 		if a.metricsOnAPI {

@@ -30,6 +30,7 @@ type serveFlags struct {
 	logLevel     string
 	metricsAddr  string
 	redact       []string
+	maxDepth     int
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -54,6 +55,7 @@ opens a range (for example --allow-net 127.0.0.1/32 for services on this machine
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().IntVar(&f.maxDepth, "max-json-depth", onceflowhttp.DefaultMaxDepth, "how deeply a request body's JSON may nest; deeper bodies are refused with a 400")
 	stepFlags(cmd, &f)
 	return cmd
 }
@@ -80,6 +82,8 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
+	// maxDepth caps the nesting of request bodies (onceflowhttp.Config.MaxDepth).
+	maxDepth int
 }
 
 // appConfig says how to assemble an app.
@@ -197,6 +201,12 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	log = a.log
+	a.maxDepth = f.maxDepth
+	// A webhook without a usable secret would answer every delivery 500: refuse to start,
+	// as for incomplete SMTP settings.
+	if err := onceflowhttp.CheckWebhooks(a.defs, a.env); err != nil {
+		return err
+	}
 	if f.metricsAddr == "" {
 		a.metricsOnAPI = true
 	} else {
