@@ -14,7 +14,9 @@ import (
 
 // hookConfig builds the verification settings of a webhook, reading its secrets from the
 // environment.
-func (s *Server) hookConfig(h *flowfile.Webhook) (webhook.Config, error) { return hookConfig(h, s.cfg.Env) }
+func (s *Server) hookConfig(h *flowfile.Webhook) (webhook.Config, error) {
+	return hookConfig(h, s.cfg.Env)
+}
 
 func hookConfig(h *flowfile.Webhook, env func(string) (string, bool)) (webhook.Config, error) {
 	scheme, err := webhook.ParseScheme(h.Scheme)
