@@ -297,7 +297,7 @@ func (m *Masker) tree(v any, stack []string) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			p := append(stack[:len(stack):len(stack)], k)
+			p := append(stack, k) // shared: nothing keeps a path, so building one is linear in depth
 			if m.sensitive(p) {
 				x[k] = Mask
 			} else {
@@ -380,7 +380,7 @@ func (m *Masker) collect(raw []byte, out []string) []string {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				p := append(stack[:len(stack):len(stack)], k)
+				p := append(stack, k) // shared: nothing keeps a path, so building one is linear in depth
 				in := inside
 				if !in {
 					for _, f := range m.fields {
