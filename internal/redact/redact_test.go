@@ -195,3 +195,27 @@ func TestDeepDocumentsMaskInLinearMemory(t *testing.T) {
 		t.Fatalf("masking a %d-byte document allocated %d MB", len(doc), got>>20)
 	}
 }
+
+// A secret URL is masked also where text shows only a part of it: an error naming the
+// request by scheme, host and path, a query value, the password of its user.
+func TestSecretURLPartsAreMasked(t *testing.T) {
+	const hook = "http://127.0.0.1:9/services/T0001/B0001/SECRETpathTOKEN42?channel=ops&sig=QuerySecret0099"
+	m := mustMasker(t, Options{Values: []string{hook, "https://user:pw1234@db.example.com:5432/shop"}})
+	for _, text := range []string{
+		"POST http://127.0.0.1:9/services/T0001/B0001/SECRETpathTOKEN42: not sent: connection refused",
+		`{"error": "unknown webhook SECRETpathTOKEN42"}`,
+		"signature QuerySecret0099 expired",
+		"login for user failed with pw1234",
+	} {
+		got := m.Text(text)
+		for _, leak := range []string{"SECRETpathTOKEN42", "QuerySecret0099", "pw1234"} {
+			if strings.Contains(got, leak) {
+				t.Errorf("Text(%q) = %q: shows %s", text, got, leak)
+			}
+		}
+	}
+	// The fixed words of the path are not secrets.
+	if got := m.Text("see /services/ for help"); got != "see /services/ for help" {
+		t.Errorf("a plain path word was masked: %q", got)
+	}
+}
