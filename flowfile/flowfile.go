@@ -117,6 +117,9 @@ type Definition struct {
 	// "customer.name") masked in logs, audit details, attempt records and API answers
 	// (see onceflow.Redaction).
 	Redact []string `yaml:"redact"`
+	// Secrets names environment variables whose values are secrets, in addition to those
+	// secret by their name or use (see SecretNames).
+	Secrets []string `yaml:"secrets"`
 	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
 	Notify *NotifyDef `yaml:"notify"`
 
@@ -388,6 +391,7 @@ func (d *Definition) check() Problems {
 		ps = append(ps, d.checkStep(i, s)...)
 	}
 	ps = append(ps, d.checkNotify()...)
+	ps = append(ps, d.checkSecrets()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
 	wf, err := d.skeleton()
 	if err == nil {
