@@ -21,7 +21,7 @@ func TestIPv4CompatibleIPv6IsBlocked(t *testing.T) {
 			t.Errorf("%s: %v, want blocked", a, err)
 		}
 	}
-	if _, err := p.Client(5*time.Second).Get("http://[::127.0.0.1]:9/"); !errors.Is(err, ErrBlocked) {
+	if _, err := p.Client(5 * time.Second).Get("http://[::127.0.0.1]:9/"); !errors.Is(err, ErrBlocked) {
 		t.Errorf("GET [::127.0.0.1]: %v, want blocked", err)
 	}
 }
