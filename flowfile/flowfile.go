@@ -308,6 +308,9 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 	if err != nil {
 		return nil, Problems{yamlProblem(file, err)}
 	}
+	if p := checkAliases(file, f); p != nil {
+		return nil, Problems{*p}
+	}
 	d := &Definition{file: file, ast: f}
 	if err := yaml.UnmarshalWithOptions(src, d, yaml.Strict()); err != nil {
 		return nil, Problems{yamlProblem(file, err)}
