@@ -395,6 +395,7 @@ func (d *Definition) check() Problems {
 	}
 	ps = append(ps, d.checkNotify()...)
 	ps = append(ps, d.checkSecrets()...)
+	ps = append(ps, d.checkRefs()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
 	wf, err := d.skeleton()
 	if err == nil {

@@ -38,3 +38,52 @@ func TestAliasBombIsRefused(t *testing.T) {
 		t.Fatalf("a file with a few aliases: %v", ps)
 	}
 }
+
+// Every template problem that would otherwise surface on the first run is reported by
+// Parse — which validate and start-up both use — all at once, each at its field.
+func TestTemplateReferencesAreChecked(t *testing.T) {
+	src := `name: refs
+steps:
+  - id: a
+    kind: http
+    effect_key: "a:{input.id}"
+    http:
+      url: "https://example.com/{steps.b.output.id}"
+      headers: {"Bad Header": "x", X-Run: "{run.nope}"}
+      body: {x: "{steps.nope.output.id}", y: ["{steps.a.output.id}"]}
+  - id: b
+    kind: http
+    needs: [a]
+    effect_key: "b:{input.id}"
+    http: {url: "https://example.com/{steps.a.output.id}/{env.BASE}"}
+  - id: t
+    kind: transition
+    needs: [a]
+    effect_key: "t:{input.id}"
+    transition: {entity: "order:{env.X}:{steps.missing.output.id}", from: [new], to: paid}
+  - id: m
+    kind: email
+    effect_key: "m:{input.id}"
+    email: {from: "a@example.com", to: "{input.email}", subject: "{foo}", body: "{input.x"}
+`
+	_, ps := Parse("refs.yaml", []byte(src))
+	text := ps.Error()
+	for _, want := range []string{
+		`refs.yaml:7:`, `url reads {steps.b.output.id}: "b" is not a step this step needs`,
+		`"Bad Header" is not a valid HTTP header name`,
+		`header X-Run reads {run.nope}: a run has {run.key} and {run.id} only`,
+		`body reads {steps.nope.output.id}: "nope" is not a step`,
+		`body reads {steps.a.output.id}: "a" is not a step`,
+		`transition entity reads {env.X}: an entity is an identifier`,
+		`transition entity reads {steps.missing.output.id}`,
+		`email subject reads {foo}`,
+		`email body: template "{input.x"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems do not say %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, `step "b"`) {
+		t.Errorf("step b reads only what it may:\n%s", text)
+	}
+}
