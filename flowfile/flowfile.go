@@ -488,6 +488,8 @@ func (d *Definition) checkWebhook() Problems {
 		}
 	} else if w.Scheme == "stripe" || w.Scheme == "hmac" {
 		add("$.webhook", "event_id is required for scheme %s (for Stripe: \"{input.id}\"); it makes a repeated delivery start nothing", w.Scheme)
+	} else if w.Scheme == "github" {
+		add("$.webhook", "event_id is required for scheme github: the X-GitHub-Delivery header is not signed, so the run key must come from the signed payload (such as \"{input.after}\" for push events or \"{input.workflow_run.id}-{input.action}\")")
 	}
 	if len(w.EventTypes) > 0 && w.EventTypeField == "" {
 		w.EventTypeField = "type"

@@ -122,6 +122,9 @@ func checkJSON(body []byte, maxDepth int) error {
 	if values == 0 {
 		return malformed("the request body is empty; send a JSON value")
 	}
+	if len(stack) > 0 || !json.Valid(body) {
+		return malformed("the request body is not valid JSON: it ends before its last value does")
+	}
 	return nil
 }
 

@@ -23,6 +23,9 @@ func hookConfig(h *flowfile.Webhook, env func(string) (string, bool)) (webhook.C
 	if err != nil {
 		return webhook.Config{}, err
 	}
+	if scheme == webhook.GitHub && h.EventID == "" {
+		return webhook.Config{}, fmt.Errorf("webhook %q: scheme github needs event_id: its delivery id header is not signed, so the run key must come from the signed payload", h.Name)
+	}
 	cfg := webhook.Config{Scheme: scheme, Tolerance: time.Duration(h.Tolerance)}
 	if scheme == webhook.HMAC {
 		cfg.Header, cfg.Encoding, cfg.Prefix, cfg.TimestampHeader = h.Header, h.Encoding, h.Prefix, h.TimestampHeader

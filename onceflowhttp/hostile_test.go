@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/webhook"
 )
 
 // nested returns {"submission_id":"deep","x":{"a":{"a":…1…}}} with depth levels in all.
@@ -210,4 +211,37 @@ func (b *bundle) defs(t *testing.T, yamls ...string) []*flowfile.Definition {
 		out = append(out, d)
 	}
 	return out
+}
+
+// One signed GitHub delivery replayed under new X-GitHub-Delivery ids starts one run: the
+// run key comes from the signed payload, and a file without event_id is refused.
+func TestGitHubRunKeyComesFromThePayload(t *testing.T) {
+	noID := fmt.Sprintf(paymentYAML, "payments", "github", `""`)
+	if _, ps := flowfile.Parse("gh.yaml", []byte(noID)); ps == nil || !strings.Contains(ps.Error(), "event_id is required for scheme github") {
+		t.Fatalf("a github webhook without event_id: %v", ps)
+	}
+	b := setup(t, fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`))
+	cfg := webhook.Config{Scheme: webhook.GitHub, Secrets: []string{b.env["HOOK_SECRET"]}}
+	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "1001"}}}}`
+	for _, delivery := range []string{"d-1", "d-2", "d-3"} {
+		h, err := webhook.Sign(cfg, 0, "d-1", b.now, []byte(event))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr := map[string]string{}
+		for k := range h {
+			hdr[k] = h.Get(k)
+		}
+		hdr["X-GitHub-Delivery"] = delivery // not signed: an attacker can change it
+		wantStatus(t, b.do("POST", "/hooks/payments", "", hdr, event), http.StatusOK, "")
+	}
+	if n := len(b.runs()); n != 1 {
+		t.Fatalf("%d runs from one signed body, want 1", n)
+	}
+	// A definition built without Parse is caught when serving.
+	d, _ := flowfile.Parse("gh.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`)))
+	d.Webhook.EventID = ""
+	if err := CheckWebhooks([]*flowfile.Definition{d}, func(string) (string, bool) { return "s3cret-value-0123", true }); err == nil || !strings.Contains(err.Error(), "event_id") {
+		t.Fatalf("CheckWebhooks = %v", err)
+	}
 }

@@ -311,7 +311,7 @@ func TestWebhooks(t *testing.T) {
 	}{
 		{"stripe", `"{input.id}"`},
 		{"standard-webhooks", `""`},
-		{"github", `""`},
+		{"github", `"{input.id}"`},
 		{"hmac", `"{input.id}"`},
 	}
 	for _, sc := range schemes {
