@@ -224,6 +224,9 @@ type EmailDef struct {
 	Subject string `yaml:"subject"`
 	Body    string `yaml:"body"`
 	HTML    bool   `yaml:"html"`
+	// AllowLists lets a template value in to, cc or reply_to hold several addresses;
+	// by default each is one address.
+	AllowLists bool `yaml:"allow_lists"`
 }
 
 // TransitionDef configures a guarded entity state change.
