@@ -112,5 +112,10 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskF
 	if len(rep.Events) == 0 {
 		return nil
 	}
+	if !mf.unmasked {
+		for _, e := range rep.Events {
+			e.Why = policy.ForRun(e.Workflow).Text(e.Why)
+		}
+	}
 	return writeAudit(w, rep.Events, true)
 }
