@@ -53,6 +53,10 @@ func checkJSON(body []byte, maxDepth int) error {
 		return newProblem(http.StatusBadRequest, "invalid-utf8", "Invalid UTF-8",
 			"the body is not valid UTF-8; JSON text must be UTF-8 encoded")
 	}
+	if loneSurrogate(body) {
+		return newProblem(http.StatusBadRequest, "invalid-utf8", "Invalid UTF-16 escape",
+			"the body escapes half of a UTF-16 surrogate pair (such as \\ud800 alone); it stands for no character")
+	}
 	type frame struct {
 		object bool
 		keys   map[string]bool
@@ -130,3 +134,51 @@ func checkJSON(body []byte, maxDepth int) error {
 
 // checkBody applies checkJSON with the server's depth limit.
 func (s *Server) checkBody(body []byte) error { return checkJSON(body, s.cfg.MaxDepth) }
+
+// loneSurrogate reports whether body has a \uD800-\uDFFF escape that is not half of a
+// high-low pair: decoders replace it with U+FFFD, so two different bodies would read the
+// same.
+func loneSurrogate(body []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		var r rune
+		for _, c := range body[i+2 : i+6] {
+			switch {
+			case c >= '0' && c <= '9':
+				r = r<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				r = r<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				r = r<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return r, true
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip the escaped character
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			low, ok := hex4(i + 6)
+			if !ok || low < 0xDC00 || low > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
+}

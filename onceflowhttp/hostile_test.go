@@ -76,8 +76,15 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	key := map[string]string{"Idempotency-Key": "utf8-1"}
 	wantStatus(t, b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, key, "{\"submission_id\":\"a\xffb\"}"), http.StatusBadRequest, "invalid-utf8")
 	wantStatus(t, b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, key, "{\"submission_id\":\"a\xfeb\"}"), http.StatusBadRequest, "invalid-utf8")
+	// Half a surrogate pair decodes to U+FFFD: \ud800 and \udbff would read the same.
+	wantStatus(t, b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, key, `{"submission_id":"a\ud800b"}`), http.StatusBadRequest, "invalid-utf8")
+	wantStatus(t, b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, key, `{"submission_id":"a\udc00"}`), http.StatusBadRequest, "invalid-utf8")
 	if n := len(b.runs()); n != 0 {
 		t.Fatalf("%d runs, want none", n)
+	}
+	// A pair, an escaped backslash before a u, and U+FFFD itself are fine.
+	for i, body := range []string{`{"submission_id":"\ud83d\ude00"}`, `{"submission_id":"a\\ud800"}`, "{\"submission_id\":\"\uFFFD\"}"} {
+		wantStatus(t, b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, map[string]string{"Idempotency-Key": fmt.Sprint("ok-", i)}, body), http.StatusCreated, "")
 	}
 }
 
