@@ -87,3 +87,23 @@ steps:
 		t.Errorf("step b reads only what it may:\n%s", text)
 	}
 }
+
+// {+field} belongs in URLs; in a key, a header or a body it is a mistake worth reporting.
+func TestRawSpliceOnlyInURLs(t *testing.T) {
+	src := `name: raw
+entity: "lead:{+input.id}"
+steps:
+  - id: a
+    kind: http
+    effect_key: "a:{+input.id}"
+    http:
+      url: "https://example.com/{+input.path}"
+      headers: {X-Id: "{+input.id}"}
+      verify: {url: "https://example.com/{+input.path}"}
+`
+	_, ps := Parse("raw.yaml", []byte(src))
+	text := ps.Error()
+	if len(ps) != 3 || !strings.Contains(text, "raw.yaml:2:") || !strings.Contains(text, "raw.yaml:6:") || !strings.Contains(text, "header X-Id") {
+		t.Fatalf("problems:\n%s", text)
+	}
+}

@@ -33,8 +33,21 @@ func (d *Definition) checkRefs() Problems {
 		visit(id)
 		return out
 	}
+	for path, src := range map[string]string{"$.run_key": d.RunKey, "$.entity": d.Entity} {
+		if t, err := keytmpl.Parse(src); err == nil && t.Raw() {
+			ps = append(ps, d.problemAt(path, "{+field} splices a value into a URL as it is; a key is written {field}"))
+		}
+	}
+	if d.Webhook != nil {
+		if t, err := keytmpl.Parse(d.Webhook.EventID); err == nil && t.Raw() {
+			ps = append(ps, d.problemAt("$.webhook.event_id", "{+field} splices a value into a URL as it is; a key is written {field}"))
+		}
+	}
 	for i, s := range d.Steps {
 		anc := ancestors(s.ID)
+		if t, err := keytmpl.Parse(s.EffectKey); err == nil && t.Raw() {
+			ps = append(ps, d.problemAt(fmt.Sprintf("$.steps[%d].effect_key", i), "step %q: {+field} splices a value into a URL as it is; a key is written {field}", s.ID))
+		}
 		check := func(path, what, src string, env, reportParse bool) {
 			t, err := keytmpl.Parse(src)
 			if err != nil {
@@ -42,6 +55,9 @@ func (d *Definition) checkRefs() Problems {
 					ps = append(ps, d.problemAt(path, "step %q: %s: %v", s.ID, what, err))
 				}
 				return
+			}
+			if t.Raw() && !strings.HasSuffix(what, "url") {
+				ps = append(ps, d.problemAt(path, "step %q: %s: {+field} splices a value into a URL as it is; elsewhere write {field}", s.ID, what))
 			}
 			for _, f := range t.Fields() {
 				if msg := fieldProblem(f, anc, env); msg != "" {
