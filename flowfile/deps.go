@@ -39,7 +39,7 @@ func StandardDeps(o Options) (Deps, error) {
 			return Deps{}, err
 		}
 		deps.Email = func(d *EmailDef) (onceflow.StepFunc, error) {
-			st, err := emailstep.New(emailstep.Spec{From: d.From, To: d.To, Cc: d.Cc, ReplyTo: d.ReplyTo, Subject: d.Subject, Body: d.Body, HTML: d.HTML},
+			st, err := emailstep.New(emailstep.Spec{From: d.From, To: d.To, Cc: d.Cc, ReplyTo: d.ReplyTo, Subject: d.Subject, Body: d.Body, HTML: d.HTML, AllowLists: d.AllowLists},
 				srv, o.Env, policy.DialContext)
 			if err != nil {
 				return nil, err

@@ -117,6 +117,9 @@ type Definition struct {
 	// "customer.name") masked in logs, audit details, attempt records and API answers
 	// (see onceflow.Redaction).
 	Redact []string `yaml:"redact"`
+	// Secrets names environment variables whose values are secrets, in addition to those
+	// secret by their name or use (see SecretNames).
+	Secrets []string `yaml:"secrets"`
 	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
 	Notify *NotifyDef `yaml:"notify"`
 
@@ -221,6 +224,9 @@ type EmailDef struct {
 	Subject string `yaml:"subject"`
 	Body    string `yaml:"body"`
 	HTML    bool   `yaml:"html"`
+	// AllowLists lets a template value in to, cc or reply_to hold several addresses;
+	// by default each is one address.
+	AllowLists bool `yaml:"allow_lists"`
 }
 
 // TransitionDef configures a guarded entity state change.
@@ -305,6 +311,9 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 	if err != nil {
 		return nil, Problems{yamlProblem(file, err)}
 	}
+	if p := checkAliases(file, f); p != nil {
+		return nil, Problems{*p}
+	}
 	d := &Definition{file: file, ast: f}
 	if err := yaml.UnmarshalWithOptions(src, d, yaml.Strict()); err != nil {
 		return nil, Problems{yamlProblem(file, err)}
@@ -388,6 +397,8 @@ func (d *Definition) check() Problems {
 		ps = append(ps, d.checkStep(i, s)...)
 	}
 	ps = append(ps, d.checkNotify()...)
+	ps = append(ps, d.checkSecrets()...)
+	ps = append(ps, d.checkRefs()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
 	wf, err := d.skeleton()
 	if err == nil {
@@ -480,6 +491,8 @@ func (d *Definition) checkWebhook() Problems {
 		}
 	} else if w.Scheme == "stripe" || w.Scheme == "hmac" {
 		add("$.webhook", "event_id is required for scheme %s (for Stripe: \"{input.id}\"); it makes a repeated delivery start nothing", w.Scheme)
+	} else if w.Scheme == "github" {
+		add("$.webhook", "event_id is required for scheme github: the X-GitHub-Delivery header is not signed, so the run key must come from the signed payload (such as \"{input.after}\" for push events or \"{input.workflow_run.id}-{input.action}\")")
 	}
 	if len(w.EventTypes) > 0 && w.EventTypeField == "" {
 		w.EventTypeField = "type"

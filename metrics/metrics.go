@@ -26,6 +26,7 @@
 //	onceflow_effect_reuses_total{workflow,step}                   steps completed from the effect ledger without acting
 //	onceflow_run_starts_total{workflow,outcome}                   starts: created, deduplicated, conflict
 //	onceflow_webhook_deliveries_total{workflow,outcome}           deliveries: accepted, duplicate, ignored, rejected
+//	onceflow_http_requests_aborted_total{route}                   API and webhook requests whose body was cut short
 //	onceflow_leases_reaped_total                                  steps taken back from workers that vanished
 //	onceflow_commit_batch_size{kind}                              items per write-path transaction: starts, records, claims
 //	onceflow_commit_duration_seconds{kind,outcome}                how long those transactions took (outcome ok or error)
@@ -80,6 +81,7 @@ type Metrics struct {
 	reuses     *prometheus.CounterVec
 	starts     *prometheus.CounterVec
 	deliveries *prometheus.CounterVec
+	aborted    *prometheus.CounterVec
 	reaped     prometheus.Counter
 	statsErrs  prometheus.Counter
 	batchSize  *prometheus.HistogramVec
@@ -134,6 +136,8 @@ func New(cfg Config) *Metrics {
 			Help: "Starts of runs, by outcome: created, deduplicated (the run key was known) or conflict (known with another input)."}, []string{"workflow", "outcome"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onceflow_webhook_deliveries_total",
 			Help: "Webhook deliveries, by outcome: accepted, duplicate (the event was delivered before), ignored or rejected."}, []string{"workflow", "outcome"}),
+		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onceflow_http_requests_aborted_total",
+			Help: "API and webhook requests whose body ended before its announced length or stopped arriving, by route pattern."}, []string{"route"}),
 		reaped: prometheus.NewCounter(prometheus.CounterOpts{Name: "onceflow_leases_reaped_total",
 			Help: "Steps taken back by the lease reaper from workers that stopped renewing their lease."}),
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onceflow_commit_batch_size",
@@ -179,6 +183,12 @@ func (m *Metrics) WebhookDelivery(workflow, outcome string) {
 	m.deliveries.WithLabelValues(workflow, outcome).Inc()
 }
 
+// RequestAborted counts a request on route (its pattern) whose body was cut short; it
+// implements onceflowhttp.AbortMetrics.
+func (m *Metrics) RequestAborted(route string) {
+	m.aborted.WithLabelValues(route).Inc()
+}
+
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.collectors() {
@@ -191,7 +201,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.attempts, m.durations, m.claimLag, m.reuses, m.starts, m.deliveries, m.reaped, m.statsErrs, m.batchSize, m.commitDur}
+	return []prometheus.Collector{m.attempts, m.durations, m.claimLag, m.reuses, m.starts, m.deliveries, m.aborted, m.reaped, m.statsErrs, m.batchSize, m.commitDur}
 }
 
 // Collect implements prometheus.Collector: the counters and histograms, and the gauges

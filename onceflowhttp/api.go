@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,11 +11,6 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
 )
-
-// readBody reads at most MaxBody bytes; a larger body is a 413 before anything is parsed.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
-}
 
 // createdRun is the answer to a start: only what never changes, so that a replay is the
 // first answer, byte for byte.
@@ -42,8 +36,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !json.Valid(body) {
-		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the request body is not valid JSON")
+	if err := s.checkBody(body); err != nil {
+		return err
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {

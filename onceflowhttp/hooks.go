@@ -15,23 +15,54 @@ import (
 // hookConfig builds the verification settings of a webhook, reading its secrets from the
 // environment.
 func (s *Server) hookConfig(h *flowfile.Webhook) (webhook.Config, error) {
+	return hookConfig(h, s.cfg.Env)
+}
+
+func hookConfig(h *flowfile.Webhook, env func(string) (string, bool)) (webhook.Config, error) {
 	scheme, err := webhook.ParseScheme(h.Scheme)
 	if err != nil {
 		return webhook.Config{}, err
+	}
+	if scheme == webhook.GitHub && h.EventID == "" {
+		return webhook.Config{}, fmt.Errorf("webhook %q: scheme github needs event_id: its delivery id header is not signed, so the run key must come from the signed payload", h.Name)
 	}
 	cfg := webhook.Config{Scheme: scheme, Tolerance: time.Duration(h.Tolerance)}
 	if scheme == webhook.HMAC {
 		cfg.Header, cfg.Encoding, cfg.Prefix, cfg.TimestampHeader = h.Header, h.Encoding, h.Prefix, h.TimestampHeader
 	}
 	for _, name := range h.SecretEnv {
-		if v, ok := s.cfg.Env(name); ok && v != "" {
+		if v, ok := env(name); ok && v != "" {
 			cfg.Secrets = append(cfg.Secrets, v)
 		}
 	}
 	if len(cfg.Secrets) == 0 {
 		return cfg, fmt.Errorf("webhook %q: none of its secret variables %v is set", h.Name, h.SecretEnv)
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		// The validation error never quotes a secret; name the variables to fix.
+		return cfg, fmt.Errorf("webhook %q: a secret of %v is not usable: %w", h.Name, h.SecretEnv, err)
+	}
+	return cfg, nil
+}
+
+// CheckWebhooks reports, in one error, every webhook of defs whose signing secrets are
+// missing from env or malformed, naming the webhook, its file and the variables to set.
+// onceflow serve refuses to start on it, as it does for incomplete SMTP settings, rather
+// than answer every delivery with a 500; a Server built anyway fails /readyz.
+func CheckWebhooks(defs []*flowfile.Definition, env func(string) (string, bool)) error {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	var errs []error
+	for _, d := range defs {
+		if d.Webhook == nil {
+			continue
+		}
+		if _, err := hookConfig(d.Webhook, env); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d.File(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // webhook is POST /hooks/{name}: verify the signature, then start the workflow with the
@@ -63,6 +94,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("webhook signature refused", "webhook", name, "error", err)
 		return newProblem(http.StatusUnauthorized, "signature-invalid", "Signature invalid", err.Error())
 	case err != nil:
+		return err
+	}
+	if err := s.checkBody(body); err != nil {
 		return err
 	}
 	var payload map[string]any

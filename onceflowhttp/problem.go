@@ -42,7 +42,12 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 		var p *problem
 		if !errors.As(err, &p) {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+				// The client went away: nobody reads the answer, and it is not the
+				// server's fault. Nothing was acknowledged.
+				s.log.Debug("request abandoned by the client", "method", r.Method, "route", r.Pattern, "error", err)
+				p = newProblem(http.StatusBadRequest, "request-abandoned", "Request abandoned", "the client went away; nothing was acknowledged")
+			} else if errors.As(err, &mbe) {
 				p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
 					"the body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 			} else {

@@ -254,6 +254,9 @@ func (s *Server) readAction(w http.ResponseWriter, r *http.Request) (*actionBody
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return &b, nil
 	}
+	if err := s.checkBody(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {

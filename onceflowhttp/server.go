@@ -64,7 +64,8 @@ func ParseTokens(s string) ([]Token, error) {
 			case ScopeIngest, ScopeAdmin:
 				t.Scopes = append(t.Scopes, Scope(sc))
 			default:
-				return nil, fmt.Errorf("API token %q: scope %q is not ingest or admin", t.Name, sc)
+				// Never echo the field: in a token written in the wrong order it is the secret.
+				return nil, fmt.Errorf("API token %q: the scope field is not ingest, admin or ingest+admin; write it as name:scope[+scope]:secret", t.Name)
 			}
 		}
 		if len(t.Secret) < 16 {
@@ -93,7 +94,10 @@ type Config struct {
 	Env func(name string) (string, bool)
 	// MaxBody caps request bodies, applied before parsing or verifying (default 1 MiB).
 	MaxBody int64
-	Logger  *slog.Logger
+	// MaxDepth caps how deeply a request body's JSON may nest (default DefaultMaxDepth);
+	// a deeper body is a 400 that names the limit.
+	MaxDepth int
+	Logger   *slog.Logger
 	// Now is the clock used for webhook timestamps (default time.Now).
 	Now func() time.Time
 	// Redact masks secrets in log lines and problem documents, and secrets and personal
@@ -123,6 +127,10 @@ type Server struct {
 	hooks map[string]*flowfile.Definition
 	mux   *http.ServeMux
 
+	// hooksBroken names the webhooks whose secrets are missing or malformed (see
+	// CheckWebhooks); /readyz fails while there is one.
+	hooksBroken []string
+
 	mu       sync.Mutex
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
 }
@@ -131,6 +139,9 @@ type Server struct {
 func New(cfg Config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
+	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = DefaultMaxDepth
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -148,6 +159,9 @@ func New(cfg Config) *Server {
 		s.defs[d.Name] = d
 		if d.Webhook != nil {
 			s.hooks[d.Webhook.Name] = d
+			if _, err := hookConfig(d.Webhook, cfg.Env); err != nil {
+				s.hooksBroken = append(s.hooksBroken, d.Webhook.Name)
+			}
 		}
 	}
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
@@ -240,6 +254,10 @@ func (s *Server) releaseKey(workflow, key string) {
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	if len(s.hooksBroken) > 0 {
+		return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready",
+			fmt.Sprintf("the signing secrets of webhook(s) %s are missing or malformed; set them and restart", strings.Join(s.hooksBroken, ", ")))
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if _, err := s.cfg.Store.RunList(ctx, store.RunListParams{Limit: 1}); err != nil {

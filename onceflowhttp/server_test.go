@@ -65,6 +65,12 @@ type bundle struct {
 
 func setup(t *testing.T, yamls ...string) *bundle {
 	t.Helper()
+	return setupWith(t, nil, yamls...)
+}
+
+// setupWith is setup with tune applied to the server's Config before it is built.
+func setupWith(t *testing.T, tune func(*Config), yamls ...string) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	b := &bundle{t: t, path: filepath.Join(t.TempDir(), "onceflow.db"), now: time.Unix(1700000000, 0),
 		env: map[string]string{"HOOK_SECRET": "whsec_bmV3LXNlY3JldC0wMTIzNDU2Nzg5", "HOOK_SECRET_OLD": "whsec_b2xkLXNlY3JldC0wMTIzNDU2Nzg5"}}
@@ -98,11 +104,15 @@ func setup(t *testing.T, yamls ...string) *bundle {
 			t.Fatal(err)
 		}
 	}
-	srv := New(Config{Client: c, Store: st, Definitions: defs, MaxBody: 4096,
+	cfg := Config{Client: c, Store: st, Definitions: defs, MaxBody: 4096,
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}},
 		Env:    func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
 		Now:    func() time.Time { return b.now },
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	srv := New(cfg)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
@@ -301,7 +311,7 @@ func TestWebhooks(t *testing.T) {
 	}{
 		{"stripe", `"{input.id}"`},
 		{"standard-webhooks", `""`},
-		{"github", `""`},
+		{"github", `"{input.id}"`},
 		{"hmac", `"{input.id}"`},
 	}
 	for _, sc := range schemes {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -29,10 +30,16 @@ type BlockedError struct {
 }
 
 func (e *BlockedError) Error() string {
-	if e.Host != "" && e.Host != e.Addr.String() {
-		return fmt.Sprintf("destination %s (%s) is blocked: %s address; allow it explicitly if it is meant to be reached", e.Host, e.Addr, e.Reason)
+	what := e.Addr.String()
+	if e.Host != "" && e.Host != what {
+		what = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
 	}
-	return fmt.Sprintf("destination %s is blocked: %s address; allow it explicitly if it is meant to be reached", e.Addr, e.Reason)
+	return fmt.Sprintf("destination %s is blocked: %s address; if it is meant to be reached (a service on this machine or network), start onceflow with --allow-net %s", what, e.Reason, e.Fix())
+}
+
+// Fix is the smallest prefix that opens the blocked address: 127.0.0.1/32, ::1/128.
+func (e *BlockedError) Fix() string {
+	return netip.PrefixFrom(e.Addr, e.Addr.BitLen()).String()
 }
 
 // Is reports whether target is ErrBlocked.
@@ -59,6 +66,9 @@ var blocked = []struct {
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
+	// IPv4-compatible IPv6 (::a.b.c.d, deprecated): some stacks still route it to the
+	// IPv4 address it embeds, [::127.0.0.1] included.
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible IPv6"},
 	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
 	{netip.MustParsePrefix("100::/64"), "discard"},
@@ -171,7 +181,59 @@ func (p *Policy) Client(timeout time.Duration) *http.Client {
 			if len(via) > p.MaxRedirects {
 				return http.ErrUseLastResponse
 			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return &RedirectError{Scheme: req.URL.Scheme}
+			}
+			if origin(req) != origin(via[0]) {
+				// net/http drops Authorization and cookies on its own; headers that carry
+				// a secret under another name are dropped here.
+				for _, name := range secretHeaders(req.Context()) {
+					req.Header.Del(name)
+				}
+			}
 			return nil
 		},
 	}
+}
+
+// ErrRedirectRefused is matched by every *RedirectError.
+var ErrRedirectRefused = errors.New("redirect refused")
+
+// RedirectError is a redirect that is never followed: to a scheme other than http or
+// https (file:, gopher:, …). Nothing was sent to its target.
+type RedirectError struct {
+	Scheme string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("redirect to a %s: URL refused; only http and https redirects are followed", e.Scheme)
+}
+
+// Is reports whether target is ErrRedirectRefused.
+func (e *RedirectError) Is(target error) bool { return target == ErrRedirectRefused }
+
+// origin is a request's scheme, host and port.
+func origin(r *http.Request) string {
+	port := r.URL.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[r.URL.Scheme]
+	}
+	return r.URL.Scheme + "://" + strings.ToLower(r.URL.Hostname()) + ":" + port
+}
+
+type secretHeadersKey struct{}
+
+// WithSecretHeaders returns a context under which a request's headers names are dropped
+// when a redirect leads to another origin (scheme, host or port): headers whose values
+// carry a secret, such as X-Api-Key: {env.DEST_TOKEN}.
+func WithSecretHeaders(ctx context.Context, names ...string) context.Context {
+	if len(names) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, secretHeadersKey{}, names)
+}
+
+func secretHeaders(ctx context.Context) []string {
+	names, _ := ctx.Value(secretHeadersKey{}).([]string)
+	return names
 }

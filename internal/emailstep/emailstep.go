@@ -80,6 +80,10 @@ type Spec struct {
 	Body string
 	// HTML sends Body as text/html instead of text/plain.
 	HTML bool
+	// AllowLists lets one template field of To, Cc or ReplyTo hold several addresses
+	// ("a@x, b@y"). By default a field is one address, and a value holding more is a
+	// permanent error: an input field cannot add recipients.
+	AllowLists bool
 	// Timeout bounds one attempt, from connecting to the server's last reply (default
 	// DefaultTimeout). A deadline of the attempt's context that comes sooner wins.
 	Timeout time.Duration

@@ -69,6 +69,10 @@ func (s *Step) compose(data map[string]any, effectKey string) (*message, error) 
 		if *l.dst, err = parseList("email "+l.name, v); err != nil {
 			return nil, err
 		}
+		if n := templateItems(l.t.String()); !s.spec.AllowLists && len(*l.dst) > n {
+			return nil, fmt.Errorf("email %s: the template %q names %d address(es) but its values hold %d; a template value is one address (set allow_lists: true to accept lists)",
+				l.name, l.t.String(), n, len(*l.dst))
+		}
 	}
 	if subject, err = render("subject", s.tmpl.subject); err != nil {
 		return nil, err
@@ -124,6 +128,26 @@ func (s *Step) compose(data map[string]any, effectKey string) (*message, error) 
 	}
 	m.data = b.Bytes()
 	return m, nil
+}
+
+// templateItems counts the comma-separated items of an address template, commas inside
+// quotes and template fields aside: "{input.email}" is one, "ops@example.com,
+// {input.email}" two.
+func templateItems(src string) int {
+	n, quoted, field := 1, false, false
+	for _, c := range src {
+		switch {
+		case c == '"' && !field:
+			quoted = !quoted
+		case c == '{' && !quoted:
+			field = true
+		case c == '}' && !quoted:
+			field = false
+		case c == ',' && !quoted && !field:
+			n++
+		}
+	}
+	return n
 }
 
 // oneLine turns line breaks into spaces: a subject is a single line.

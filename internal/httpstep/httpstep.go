@@ -79,6 +79,9 @@ type compiledRequest struct {
 	url     *keytmpl.Template
 	headers map[string]*keytmpl.Template
 	body    any // tree with *keytmpl.Template leaves
+	// secretHeaders are the headers whose templates read {env.NAME}: not sent on to
+	// another origin when a redirect is followed.
+	secretHeaders []string
 }
 
 type rule struct {
@@ -153,8 +156,17 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 		return c, fmt.Errorf("url: %w", err)
 	}
 	for k, v := range r.Headers {
+		if !validHeaderName(k) {
+			return c, fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k)
+		}
 		if c.headers[k], err = keytmpl.ParseStep(v, envVars); err != nil {
 			return c, fmt.Errorf("header %s: %w", k, err)
+		}
+		for _, f := range c.headers[k].Fields() {
+			if strings.HasPrefix(f, "env.") {
+				c.secretHeaders = append(c.secretHeaders, k)
+				break
+			}
 		}
 	}
 	if r.Body != nil {
@@ -294,7 +306,7 @@ func (s *Step) check(ctx context.Context, sc *onceflow.StepContext, data map[str
 }
 
 func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any) (*http.Request, error) {
-	u, err := r.url.Render(data)
+	u, err := r.url.RenderURL(data)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +322,7 @@ func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
+	req, err := http.NewRequestWithContext(egress.WithSecretHeaders(ctx, r.secretHeaders...), r.method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", r.url, err) // the template, never the rendered URL
 	}
@@ -322,6 +334,11 @@ func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any
 		v, err := t.Render(data)
 		if err != nil {
 			return nil, err
+		}
+		if !validHeaderValue(v) {
+			// Found before anything is sent: a permanent error, not a retry that would
+			// fail the same way.
+			return nil, fmt.Errorf("header %s: the value rendered from %q holds a line break, NUL or other control character", k, t)
 		}
 		req.Header.Set(k, v)
 	}
@@ -380,6 +397,8 @@ func (s *Step) send(ctx context.Context, req *http.Request) (*http.Response, []b
 	}
 	what := fmt.Sprintf("%s %s", req.Method, redactURL(req))
 	switch {
+	case errors.Is(err, egress.ErrRedirectRefused):
+		return nil, nil, &onceflow.StepError{Class: onceflow.Permanent, Err: fmt.Errorf("%s: %w", what, unwrapURL(err))}
 	case errors.Is(err, egress.ErrBlocked):
 		return nil, nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonDestinationBlocked, Err: fmt.Errorf("%s: %w", what, unwrapURL(err))}
 	case !wrote:
@@ -449,4 +468,30 @@ func retryAfter(v string, now time.Time) time.Duration {
 func (s *Step) excerpt(body []byte, secrets []string) string {
 	m, _ := redact.NewMasker(redact.Options{Values: secrets, Fields: s.spec.Fields, Names: s.spec.Redact}) // checked by New
 	return m.Excerpt(body, s.spec.ExcerptBytes)
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110 section 5.1).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// validHeaderValue reports whether v can be sent as a header value: no control character
+// but tab, so no CR, LF or NUL.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

@@ -1,7 +1,9 @@
 // Package keytmpl parses and renders the small templates that derive run keys, entity keys
 // and effect keys from a run's data: "lead-create:{input.submission_id}".
 //
-// A field is a dotted path in braces; "{{" and "}}" stand for literal braces. Rendering never
+// A field is a dotted path in braces; "{{" and "}}" stand for literal braces. In a URL, a
+// field written {+field} is spliced as it is; every other field but {env.NAME} is encoded
+// for the part of the URL it lands in (see Template.RenderURL). Rendering never
 // invents a value: a missing or null field, or one that is an object or a list, is an error
 // that names the field, so no key is ever empty or partial.
 package keytmpl
@@ -9,6 +11,7 @@ package keytmpl
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -21,6 +24,7 @@ type Template struct {
 type part struct {
 	lit  string
 	path []string // nil for a literal
+	raw  bool     // written {+field}: spliced into a URL as it is (see RenderURL)
 }
 
 // FieldError says which field of a template could not be rendered and why.
@@ -55,6 +59,10 @@ func Parse(src string) (*Template, error) {
 				return nil, fmt.Errorf("template %q: '{' at offset %d is never closed", src, i)
 			}
 			field := src[i+1 : i+1+end]
+			raw := false
+			if f, ok := strings.CutPrefix(field, "+"); ok {
+				field, raw = f, true
+			}
 			path, err := parsePath(field)
 			if err != nil {
 				return nil, fmt.Errorf("template %q: field at offset %d: %w", src, i, err)
@@ -63,7 +71,7 @@ func Parse(src string) (*Template, error) {
 				t.parts = append(t.parts, part{lit: lit.String()})
 				lit.Reset()
 			}
-			t.parts = append(t.parts, part{path: path})
+			t.parts = append(t.parts, part{path: path, raw: raw})
 			i += end + 1
 		default:
 			lit.WriteByte(c)
@@ -165,6 +173,65 @@ func (t *Template) lookup(data map[string]any, path []string) (string, error) {
 	default:
 		return fmt.Sprint(v), nil
 	}
+}
+
+// RenderURL fills a URL template from data, encoding each field's value for the part of
+// the URL it lands in, so that a value can never change the URL's shape: in the path it
+// is one path segment ("../admin" becomes "..%2Fadmin", "x?admin=1" becomes
+// "x%3Fadmin=1"); after "?" it is one query value ("a&b=c" becomes "a%26b%3Dc"); after
+// "#" it is fragment text. Two kinds of field are spliced as they are: {env.NAME} — the
+// operator's own configuration, such as a base URL — and a field written {+field}, an
+// explicit raw splice for a value that holds several path segments or a query string of
+// its own.
+func (t *Template) RenderURL(data map[string]any) (string, error) {
+	var b strings.Builder
+	query, fragment := false, false
+	for _, p := range t.parts {
+		if p.path == nil {
+			b.WriteString(p.lit)
+			if strings.IndexByte(p.lit, '#') >= 0 {
+				fragment = true
+			}
+			if strings.IndexByte(p.lit, '?') >= 0 {
+				query = true
+			}
+			continue
+		}
+		v, err := t.lookup(data, p.path)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case p.raw || p.path[0] == "env":
+			b.WriteString(v)
+			// A raw value may itself open the query or the fragment.
+			if strings.IndexByte(v, '#') >= 0 {
+				fragment = true
+			}
+			if strings.IndexByte(v, '?') >= 0 {
+				query = true
+			}
+		case fragment:
+			b.WriteString(url.PathEscape(v))
+		case query:
+			b.WriteString(url.QueryEscape(v))
+		case v == "." || v == "..":
+			b.WriteString(strings.Repeat("%2E", len(v))) // never a step up the path
+		default:
+			b.WriteString(url.PathEscape(v))
+		}
+	}
+	return b.String(), nil
+}
+
+// Raw reports whether the template has a field written {+field}.
+func (t *Template) Raw() bool {
+	for _, p := range t.parts {
+		if p.raw {
+			return true
+		}
+	}
+	return false
 }
 
 // Decode parses JSON into the tree Render reads, keeping numbers exact.

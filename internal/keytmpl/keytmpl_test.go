@@ -100,3 +100,31 @@ func TestValueKeepsJSONTypes(t *testing.T) {
 		t.Error("a null field rendered")
 	}
 }
+
+func TestRenderURLEncodesPerComponent(t *testing.T) {
+	data := map[string]any{
+		"input": map[string]any{"p": "../a b", "q": "x&y=1#f", "path": "a/b?c=1", "dot": ".."},
+		"env":   map[string]any{"BASE": "https://api.example.com/v1"},
+	}
+	for src, want := range map[string]string{
+		"{env.BASE}/items/{input.p}":                 "https://api.example.com/v1/items/..%2Fa%20b",
+		"{env.BASE}/items?q={input.q}&n=1":           "https://api.example.com/v1/items?q=x%26y%3D1%23f&n=1",
+		"{env.BASE}/{input.dot}/x":                   "https://api.example.com/v1/%2E%2E/x",
+		"{env.BASE}/files/{+input.path}&d={input.p}": "https://api.example.com/v1/files/a/b?c=1&d=..%2Fa+b",
+		"{env.BASE}/x#{input.p}":                     "https://api.example.com/v1/x#..%2Fa%20b",
+	} {
+		tm, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tm.RenderURL(data)
+		if err != nil || got != want {
+			t.Errorf("RenderURL(%s) = %q, %v; want %q", src, got, err, want)
+		}
+	}
+	// Render, for keys and bodies, leaves values alone and reads {+field} as {field}.
+	tm, _ := Parse("k:{+input.path}")
+	if got, _ := tm.Render(data); got != "k:a/b?c=1" || tm.Fields()[0] != "input.path" || !tm.Raw() {
+		t.Errorf("Render = %q, fields %v", got, tm.Fields())
+	}
+}

@@ -166,7 +166,12 @@ func (m *Masker) addValues(values []string) {
 			all = append(all, v)
 		}
 	}
+	var parts []string
 	for _, v := range values {
+		parts = append(parts, v)
+		parts = append(parts, urlParts(v)...)
+	}
+	for _, v := range parts {
 		add(v)
 		add(jsonEscaped(v, true))
 		add(jsonEscaped(v, false))
@@ -180,6 +185,63 @@ func (m *Masker) addValues(values []string) {
 		b := lower(v[0])
 		m.first[b] = append(m.first[b], v)
 	}
+}
+
+// MinPartLength is the shortest part of a secret URL masked on its own (see urlParts).
+const MinPartLength = 8
+
+// urlParts returns the parts of a secret that is a URL which text may show without the
+// rest: the URL without its query and fragment (what error messages name), the user
+// name and password, and every path segment, query value and fragment that is long
+// enough to matter — at least MinPartLength characters and not a plain lower-case word
+// such as "services", or at least 20 characters. A secret webhook URL whose path carries
+// its token is then masked in "POST https://host/services/T1/B2/XyZ…: connection
+// refused" as well as whole.
+func urlParts(v string) []string {
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil
+	}
+	var out []string
+	keep := func(p string) {
+		if len(p) >= 20 || (len(p) >= MinPartLength && !plainWord(p)) {
+			out = append(out, p)
+		}
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		bare := *u
+		bare.RawQuery, bare.Fragment, bare.RawFragment, bare.User = "", "", "", nil
+		if bare.Path != "" && bare.Path != "/" {
+			out = append(out, bare.String())
+		}
+	}
+	if u.User != nil {
+		keep(u.User.Username())
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw) // a password is a secret at any length
+		}
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		keep(seg)
+	}
+	for _, vs := range u.Query() {
+		for _, q := range vs {
+			keep(q)
+		}
+	}
+	keep(u.Fragment)
+	return out
+}
+
+// plainWord reports whether s is lower-case letters and hyphens only, like the fixed
+// parts of an API's paths.
+func plainWord(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonEscaped is v as it appears inside a JSON string.
@@ -297,7 +359,7 @@ func (m *Masker) tree(v any, stack []string) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			p := append(stack[:len(stack):len(stack)], k)
+			p := append(stack, k) // shared: nothing keeps a path, so building one is linear in depth
 			if m.sensitive(p) {
 				x[k] = Mask
 			} else {
@@ -380,7 +442,7 @@ func (m *Masker) collect(raw []byte, out []string) []string {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, e := range x {
-				p := append(stack[:len(stack):len(stack)], k)
+				p := append(stack, k) // shared: nothing keeps a path, so building one is linear in depth
 				in := inside
 				if !in {
 					for _, f := range m.fields {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -156,5 +157,65 @@ func TestHandler(t *testing.T) {
 	}
 	if Handler(slog.DiscardHandler, nil) != slog.DiscardHandler {
 		t.Error("a nil masker should not wrap")
+	}
+}
+
+// deepDoc is {"x":{"a":{"a":…"v"…}}} nested depth levels.
+func deepDoc(depth int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"x":`)
+	for i := 0; i < depth-1; i++ {
+		b.WriteString(`{"a":`)
+	}
+	b.WriteString(`"value-1"`)
+	b.WriteString(strings.Repeat("}", depth))
+	return []byte(b.String())
+}
+
+// Masking a deeply nested document costs memory in proportion to its size: the paths it
+// builds share one stack instead of copying it at every level.
+func TestDeepDocumentsMaskInLinearMemory(t *testing.T) {
+	doc := deepDoc(5000)
+	p, err := New([]string{"secret-value"}, []string{"email", "customer.name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := p.ForRun("wf", doc)
+	out := m.JSON(doc)
+	runtime.ReadMemStats(&after)
+	if !strings.Contains(string(out), "value-1") {
+		t.Fatalf("the leaf was lost: %.80s", out)
+	}
+	// A copy of the path at every level would allocate about 5000²/2 strings (200 MB)
+	// per walk; the document itself is 25 KB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Fatalf("masking a %d-byte document allocated %d MB", len(doc), got>>20)
+	}
+}
+
+// A secret URL is masked also where text shows only a part of it: an error naming the
+// request by scheme, host and path, a query value, the password of its user.
+func TestSecretURLPartsAreMasked(t *testing.T) {
+	const hook = "http://127.0.0.1:9/services/T0001/B0001/SECRETpathTOKEN42?channel=ops&sig=QuerySecret0099"
+	m := mustMasker(t, Options{Values: []string{hook, "https://user:pw1234@db.example.com:5432/shop"}})
+	for _, text := range []string{
+		"POST http://127.0.0.1:9/services/T0001/B0001/SECRETpathTOKEN42: not sent: connection refused",
+		`{"error": "unknown webhook SECRETpathTOKEN42"}`,
+		"signature QuerySecret0099 expired",
+		"login for user failed with pw1234",
+	} {
+		got := m.Text(text)
+		for _, leak := range []string{"SECRETpathTOKEN42", "QuerySecret0099", "pw1234"} {
+			if strings.Contains(got, leak) {
+				t.Errorf("Text(%q) = %q: shows %s", text, got, leak)
+			}
+		}
+	}
+	// The fixed words of the path are not secrets.
+	if got := m.Text("see /services/ for help"); got != "see /services/ for help" {
+		t.Errorf("a plain path word was masked: %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 var eventTests = []subtest{
 	{"ListAndFields", testEventList},
+	{"Append", testEventAppend},
 }
 
 func testEventList(h *harness) {

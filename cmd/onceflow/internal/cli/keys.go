@@ -20,6 +20,7 @@ func newKeysCommand(g *globals) *cobra.Command {
 		RunE:  groupRunE,
 	}
 	var asJSON bool
+	var mf maskFlags
 	show := &cobra.Command{
 		Use:   "show KEY",
 		Short: "Show an effect key: completed or not, when, by which run and step, with which result, and its events",
@@ -27,17 +28,22 @@ func newKeysCommand(g *globals) *cobra.Command {
   onceflow keys show invoice:1001 --json`,
 		Args: exactArgs("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return keysShow(cmd.Context(), g, args[0], asJSON)
+			return keysShow(cmd.Context(), g, args[0], asJSON, mf)
 		},
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	mf.add(show)
 	cmd.AddCommand(show)
 	return cmd
 }
 
-func keysShow(ctx context.Context, g *globals, key string, asJSON bool) error {
+func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskFlags) error {
 	if err := onceflow.ValidateKey("effect key", key); err != nil {
 		return usagef("%v", err)
+	}
+	policy, err := mf.policy()
+	if err != nil {
+		return err
 	}
 	s, err := g.reviewSession(ctx, "")
 	if err != nil {
@@ -48,8 +54,25 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	mask := func(_ int64, workflow string) *redact.Masker { return policy.ForRun(workflow) }
+	if mf.unmasked {
+		mask = func(int64, string) *redact.Masker { return nil }
+		var runID int64
+		var workflow string
+		if rep.Effect != nil {
+			runID, workflow = rep.Effect.RunID, rep.Effect.Workflow
+		}
+		if err := recordUnmasked(ctx, s.store, mf.actor, runID, workflow, "effect key "+key); err != nil {
+			return err
+		}
+	}
+	if rep.Effect != nil && len(rep.Effect.Result) > 0 && !mf.unmasked {
+		masked := *rep.Effect
+		masked.Result = mask(masked.RunID, masked.Workflow).JSON(masked.Result)
+		rep.Effect = &masked
+	}
 	if asJSON {
-		out := views.NewKey(rep, func(int64, string) *redact.Masker { return nil }, nil)
+		out := views.NewKey(rep, mask, nil)
 		return writeJSON(g.stdout, out)
 	}
 	w := g.stdout
@@ -88,6 +111,11 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool) error {
 	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(rep.Events))
 	if len(rep.Events) == 0 {
 		return nil
+	}
+	if !mf.unmasked {
+		for _, e := range rep.Events {
+			e.Why = policy.ForRun(e.Workflow).Text(e.Why)
+		}
 	}
 	return writeAudit(w, rep.Events, true)
 }

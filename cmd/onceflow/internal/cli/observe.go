@@ -39,14 +39,16 @@ func observeFlags(cmd *cobra.Command, f *serveFlags) {
 		"personal-data fields masked in logs, audit details and API answers of every workflow, e.g. email,customer.name (env "+envRedactFields+")")
 }
 
-// redaction collects what the app must never write: the values of every environment
-// variable the workflow files read ({env.NAME}, webhook secrets), the SMTP password, the
+// redaction collects what the app must never write: the values of the secret environment
+// variables the workflow files read (flowfile.Definition.SecretNames: declared in
+// secrets:, named *_TOKEN, *_SECRET, *_KEY or *_PASSWORD, webhook and Slack webhook
+// secrets), the SMTP password, the
 // secrets the command passes (API tokens, the database password), and the personal-data
 // fields of --redact-fields and of each file's redact list.
 func (c appConfig) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *redact.Policy, error) {
 	names := map[string]bool{emailstep.EnvPassword: true}
 	for _, d := range defs {
-		for _, n := range d.EnvNames() {
+		for _, n := range d.SecretNames() {
 			names[n] = true
 		}
 	}
@@ -98,7 +100,7 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 // handler returns the API and webhook endpoints of the app, with its redaction and
 // metrics, accepting tokens.
 func (a *app) handler(tokens []onceflowhttp.Token) http.Handler {
-	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
+	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact, MaxDepth: a.maxDepth}
 	if a.metrics != nil {
 		cfg.Metrics = a.metrics
 		if a.metricsOnAPI {

@@ -102,6 +102,7 @@ func runsList(ctx context.Context, g *globals, f runsListFlags) error {
 
 func newRunsShowCommand(g *globals) *cobra.Command {
 	var asJSON bool
+	var mf maskFlags
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a run with its steps, attempts and audit trail",
@@ -111,10 +112,11 @@ func newRunsShowCommand(g *globals) *cobra.Command {
 			if err != nil || id <= 0 {
 				return usagef("run ID %q is not a positive number; use the ID column of 'onceflow runs list'", args[0])
 			}
-			return runsShow(cmd.Context(), g, id, asJSON)
+			return runsShow(cmd.Context(), g, id, asJSON, mf)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of tables")
+	mf.add(cmd)
 	return cmd
 }
 
@@ -126,7 +128,11 @@ type runDetail struct {
 	Events   []eventView   `json:"events"`
 }
 
-func runsShow(ctx context.Context, g *globals, id int64, asJSON bool) error {
+func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFlags) error {
+	policy, err := mf.policy()
+	if err != nil {
+		return err
+	}
 	s, _, err := g.openStore(ctx, true)
 	if err != nil {
 		return err
@@ -159,6 +165,18 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool) error {
 			break
 		}
 		after = batch[len(batch)-1].ID
+	}
+
+	if mf.unmasked {
+		if err := recordUnmasked(ctx, s, mf.actor, run.ID, run.Workflow, fmt.Sprintf("run %d", run.ID)); err != nil {
+			return err
+		}
+	} else {
+		docs := [][]byte{run.Input}
+		for _, st := range steps {
+			docs = append(docs, st.Output)
+		}
+		maskRun(policy.ForRun(run.Workflow, docs...), run, steps, attempts, events)
 	}
 
 	d := runDetail{Run: viewRun(run), Steps: []stepView{}, Attempts: []attemptView{}, Events: []eventView{}}

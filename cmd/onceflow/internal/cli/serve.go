@@ -30,6 +30,7 @@ type serveFlags struct {
 	logLevel     string
 	metricsAddr  string
 	redact       []string
+	maxDepth     int
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -54,13 +55,14 @@ opens a range (for example --allow-net 127.0.0.1/32 for services on this machine
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().IntVar(&f.maxDepth, "max-json-depth", onceflowhttp.DefaultMaxDepth, "how deeply a request body's JSON may nest; deeper bodies are refused with a 400")
 	stepFlags(cmd, &f)
 	return cmd
 }
 
 // stepFlags are the flags of the commands that execute steps.
 func stepFlags(cmd *cobra.Command, f *serveFlags) {
-	cmd.Flags().StringVar(&f.workflows, "workflows", "", "directory of workflow YAML files (required)")
+	cmd.Flags().StringVar(&f.workflows, "workflows", "", "a workflow YAML file, or a directory of them (required)")
 	cmd.Flags().StringSliceVar(&f.allowNet, "allow-net", nil, "CIDR ranges steps may reach although internal (repeatable)")
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
@@ -80,6 +82,8 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
+	// maxDepth caps the nesting of request bodies (onceflowhttp.Config.MaxDepth).
+	maxDepth int
 }
 
 // appConfig says how to assemble an app.
@@ -105,11 +109,22 @@ type appConfig struct {
 // newApp loads and builds the workflow files and registers them on a new client.
 func newApp(c appConfig) (*app, error) {
 	if c.workflows == "" {
-		return nil, usagef("--workflows is required: a directory of workflow YAML files")
+		return nil, usagef("--workflows is required: a workflow YAML file or a directory of them")
 	}
-	defs, err := flowfile.LoadDir(c.workflows)
+	defs, err := flowfile.Load(c.workflows)
 	if err != nil {
 		return nil, err
+	}
+	if c.env == nil {
+		c.env = os.LookupEnv
+	}
+	// Every {env.NAME} a step reads must be set now, not found missing by the first run.
+	var missing flowfile.Problems
+	for _, d := range defs {
+		missing = append(missing, d.CheckEnv(c.env)...)
+	}
+	if len(missing) > 0 {
+		return nil, missing
 	}
 	var allow []netip.Prefix
 	for _, s := range c.allowNet {
@@ -197,6 +212,12 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	log = a.log
+	a.maxDepth = f.maxDepth
+	// A webhook without a usable secret would answer every delivery 500: refuse to start,
+	// as for incomplete SMTP settings.
+	if err := onceflowhttp.CheckWebhooks(a.defs, a.env); err != nil {
+		return err
+	}
 	if f.metricsAddr == "" {
 		a.metricsOnAPI = true
 	} else {

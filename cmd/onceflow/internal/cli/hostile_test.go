@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+// secretRun stores one completed run whose output holds what the API masks: a password,
+// an API key and an echoed bearer token.
+func secretRun(t *testing.T) (db string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Register(onceflow.Workflow{Name: "signup", Steps: []onceflow.Step{{ID: "crm", EffectKey: "crm:{input.id}",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) {
+			return map[string]any{"id": 7, "password": "pw-canary-111", "api_key": "key-canary-222",
+				"echo": map[string]any{"authorization": "Bearer tok-canary-333"}}, nil
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "signup", "s-1", map[string]any{"id": "1", "card": "4111-canary-444"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return "sqlite://" + path
+}
+
+var canaries = []string{"pw-canary-111", "key-canary-222", "tok-canary-333", "4111-canary-444"}
+
+func TestRunsShowAndKeysShowMask(t *testing.T) {
+	db := secretRun(t)
+	for _, args := range [][]string{
+		{"runs", "show", "--db", db, "--json", "1"},
+		{"runs", "show", "--db", db, "1"},
+		{"keys", "show", "--db", db, "--json", "crm:1"},
+		{"keys", "show", "--db", db, "crm:1"},
+	} {
+		r := runOK(t, args...)
+		for _, c := range canaries {
+			if strings.Contains(r.stdout, c) {
+				t.Errorf("onceflow %s shows %s:\n%s", strings.Join(args, " "), c, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "[redacted]") {
+			t.Errorf("onceflow %s masks nothing:\n%s", strings.Join(args, " "), r.stdout)
+		}
+	}
+	// An operator who needs the data asks for it, and the audit trail says who did.
+	r := runOK(t, "runs", "show", "--db", db, "--json", "--unmasked", "--actor", "cli:ops-ana", "1")
+	if !strings.Contains(r.stdout, "pw-canary-111") {
+		t.Fatalf("--unmasked masked the output:\n%s", r.stdout)
+	}
+	runOK(t, "keys", "show", "--db", db, "--unmasked", "--actor", "cli:ops-ben", "crm:1")
+	st, err := sqlite.Open(context.Background(), strings.TrimPrefix(db, "sqlite://"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.EventList(context.Background(), store.EventListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actors := map[string]bool{}
+	for _, e := range evs {
+		if e.Type == store.EventDataUnmasked {
+			actors[e.Actor] = true
+		}
+	}
+	if !actors["cli:ops-ana"] || !actors["cli:ops-ben"] {
+		t.Fatalf("unmasked reads audited by %v", actors)
+	}
+}
+
+// writeFile writes a workflow file into dir and returns its path.
+func writeFile(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+const urlsYAML = `name: urls
+secrets: [HOOK_URL]
+steps:
+  - id: hook
+    kind: http
+    effect_key: "hook:{input.id}"
+    retry: {max_attempts: 1}
+    http: {url: "{env.HOOK_URL}"}
+  - id: crm
+    kind: http
+    effect_key: "crm:{input.id}"
+    retry: {max_attempts: 1}
+    http: {url: "{env.CRM_URL}/leads"}
+  - id: internal
+    kind: http
+    effect_key: "internal:{input.id}"
+    retry: {max_attempts: 1}
+    http: {url: "{env.INTERNAL_URL}/x"}
+`
+
+// A secret URL's path never shows, in the stored attempts, steps, audit events, logs or
+// runs show, although error texts name requests by scheme, host and path; a URL that is
+// configuration (CRM_URL) shows, so the operator sees where a request went; a refused
+// destination names its address and the flag that opens it.
+func TestURLsFromTheEnvironment(t *testing.T) {
+	addr := closedPort(t)
+	env := map[string]string{
+		"HOOK_URL":     "http://" + addr + "/services/T0001/B0001/SECRETpathTOKEN42?channel=ops",
+		"CRM_URL":      "http://" + addr,
+		"INTERNAL_URL": "http://127.0.0.2:9",
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "urls.yaml", urlsYAML)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	logs := &lockedBuffer{}
+	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 2,
+		log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.client.Start(ctx, "urls", "u-1", map[string]any{"id": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := a.client.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, err := st.StepListByRun(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]string{}
+	for _, s := range steps {
+		if s.State != store.StateNeedsReview {
+			t.Fatalf("step %s is %s, want needs_review", s.Name, s.State)
+		}
+		errs[s.Name] = s.LastError
+	}
+	if !strings.Contains(errs["crm"], "http://"+addr+"/leads") {
+		t.Errorf("the crm error hides its URL: %s", errs["crm"])
+	}
+	if !strings.Contains(errs["internal"], "127.0.0.2") || !strings.Contains(errs["internal"], "--allow-net 127.0.0.2/32") {
+		t.Errorf("the blocked destination's error: %s", errs["internal"])
+	}
+	shown := runOK(t, "runs", "show", "--db", "sqlite://"+path, "--json", "1").stdout
+	for what, text := range map[string]string{"steps": fmt.Sprint(errs), "runs show": shown, "logs": logs.String()} {
+		if strings.Contains(text, "SECRETpathTOKEN42") {
+			t.Errorf("%s show the secret path:\n%s", what, text)
+		}
+	}
+	if !strings.Contains(errs["hook"], "[redacted]") {
+		t.Errorf("the hook error: %s", errs["hook"])
+	}
+}
+
+// validate takes directories and files together and reports every problem of every file
+// in one pass.
+func TestValidateDirectoriesReportsEverything(t *testing.T) {
+	dir := t.TempDir()
+	a := writeFile(t, dir, "a.yaml", "name: a\nsteps:\n  - id: x\n    kind: ftp\n  - id: y\n    kind: go\n    func: f\n    needs: [zz]\n")
+	b := writeFile(t, dir, "b.yml", "name: b\nsteps:\n  - id: m\n    kind: email\n    effect_key: \"m:{input.id}\"\n    email: {from: a@example.com, to: \"{input.email}\", subject: \"{foo}\"}\n")
+	other := t.TempDir()
+	c := writeFile(t, other, "c.yaml", "name: c\nsteps:\n  - id: h\n    kind: http\n    effect_key: \"h:{input.id}\"\n    http: {url: \"https://example.com/{run.nope}\"}\n")
+	r := run(t, "validate", dir, c)
+	for _, want := range []string{a + ":4:", a + ":8:", b + ":6:", "{foo}", c + ":6:", "{run.nope}", "4 problem(s) in 3 file(s)"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("validate does not say %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	if r.code != exitError {
+		t.Errorf("exit %d", r.code)
+	}
+	if r := run(t, "validate", filepath.Join(dir, "missing")); r.code != exitError || !strings.Contains(r.stdout, "missing") {
+		t.Errorf("a missing path: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	good := writeFile(t, t.TempDir(), "good.yaml", "name: good\nsteps:\n  - id: x\n    kind: go\n    func: f\n")
+	if r := runOK(t, "validate", filepath.Dir(good)); !strings.Contains(r.stdout, `workflow "good" is valid`) {
+		t.Errorf("validate DIR: %s", r.stdout)
+	}
+}
+
+// serve and worker take a file as well as a directory, and refuse to start when a step
+// reads an environment variable that is not set, naming the file, the step and the
+// variable.
+func TestStartChecksTheEnvironment(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "urls.yaml", urlsYAML)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	env := map[string]string{"HOOK_URL": "http://127.0.0.1:9/x"}
+	_, err = newApp(appConfig{store: st, workflows: file, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err == nil {
+		t.Fatal("started without CRM_URL and INTERNAL_URL")
+	}
+	for _, want := range []string{file + ":13:", `step "crm" reads {env.CRM_URL}`, "CRM_URL is not set", `step "internal"`, "INTERNAL_URL"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
+	env["CRM_URL"], env["INTERNAL_URL"] = "http://127.0.0.1:9", "http://127.0.0.1:9"
+	a, err := newApp(appConfig{store: st, workflows: file, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatalf("a single file with its environment: %v", err)
+	}
+	if got := a.client.Workflows(); len(got) != 1 || got[0] != "urls" {
+		t.Fatalf("workflows %v", got)
+	}
+}
+
+// serve refuses to start when a webhook's secret is missing or malformed.
+func TestServeRefusesWebhookWithoutSecret(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "hook.yaml", "name: hooked\nwebhook:\n  name: pay\n  scheme: standard-webhooks\n  secret_env: [PAY_HOOK_SECRET]\n  event_id: \"{input.id}\"\nsteps:\n  - id: x\n    kind: http\n    effect_key: \"x:{input.id}\"\n    http: {url: \"https://example.com\"}\n")
+	db := "sqlite://" + filepath.Join(t.TempDir(), "onceflow.db")
+	t.Setenv("PAY_HOOK_SECRET", "whsec_not base64!")
+	r := run(t, "serve", "--db", db, "--workflows", dir, "--addr", "127.0.0.1:0")
+	if r.code != exitError || !strings.Contains(r.stderr, `webhook "pay"`) || !strings.Contains(r.stderr, "PAY_HOOK_SECRET") || strings.Contains(r.stderr, "not base64!") {
+		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
+	}
+}

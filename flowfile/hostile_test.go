@@ -1,0 +1,109 @@
+package flowfile
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// aliasBomb is a small file whose nested aliases stand for 10^9 values in an http body.
+func aliasBomb() string {
+	var b strings.Builder
+	b.WriteString("name: bomb\nsteps:\n  - id: a\n    kind: http\n    effect_key: \"k:{input.id}\"\n    http:\n      url: \"https://example.com\"\n      body:\n")
+	b.WriteString(`        l0: &l0 ["x","x","x","x","x","x","x","x","x","x"]` + "\n")
+	for i := 1; i < 9; i++ {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 10), ",")
+		fmt.Fprintf(&b, "        l%d: &l%d [%s]\n", i, i, refs)
+	}
+	return b.String()
+}
+
+func TestAliasBombIsRefused(t *testing.T) {
+	src := aliasBomb()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d, ps := Parse("bomb.yaml", []byte(src))
+	runtime.ReadMemStats(&after)
+	if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "aliases expand") || ps[0].Line == 0 {
+		t.Fatalf("Parse = %v, %v; want one problem about aliases at a line", d, ps)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("refusing a %d-byte file allocated %d MB", len(src), got>>20)
+	}
+	// A file that uses aliases modestly is fine.
+	ok := strings.Replace(src, "l8: &l8", "# l8: &l8", 1)
+	ok = ok[:strings.Index(ok, "        l3:")]
+	if _, ps := Parse("ok.yaml", []byte(ok)); ps != nil {
+		t.Fatalf("a file with a few aliases: %v", ps)
+	}
+}
+
+// Every template problem that would otherwise surface on the first run is reported by
+// Parse — which validate and start-up both use — all at once, each at its field.
+func TestTemplateReferencesAreChecked(t *testing.T) {
+	src := `name: refs
+steps:
+  - id: a
+    kind: http
+    effect_key: "a:{input.id}"
+    http:
+      url: "https://example.com/{steps.b.output.id}"
+      headers: {"Bad Header": "x", X-Run: "{run.nope}"}
+      body: {x: "{steps.nope.output.id}", y: ["{steps.a.output.id}"]}
+  - id: b
+    kind: http
+    needs: [a]
+    effect_key: "b:{input.id}"
+    http: {url: "https://example.com/{steps.a.output.id}/{env.BASE}"}
+  - id: t
+    kind: transition
+    needs: [a]
+    effect_key: "t:{input.id}"
+    transition: {entity: "order:{env.X}:{steps.missing.output.id}", from: [new], to: paid}
+  - id: m
+    kind: email
+    effect_key: "m:{input.id}"
+    email: {from: "a@example.com", to: "{input.email}", subject: "{foo}", body: "{input.x"}
+`
+	_, ps := Parse("refs.yaml", []byte(src))
+	text := ps.Error()
+	for _, want := range []string{
+		`refs.yaml:7:`, `url reads {steps.b.output.id}: "b" is not a step this step needs`,
+		`"Bad Header" is not a valid HTTP header name`,
+		`header X-Run reads {run.nope}: a run has {run.key} and {run.id} only`,
+		`body reads {steps.nope.output.id}: "nope" is not a step`,
+		`body reads {steps.a.output.id}: "a" is not a step`,
+		`transition entity reads {env.X}: an entity is an identifier`,
+		`transition entity reads {steps.missing.output.id}`,
+		`email subject reads {foo}`,
+		`email body: template "{input.x"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems do not say %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, `step "b"`) {
+		t.Errorf("step b reads only what it may:\n%s", text)
+	}
+}
+
+// {+field} belongs in URLs; in a key, a header or a body it is a mistake worth reporting.
+func TestRawSpliceOnlyInURLs(t *testing.T) {
+	src := `name: raw
+entity: "lead:{+input.id}"
+steps:
+  - id: a
+    kind: http
+    effect_key: "a:{+input.id}"
+    http:
+      url: "https://example.com/{+input.path}"
+      headers: {X-Id: "{+input.id}"}
+      verify: {url: "https://example.com/{+input.path}"}
+`
+	_, ps := Parse("raw.yaml", []byte(src))
+	text := ps.Error()
+	if len(ps) != 3 || !strings.Contains(text, "raw.yaml:2:") || !strings.Contains(text, "raw.yaml:6:") || !strings.Contains(text, "header X-Id") {
+		t.Fatalf("problems:\n%s", text)
+	}
+}

@@ -1,0 +1,78 @@
+package flowfile
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// SecretSuffixes are the endings of environment variable names whose values are secrets
+// wherever a workflow reads them.
+var SecretSuffixes = []string{"_TOKEN", "_SECRET", "_KEY", "_PASSWORD"}
+
+// SecretName reports whether an environment variable is secret by its name alone: its
+// name ends in one of SecretSuffixes.
+func SecretName(name string) bool {
+	for _, s := range SecretSuffixes {
+		if strings.HasSuffix(strings.ToUpper(name), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// SecretNames returns, sorted, the environment variables the definition reads whose values
+// are secrets and are masked wherever text leaves onceflow:
+//
+//   - those its secrets: list declares;
+//   - those whose names end in _TOKEN, _SECRET, _KEY or _PASSWORD;
+//   - a webhook's secret_env, and the variables a notify block's Slack webhook reads
+//     (an incoming webhook URL is a credential).
+//
+// Other variables, such as a destination's base URL in {env.CRM_URL}, are configuration:
+// they show in error messages, so that an operator can see where a request went.
+func (d *Definition) SecretNames() []string {
+	names := map[string]bool{}
+	for _, n := range d.Secrets {
+		names[n] = true
+	}
+	for _, n := range d.EnvNames() {
+		if SecretName(n) {
+			names[n] = true
+		}
+	}
+	if d.Webhook != nil {
+		for _, n := range d.Webhook.SecretEnv {
+			names[n] = true
+		}
+	}
+	slack := func(n *NotifyDef) {
+		if n != nil && n.Slack != nil {
+			for _, m := range envFieldRE.FindAllStringSubmatch(n.Slack.Webhook, -1) {
+				names[m[1]] = true
+			}
+		}
+	}
+	slack(d.Notify)
+	for _, s := range d.Steps {
+		slack(s.Notify)
+	}
+	out := make([]string, 0, len(names))
+	for n := range names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkSecrets checks the secrets: list.
+func (d *Definition) checkSecrets() Problems {
+	var ps Problems
+	for i, n := range d.Secrets {
+		if !envNameRE.MatchString(n) {
+			ps = append(ps, d.problemAt(fmt.Sprintf("$.secrets[%d]", i),
+				"secrets: %q is not an environment variable name (A-Z, 0-9, _); list the names of variables, never their values", n))
+		}
+	}
+	return ps
+}
