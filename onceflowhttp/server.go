@@ -36,6 +36,9 @@ const (
 	ScopeIngest Scope = "ingest"
 	// ScopeAdmin reads everything and acts on runs; it includes ingest.
 	ScopeAdmin Scope = "admin"
+	// ScopeRead views runs, the review queue, the audit trail and effect keys in the web
+	// console, without acting on anything.
+	ScopeRead Scope = "read"
 )
 
 // Token is a bearer token and its scopes.
@@ -61,10 +64,10 @@ func ParseTokens(s string) ([]Token, error) {
 		t := Token{Name: parts[0], Secret: parts[2]}
 		for _, sc := range strings.Split(parts[1], "+") {
 			switch Scope(sc) {
-			case ScopeIngest, ScopeAdmin:
+			case ScopeIngest, ScopeAdmin, ScopeRead:
 				t.Scopes = append(t.Scopes, Scope(sc))
 			default:
-				return nil, fmt.Errorf("API token %q: scope %q is not ingest or admin", t.Name, sc)
+				return nil, fmt.Errorf("API token %q: scope %q is not ingest, read or admin", t.Name, sc)
 			}
 		}
 		if len(t.Secret) < 16 {
