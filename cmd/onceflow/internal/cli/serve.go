@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -30,6 +31,10 @@ type serveFlags struct {
 	logLevel     string
 	metricsAddr  string
 	redact       []string
+	// The web console (console.go).
+	uiAddr          string
+	uiSecureCookies bool
+	uiSession       time.Duration
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -44,7 +49,7 @@ files declare (/hooks/{name}), /healthz, /readyz and Prometheus metrics at /metr
 SIGTERM.
 
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
-scopes ingest and admin); webhook secrets and {env.NAME} values from the environment;
+scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
 ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
 opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).`,
@@ -55,6 +60,7 @@ opens a range (for example --allow-net 127.0.0.1/32 for services on this machine
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	stepFlags(cmd, &f)
+	consoleFlags(cmd, &f)
 	return cmd
 }
 
@@ -80,6 +86,8 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
+	// ui, when set, is the web console served at /ui/ beside the API.
+	ui http.Handler
 }
 
 // appConfig says how to assemble an app.
@@ -160,7 +168,7 @@ func newApp(c appConfig) (*app, error) {
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
-	hs := onceflowhttp.HTTPServer(a.handler(tokens))
+	hs := onceflowhttp.HTTPServer(a.withConsole(a.handler(tokens)))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
 	served := make(chan error, 1)
@@ -206,6 +214,11 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		}
 		defer stop()
 	}
+	stopUI, err := a.startConsole(ctx, f, tokens)
+	if err != nil {
+		return err
+	}
+	defer stopUI()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err
