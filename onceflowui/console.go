@@ -189,6 +189,9 @@ type page struct {
 // render executes the page template name with data; status is the HTTP status.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	sess := sessionFrom(r)
+	if sess == nil && name != "login" {
+		sess = c.readSession(r) // an error page of a request refused before its session was attached
+	}
 	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: r.URL.Query().Get("done")}
 	if sess != nil {
 		p.CSRF = sess.csrf
