@@ -44,8 +44,8 @@ func newServeCommand(g *globals) *cobra.Command {
 		Short: "Serve the API and webhooks, and execute workflow steps",
 		Long: `serve loads the workflow files of --workflows, then serves the JSON API
 (POST /v1/workflows/{name}/runs, GET /v1/runs, GET /v1/runs/{id}), the webhook endpoints the
-files declare (/hooks/{name}), /healthz, /readyz and Prometheus metrics at /metrics (or on
---metrics-addr), and executes steps with --workers workers until it receives SIGINT or
+files declare (/hooks/{name}), /healthz, /readyz, Prometheus metrics at /metrics (or on
+--metrics-addr) and the web console at /ui/ (or on --ui-addr), and executes steps with --workers workers until it receives SIGINT or
 SIGTERM.
 
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
