@@ -210,8 +210,9 @@ func TestCSRFRequired(t *testing.T) {
 	}
 }
 
-func TestCanaryNeverShown(t *testing.T) {
-	b := setup(t)
+func TestCanaryNeverShown(t *testing.T) { eachStore(t, testCanaryNeverShown) }
+
+func testCanaryNeverShown(t *testing.T, b *bundle) {
 	br := b.browser()
 	br.signIn(adminSecret)
 	_, page := br.get("/ui/review/1/notify")
@@ -231,8 +232,9 @@ func TestCanaryNeverShown(t *testing.T) {
 	}
 }
 
-func TestReplayThroughConsole(t *testing.T) {
-	b := setup(t)
+func TestReplayThroughConsole(t *testing.T) { eachStore(t, testReplayThroughConsole) }
+
+func testReplayThroughConsole(t *testing.T, b *bundle) {
 	br := b.browser()
 	br.signIn(adminSecret)
 	_, page := br.get("/ui/review/1/notify")
@@ -296,8 +298,9 @@ func TestReplayThroughConsole(t *testing.T) {
 	}
 }
 
-func TestFindRunsAndKeys(t *testing.T) {
-	b := setup(t)
+func TestFindRunsAndKeys(t *testing.T) { eachStore(t, testFindRunsAndKeys) }
+
+func testFindRunsAndKeys(t *testing.T, b *bundle) {
 	br := b.browser()
 	br.signIn(readSecret)
 	for path, want := range map[string]bool{
@@ -333,8 +336,9 @@ func TestFindRunsAndKeys(t *testing.T) {
 	}
 }
 
-func TestBulkPreviewThenApply(t *testing.T) {
-	b := setup(t)
+func TestBulkPreviewThenApply(t *testing.T) { eachStore(t, testBulkPreviewThenApply) }
+
+func testBulkPreviewThenApply(t *testing.T, b *bundle) {
 	br := b.browser()
 	br.signIn(adminSecret)
 	_, page := br.get("/ui/review?workflow=signup")

@@ -9,16 +9,20 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -96,17 +100,68 @@ type bundle struct {
 	runID  int64
 }
 
-// setup starts a SQLite store, a client with the workflow signup (create, then notify,
-// which needs create), one run whose notify step is parked in review (permanent_error:
-// the phone number lacks a +), and the console on an httptest server.
-func setup(t *testing.T) *bundle {
+// openStore opens a new, empty store of backend: a SQLite file, or a schema of its own in
+// the PostgreSQL database of ONCEFLOW_TEST_POSTGRES_URL (skipped without it, failed under
+// CI=true), dropped when the test ends.
+func openStore(t *testing.T, backend string) store.Store {
 	t.Helper()
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if backend == "sqlite" {
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	u := os.Getenv("ONCEFLOW_TEST_POSTGRES_URL")
+	if u == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but ONCEFLOW_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run in CI")
+		}
+		t.Skip("set ONCEFLOW_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL tests")
+	}
+	schema := fmt.Sprintf("onceflowui_test_%d", time.Now().UnixNano())
+	st, err := postgres.Open(ctx, u, postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Errorf("drop schema: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// eachStore runs f on a bundle over SQLite and one over PostgreSQL.
+func eachStore(t *testing.T, f func(t *testing.T, b *bundle)) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) { f(t, setupOn(t, backend)) })
+	}
+}
+
+func setup(t *testing.T) *bundle { return setupOn(t, "sqlite") }
+
+// setupOn starts a store of backend, a client with the workflow signup (create, then notify,
+// which needs create), one run whose notify step is parked in review (permanent_error:
+// the phone number lacks a +), and the console on an httptest server.
+func setupOn(t *testing.T, backend string) *bundle {
+	t.Helper()
+	ctx := t.Context()
+	st := openStore(t, backend)
 	dest := newDestination(t)
 	client, err := onceflow.New(onceflow.Config{Store: st, Workers: 2, PollInterval: 20 * time.Millisecond,
 		Redact: onceflow.Redaction{Secrets: []string{canarySecret}}})
