@@ -125,8 +125,10 @@ func TestBrowser(t *testing.T) {
 
 	// Read only: find the run by its entity, look, and be refused when acting.
 	signIn(readSecret)
-	do("find the run by its entity", chromedp.Navigate(b.srv.URL+"/ui/runs"), chromedp.WaitVisible(chromedp.ID("entity")),
-		chromedp.SendKeys(chromedp.ID("entity"), "customer:c-1001"), chromedp.Click(chromedp.ID("find")),
+	// Start from a search that finds nothing, so that the run's link appears only once the
+	// new search has been answered.
+	do("find the run by its entity", chromedp.Navigate(b.srv.URL+"/ui/runs?entity=customer:nobody"), chromedp.WaitVisible(chromedp.ID("entity")),
+		chromedp.SetValue(chromedp.ID("entity"), "customer:c-1001"), chromedp.Click(chromedp.ID("find")),
 		chromedp.WaitVisible(chromedp.CSS(`#runs a[href="/ui/runs/1"]`)), chromedp.Click(chromedp.CSS(`#runs a[href="/ui/runs/1"]`)),
 		chromedp.WaitVisible(chromedp.ID("graph")))
 	if rows := text("h1"); !strings.Contains(rows, "Run 1") {
@@ -198,8 +200,19 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("the preview changed the item: %s", it.State)
 	}
 	creates, notifies := b.dest.count("/create"), b.dest.count("/notify")
-	do("confirm and see the item complete", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("flash")),
-		chromedp.WaitVisible(chromedp.CSS(`#step-state .st-completed`)))
+	// The destination holds the replayed request, so the page opens on a step still at
+	// work, and the live region must show it complete without a reload.
+	release := b.dest.hold()
+	do("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("flash")),
+		chromedp.Evaluate[chromedp.Void](`window.onceflowTestMarker = "same page"`))
+	if state := text("#step-state"); state == "completed" {
+		t.Fatalf("the step is %s while the destination still holds its request", state)
+	}
+	release()
+	do("see the item complete", chromedp.WaitVisible(chromedp.CSS(`#step-state .st-completed`)))
+	if marker, err := chromedp.Run(bctx, chromedp.Evaluate[string](`window.onceflowTestMarker || "reloaded"`)); err != nil || marker != "same page" {
+		t.Fatalf("the page was %s (%v), want the live region updated in place", marker, err)
+	}
 	if c, n := b.dest.count("/create")-creates, b.dest.count("/notify")-notifies; c != 0 || n != 1 {
 		t.Fatalf("after the replay the destination got %d requests for the kept step create (want 0) and %d for the replayed step notify (want 1)", c, n)
 	}

@@ -43,6 +43,17 @@ type destination struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	n   map[string]int
+	// gate, when set, holds every /notify request until it is closed.
+	gate chan struct{}
+}
+
+// hold makes /notify requests wait until the returned func is called.
+func (d *destination) hold() (release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := make(chan struct{})
+	d.gate = g
+	return func() { close(g) }
 }
 
 func newDestination(t *testing.T) *destination {
@@ -51,7 +62,14 @@ func newDestination(t *testing.T) *destination {
 		body, _ := io.ReadAll(r.Body)
 		d.mu.Lock()
 		d.n[r.URL.Path]++
+		gate := d.gate
 		d.mu.Unlock()
+		if gate != nil && r.URL.Path == "/notify" {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+			}
+		}
 		var in struct {
 			Phone string `json:"phone"`
 		}
