@@ -1,15 +1,23 @@
 package onceflowui_test
 
 import (
+	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -52,6 +60,9 @@ func (br *browser) post(path string, form url.Values) (*http.Response, string) {
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// planRow reads a replay preview's lines: action, step and why.
+var planRow = regexp.MustCompile(`(?s)<tr class="act-([a-z]+)"><td>([^<]+)</td>.*?<td>([^<]*)</td></tr>`)
 
 func csrfOf(t *testing.T, page string) string {
 	t.Helper()
@@ -247,18 +258,36 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 	form := url.Values{"csrf": {csrf}, "merge_patch": {`{"phone":"+4915112345"}`}, "note": {"customer gave the full number"}}
 	resp, body = br.post("/ui/review/1/notify/preview", form)
 	wantStatus(t, resp, body, http.StatusOK)
-	plan, err := b.client.ReviewPreview(t.Context(), onceflow.ReplayRequest{RunID: b.runID, Step: "notify", MergePatch: []byte(`{"phone":"+4915112345"}`), Actor: "test"})
+	// The preview's lines are the API's dry run, step for step: action and explanation.
+	req, _ := http.NewRequest(http.MethodPost, b.api.URL+"/v1/review/1/notify/replay?dry_run=true", strings.NewReader(`{"merge_patch":{"phone":"+4915112345"}}`))
+	req.Header.Set("Authorization", "Bearer "+adminSecret)
+	apiResp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ps := range plan.Steps {
-		row := regexp.MustCompile(`<tr class="act-` + string(ps.Action) + `"><td>` + ps.Step + `</td>`)
-		if !row.MatchString(body) {
-			t.Errorf("the preview lacks %s: %s as the engine plans it", ps.Step, ps.Action)
+	var dry struct {
+		Plan struct {
+			Steps []struct{ Step, Action, Why string }
 		}
 	}
-	if plan.Step("create").Action != onceflow.ReplayKept || plan.Step("notify").Action != onceflow.ReplayRun {
-		t.Fatalf("engine plan %+v", plan.Steps)
+	err = json.NewDecoder(apiResp.Body).Decode(&dry)
+	apiResp.Body.Close()
+	if err != nil || apiResp.StatusCode != http.StatusOK {
+		t.Fatalf("API dry run: %d %v", apiResp.StatusCode, err)
+	}
+	type line struct{ Step, Action, Why string }
+	var want, got []line
+	for _, ps := range dry.Plan.Steps {
+		want = append(want, line{ps.Step, ps.Action, ps.Why})
+	}
+	for _, m := range planRow.FindAllStringSubmatch(body, -1) {
+		got = append(got, line{m[2], m[1], html.UnescapeString(m[3])})
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the console's preview\n%q\nthe API's dry run\n%q", got, want)
+	}
+	if want[0] != (line{"create", "kept", want[0].Why}) || want[1] != (line{"notify", "run", want[1].Why}) {
+		t.Fatalf("plan %q: want create kept, notify run", want)
 	}
 	if !strings.Contains(body, `id="confirm"`) {
 		t.Fatal("no confirm button after the preview")
@@ -366,5 +395,52 @@ func testBulkPreviewThenApply(t *testing.T, b *bundle) {
 	wantStatus(t, resp, body, http.StatusOK)
 	if !strings.Contains(body, "applied to 0, refused for 0") {
 		t.Fatalf("second bulk report:\n%s", body)
+	}
+}
+
+func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	console := func(tokens string) *httptest.Server {
+		toks, err := onceflowhttp.ParseTokens(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: b.client, Store: b.store, Tokens: toks, Now: clock, SessionTTL: time.Hour}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := console("ops:admin:" + adminSecret)
+	br := b.browser()
+	br.base = srv.URL
+	br.signIn(adminSecret)
+	for _, step := range []struct {
+		after time.Duration
+		want  int
+	}{{0, http.StatusOK}, {59 * time.Minute, http.StatusOK}, {2 * time.Minute, http.StatusSeeOther}} {
+		advance(step.after)
+		if resp, body := br.get("/ui/"); resp.StatusCode != step.want {
+			t.Fatalf("%v later: %d, want %d\n%s", step.after, resp.StatusCode, step.want, body)
+		}
+	}
+	// A new sign-in; then the token's secret is rotated: its sessions end.
+	br.signIn(adminSecret)
+	if resp, body := br.get("/ui/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after signing in again: %d\n%s", resp.StatusCode, body)
+	}
+	br.base = console("ops:admin:rotated-secret-0123456789").URL
+	if resp, body := br.get("/ui/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a session of a rotated token: %d, want a redirect to sign in\n%s", resp.StatusCode, body)
 	}
 }

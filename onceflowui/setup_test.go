@@ -116,6 +116,8 @@ type bundle struct {
 	dest   *destination
 	srv    *httptest.Server
 	runID  int64
+	// api is the JSON API over the same client, store, tokens and redaction.
+	api *httptest.Server
 }
 
 // openStore opens a new, empty store of backend: a SQLite file, or a schema of its own in
@@ -242,6 +244,8 @@ func setupOn(t *testing.T, backend string) *bundle {
 	ui := onceflowui.New(onceflowui.Config{Client: client, Store: st, Tokens: tokens, Redact: policy})
 	b.srv = httptest.NewServer(ui)
 	t.Cleanup(b.srv.Close)
+	b.api = httptest.NewServer(onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Tokens: tokens, Redact: policy}).Handler())
+	t.Cleanup(b.api.Close)
 	return b
 }
 
