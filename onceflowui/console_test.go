@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -444,3 +445,53 @@ func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
 		t.Fatalf("a session of a rotated token: %d, want a redirect to sign in\n%s", resp.StatusCode, body)
 	}
 }
+
+// On TLS the session cookie is Secure; the request log names routes, never paths, queries,
+// forms or tokens.
+func TestTLSCookieAndRequestLog(t *testing.T) {
+	b := setup(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	toks, err := onceflowhttp.ParseTokens("ops:admin:" + adminSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(onceflowui.New(onceflowui.Config{Client: b.client, Store: b.store, Tokens: toks, Logger: log}))
+	t.Cleanup(srv.Close)
+	br := b.browser()
+	br.base = srv.URL
+	br.c.Transport = srv.Client().Transport
+	resp := br.signIn(adminSecret)
+	var secure bool
+	for _, c := range resp.Cookies() {
+		if c.Name == "onceflow_session" {
+			secure = c.Secure && c.HttpOnly
+		}
+	}
+	if !secure {
+		t.Fatalf("session cookie over TLS %v: want Secure and HttpOnly", resp.Cookies())
+	}
+	if resp, body := br.get("/ui/runs?entity=customer:c-1001"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("runs over TLS: %d\n%s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := logs.String()
+	if !strings.Contains(out, `"route":"GET /ui/runs"`) || !strings.Contains(out, `"route":"POST /ui/login"`) {
+		t.Fatalf("request log lacks the routes:\n%s", out)
+	}
+	for _, leak := range []string{adminSecret, "c-1001", "entity="} {
+		if strings.Contains(out, leak) {
+			t.Errorf("request log holds %q:\n%s", leak, out)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
