@@ -185,21 +185,23 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ps := range plan.Steps {
-		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(fmt.Sprintf(`#plan tr.act-%s td:first-child`, ps.Action))))
-		if err != nil || got != ps.Step {
-			t.Errorf("the preview's %s line shows %q (%v), want step %s as the engine plans it", ps.Action, got, err, ps.Step)
+	for i, ps := range plan.Steps {
+		row := fmt.Sprintf(`#plan tbody tr:nth-child(%d)`, i+1)
+		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(row+` td:first-child`)))
+		action, aerr := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(row+` .action`)))
+		if err != nil || aerr != nil || got != ps.Step || !strings.EqualFold(action, string(ps.Action)) {
+			t.Errorf("the preview's line %d shows %s %q (%v %v), want %s %s as the engine plans it", i+1, got, action, err, aerr, ps.Step, ps.Action)
 		}
 	}
-	if plan.Step("create").Action != onceflow.ReplayKept || plan.Step("notify").Action != onceflow.ReplayRun {
-		t.Fatalf("engine plan: create %s, notify %s", plan.Step("create").Action, plan.Step("notify").Action)
+	if plan.Step("create").Action != onceflow.ReplayKept || plan.Step("task").Action != onceflow.ReplayKept || plan.Step("notify").Action != onceflow.ReplayRun {
+		t.Fatalf("engine plan: create %s, task %s, notify %s", plan.Step("create").Action, plan.Step("task").Action, plan.Step("notify").Action)
 	}
 	noCanary("the replay preview")
 	screenshot("console-review-item.png")
 	if it, _ := b.client.ReviewGet(ctx, b.runID, "notify"); it.State != store.StateNeedsReview {
 		t.Fatalf("the preview changed the item: %s", it.State)
 	}
-	creates, notifies := b.dest.count("/create"), b.dest.count("/notify")
+	creates, tasks, notifies := b.dest.count("/create"), b.dest.count("/task"), b.dest.count("/notify")
 	// The destination holds the replayed request, so the page opens on a step still at
 	// work, and the live region must show it complete without a reload.
 	release := b.dest.hold()
@@ -213,8 +215,8 @@ func TestBrowser(t *testing.T) {
 	if marker, err := chromedp.Run(bctx, chromedp.Evaluate[string](`window.onceflowTestMarker || "reloaded"`)); err != nil || marker != "same page" {
 		t.Fatalf("the page was %s (%v), want the live region updated in place", marker, err)
 	}
-	if c, n := b.dest.count("/create")-creates, b.dest.count("/notify")-notifies; c != 0 || n != 1 {
-		t.Fatalf("after the replay the destination got %d requests for the kept step create (want 0) and %d for the replayed step notify (want 1)", c, n)
+	if c, k, n := b.dest.count("/create")-creates, b.dest.count("/task")-tasks, b.dest.count("/notify")-notifies; c != 0 || k != 0 || n != 1 {
+		t.Fatalf("after the replay the destination got %d and %d requests for the kept steps create and task (want 0) and %d for the replayed step notify (want 1)", c, k, n)
 	}
 	noCanary("the completed item")
 	evs, err := b.client.Audit(ctx, onceflow.AuditQuery{RunID: b.runID})

@@ -287,8 +287,12 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the console's preview\n%q\nthe API's dry run\n%q", got, want)
 	}
-	if want[0] != (line{"create", "kept", want[0].Why}) || want[1] != (line{"notify", "run", want[1].Why}) {
-		t.Fatalf("plan %q: want create kept, notify run", want)
+	actions := map[string]string{}
+	for _, l := range want {
+		actions[l.Step] = l.Action
+	}
+	if actions["create"] != "kept" || actions["task"] != "kept" || actions["notify"] != "run" || len(actions) != 3 {
+		t.Fatalf("plan %q: want create and task kept, notify run", want)
 	}
 	if !strings.Contains(body, `id="confirm"`) {
 		t.Fatal("no confirm button after the preview")
@@ -306,8 +310,8 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 		it, err := b.client.ReviewGet(t.Context(), b.runID, "notify")
 		return err == nil && it.State == store.StateCompleted
 	})
-	if c, n := b.dest.count("/create"), b.dest.count("/notify"); c != 1 || n != 2 {
-		t.Fatalf("destination got /create %d (want 1: kept), /notify %d (want 2: the refused one and the replay)", c, n)
+	if c, k, n := b.dest.count("/create"), b.dest.count("/task"), b.dest.count("/notify"); c != 1 || k != 1 || n != 2 {
+		t.Fatalf("destination got /create %d and /task %d (want 1 each: kept), /notify %d (want 2: the refused one and the replay)", c, k, n)
 	}
 	evs, err := b.client.Audit(t.Context(), onceflow.AuditQuery{RunID: b.runID})
 	if err != nil {

@@ -175,9 +175,10 @@ func eachStore(t *testing.T, f func(t *testing.T, b *bundle)) {
 
 func setup(t *testing.T) *bundle { return setupOn(t, "sqlite") }
 
-// setupOn starts a store of backend, a client with the workflow signup (create, then notify,
-// which needs create), one run whose notify step is parked in review (permanent_error:
-// the phone number lacks a +), and the console on an httptest server.
+// setupOn starts a store of backend, a client with the workflow signup (create, then notify
+// and task, which need create), one run whose notify step is parked in review
+// (permanent_error: the phone number lacks a +) and whose task completed, and the console
+// on an httptest server.
 func setupOn(t *testing.T, backend string) *bundle {
 	t.Helper()
 	ctx := t.Context()
@@ -211,6 +212,13 @@ func setupOn(t *testing.T, backend string) *bundle {
 				}
 				return dest.post(ctx, "/notify", map[string]string{"phone": in.Phone})
 			}},
+			{ID: "task", Needs: []string{"create"}, EffectKey: "sales-task:{input.customer_id}", Do: func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
+				var in input
+				if err := sc.DecodeInput(&in); err != nil {
+					return nil, err
+				}
+				return dest.post(ctx, "/task", map[string]string{"customer": in.CustomerID})
+			}},
 		},
 	})
 	if err != nil {
@@ -222,12 +230,13 @@ func setupOn(t *testing.T, backend string) *bundle {
 		t.Fatal(err)
 	}
 	b := &bundle{t: t, store: st, client: client, dest: dest, runID: run.ID}
-	b.waitFor("notify parked", func() bool {
+	b.waitFor("notify parked and task completed", func() bool {
 		if _, err := client.Work(ctx); err != nil {
 			t.Fatal(err)
 		}
 		it, err := client.ReviewGet(ctx, run.ID, "notify")
-		return err == nil && it.State == store.StateNeedsReview
+		task, terr := client.ReviewGet(ctx, run.ID, "task")
+		return err == nil && terr == nil && it.State == store.StateNeedsReview && task.State == store.StateCompleted
 	})
 
 	policy, err := redact.New([]string{canarySecret}, nil)
