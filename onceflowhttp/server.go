@@ -36,6 +36,9 @@ const (
 	ScopeIngest Scope = "ingest"
 	// ScopeAdmin reads everything and acts on runs; it includes ingest.
 	ScopeAdmin Scope = "admin"
+	// ScopeRead views runs, the review queue, the audit trail and effect keys in the web
+	// console, without acting on anything.
+	ScopeRead Scope = "read"
 )
 
 // Token is a bearer token and its scopes.
@@ -61,11 +64,11 @@ func ParseTokens(s string) ([]Token, error) {
 		t := Token{Name: parts[0], Secret: parts[2]}
 		for _, sc := range strings.Split(parts[1], "+") {
 			switch Scope(sc) {
-			case ScopeIngest, ScopeAdmin:
+			case ScopeIngest, ScopeAdmin, ScopeRead:
 				t.Scopes = append(t.Scopes, Scope(sc))
 			default:
 				// Never echo the field: in a token written in the wrong order it is the secret.
-				return nil, fmt.Errorf("API token %q: the scope field is not ingest, admin or ingest+admin; write it as name:scope[+scope]:secret", t.Name)
+				return nil, fmt.Errorf("API token %q: the scope field is not ingest, read, admin or a + combination of them; write it as name:scope[+scope]:secret", t.Name)
 			}
 		}
 		if len(t.Secret) < 16 {

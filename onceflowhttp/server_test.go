@@ -404,7 +404,10 @@ func TestParseTokens(t *testing.T) {
 	if err != nil || len(toks) != 2 || toks[1].Scopes[1] != ScopeAdmin {
 		t.Fatalf("%+v %v", toks, err)
 	}
-	for _, bad := range []string{"form:ingest", "form:read:0123456789abcdef", "form:ingest:short"} {
+	if toks, err := ParseTokens("viewer:read:0123456789abcdef"); err != nil || toks[0].Scopes[0] != ScopeRead {
+		t.Fatalf("read scope: %+v %v", toks, err)
+	}
+	for _, bad := range []string{"form:ingest", "form:write:0123456789abcdef", "form:ingest:short"} {
 		_, err := ParseTokens(bad)
 		if err == nil || bytes.Contains([]byte(err.Error()), []byte("0123456789abcdef")) {
 			t.Errorf("ParseTokens(%q) = %v", bad, err)

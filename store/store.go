@@ -265,6 +265,10 @@ type RunListParams struct {
 	State    State
 	Entity   string
 	RunKey   string
+	// CreatedSince and CreatedUntil keep only runs created at or after CreatedSince and
+	// before CreatedUntil (zero: no bound).
+	CreatedSince time.Time
+	CreatedUntil time.Time
 	// BeforeID pages backwards: only runs with a smaller ID.
 	BeforeID int64
 	// Limit caps the result (default 100).

@@ -158,6 +158,12 @@ func (s *Store) RunList(ctx context.Context, p store.RunListParams) ([]*store.Ru
 	if p.RunKey != "" {
 		add("r.run_key = ?", p.RunKey)
 	}
+	if !p.CreatedSince.IsZero() {
+		add("r.created_at >= ?", ts(p.CreatedSince))
+	}
+	if !p.CreatedUntil.IsZero() {
+		add("r.created_at < ?", ts(p.CreatedUntil))
+	}
 	if p.BeforeID > 0 {
 		add("r.id < ?", p.BeforeID)
 	}

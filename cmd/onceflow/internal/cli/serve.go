@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -31,6 +32,10 @@ type serveFlags struct {
 	metricsAddr  string
 	redact       []string
 	maxDepth     int
+	// The web console (console.go).
+	uiAddr          string
+	uiSecureCookies bool
+	uiSession       time.Duration
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -40,12 +45,12 @@ func newServeCommand(g *globals) *cobra.Command {
 		Short: "Serve the API and webhooks, and execute workflow steps",
 		Long: `serve loads the workflow files of --workflows, then serves the JSON API
 (POST /v1/workflows/{name}/runs, GET /v1/runs, GET /v1/runs/{id}), the webhook endpoints the
-files declare (/hooks/{name}), /healthz, /readyz and Prometheus metrics at /metrics (or on
---metrics-addr), and executes steps with --workers workers until it receives SIGINT or
+files declare (/hooks/{name}), /healthz, /readyz, Prometheus metrics at /metrics (or on
+--metrics-addr) and the web console at /ui/ (or on --ui-addr), and executes steps with --workers workers until it receives SIGINT or
 SIGTERM.
 
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
-scopes ingest and admin); webhook secrets and {env.NAME} values from the environment;
+scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
 ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
 opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).`,
@@ -57,6 +62,7 @@ opens a range (for example --allow-net 127.0.0.1/32 for services on this machine
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	cmd.Flags().IntVar(&f.maxDepth, "max-json-depth", onceflowhttp.DefaultMaxDepth, "how deeply a request body's JSON may nest; deeper bodies are refused with a 400")
 	stepFlags(cmd, &f)
+	consoleFlags(cmd, &f)
 	return cmd
 }
 
@@ -84,6 +90,8 @@ type app struct {
 	metricsOnAPI bool
 	// maxDepth caps the nesting of request bodies (onceflowhttp.Config.MaxDepth).
 	maxDepth int
+	// ui, when set, is the web console served at /ui/ beside the API.
+	ui http.Handler
 }
 
 // appConfig says how to assemble an app.
@@ -175,7 +183,7 @@ func newApp(c appConfig) (*app, error) {
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
-	hs := onceflowhttp.HTTPServer(a.handler(tokens))
+	hs := onceflowhttp.HTTPServer(a.withConsole(a.handler(tokens)))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
 	served := make(chan error, 1)
@@ -227,6 +235,11 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		}
 		defer stop()
 	}
+	stopUI, err := a.startConsole(ctx, f, tokens)
+	if err != nil {
+		return err
+	}
+	defer stopUI()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err

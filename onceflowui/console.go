@@ -1,0 +1,276 @@
+package onceflowui
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures a Console.
+type Config struct {
+	// Client and Store are those the API serves (required).
+	Client *onceflow.Client
+	Store  store.Store
+	// Tokens are the API tokens people sign in with: scope read views, admin acts.
+	Tokens []onceflowhttp.Token
+	// Prefix is the path the console is served under (default "/ui").
+	Prefix string
+	// Redact masks secrets and personal data in everything shown (default: the
+	// secret-looking fields only), as in the API.
+	Redact *redact.Policy
+	// SessionTTL is how long a sign-in lasts (default 8h).
+	SessionTTL time.Duration
+	// SecureCookies marks the session cookie Secure even on plain-HTTP connections, for a
+	// console behind a TLS-terminating proxy. On TLS connections it is always Secure.
+	SecureCookies bool
+	Logger        *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Console serves the web console.
+type Console struct {
+	cfg   Config
+	log   *slog.Logger
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+	h     http.Handler
+}
+
+// pageNames are the templates, each parsed with layout.html.
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "error"}
+
+// New returns a Console for cfg. It panics when Client or Store is missing.
+func New(cfg Config) *Console {
+	if cfg.Client == nil || cfg.Store == nil {
+		panic("onceflowui: Config.Client and Config.Store are required")
+	}
+	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
+	if cfg.Prefix == "/" {
+		cfg.Prefix = "/ui"
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 8 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
+	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	for _, name := range pageNames {
+		c.pages[name] = template.Must(template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	c.routes()
+	c.h = c.logRequests(http.NewCrossOriginProtection().Handler(c.secure(c.mux)))
+	return c
+}
+
+// Handler returns the console's routes, all under Config.Prefix.
+func (c *Console) Handler() http.Handler { return c.h }
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
+
+func (c *Console) routes() {
+	p := c.cfg.Prefix
+	static, _ := fs.Sub(staticFS, "static")
+	c.mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", cacheStatic(http.FileServerFS(static))))
+	c.mux.Handle("GET "+p+"/login", c.handle(c.loginPage))
+	c.mux.Handle("POST "+p+"/login", c.handle(c.login))
+	c.mux.Handle("POST "+p+"/logout", c.act(false, c.logout))
+	c.mux.Handle("GET "+p+"/{$}", c.view(c.overview))
+	c.mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
+	c.mux.Handle("GET "+p+"/runs", c.view(c.runs))
+	c.mux.Handle("GET "+p+"/runs/{id}", c.view(c.run))
+	c.mux.Handle("GET "+p+"/runs/{id}/live", c.view(c.runLive))
+	c.mux.Handle("GET "+p+"/review", c.view(c.review))
+	c.mux.Handle("GET "+p+"/review/{run}/{step}", c.view(c.item))
+	c.mux.Handle("GET "+p+"/review/{run}/{step}/live", c.view(c.itemLive))
+	c.mux.Handle("POST "+p+"/review/{run}/{step}/preview", c.act(true, c.replayPreview))
+	c.mux.Handle("POST "+p+"/review/{run}/{step}/{action}", c.act(true, c.itemAct))
+	c.mux.Handle("POST "+p+"/review/bulk", c.act(true, c.bulk))
+	c.mux.Handle("GET "+p+"/keys", c.view(c.keys))
+	c.mux.Handle(p+"/", c.handle(func(w http.ResponseWriter, r *http.Request) error {
+		return &pageError{Status: http.StatusNotFound, Title: "Not found", Detail: r.URL.Path + " is not a page of the console"}
+	}))
+}
+
+// secure adds the headers every answer carries: a Content-Security-Policy that admits
+// only the console's own script and style sheet, and no framing, sniffing or referrers.
+func (c *Console) secure(next http.Handler) http.Handler {
+	const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func cacheStatic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pageError is an error shown as a page with its status.
+type pageError struct {
+	Status int
+	Title  string
+	Detail string
+}
+
+func (e *pageError) Error() string { return e.Title + ": " + e.Detail }
+
+// handlerFunc is a page handler that returns an error; errors become error pages.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts h: a *pageError is shown as it is, any other error is logged and shown as a
+// 500 that reveals nothing.
+func (c *Console) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		var pe *pageError
+		if !errors.As(err, &pe) {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				pe = &pageError{Status: http.StatusRequestEntityTooLarge, Title: "Request too large", Detail: fmt.Sprintf("the form is larger than %d bytes", mbe.Limit)}
+			} else {
+				c.log.Error("console request failed", "method", r.Method, "route", r.Pattern, "error", err)
+				pe = &pageError{Status: http.StatusInternalServerError, Title: "Internal error", Detail: "the page could not be shown; nothing was changed"}
+			}
+		}
+		m := c.cfg.Redact.Secrets()
+		pe = &pageError{Status: pe.Status, Title: m.Text(pe.Title), Detail: m.Text(pe.Detail)}
+		c.render(w, r, pe.Status, "error", pe)
+	})
+}
+
+// page is what every template receives: the page's own data and the session.
+type page struct {
+	Prefix  string
+	Title   string
+	Nav     string
+	Session *session
+	CSRF    string
+	Flash   string
+	Data    any
+}
+
+// render executes the page template name with data; status is the HTTP status.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	sess := sessionFrom(r)
+	if sess == nil && name != "login" {
+		sess = c.readSession(r) // an error page of a request refused before its session was attached
+	}
+	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: r.URL.Query().Get("done")}
+	if sess != nil {
+		p.CSRF = sess.csrf
+	}
+	if t, ok := data.(interface{ title() string }); ok {
+		p.Title = t.title()
+	}
+	var buf bytes.Buffer
+	if err := c.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
+		c.log.Error("console template failed", "page", name, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// renderFragment executes one named template of page name alone, for live updates.
+func (c *Console) renderFragment(w http.ResponseWriter, r *http.Request, name, fragment string, data any) error {
+	sess := sessionFrom(r)
+	p := page{Prefix: c.cfg.Prefix, Session: sess, Data: data}
+	var buf bytes.Buffer
+	if err := c.pages[name].ExecuteTemplate(&buf, fragment, p); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func (e *pageError) title() string { return e.Title }
+
+// logRequests logs one line per request, as the API does: the method, the route pattern
+// (never the path, the query, a header or the form), the status and the duration; static
+// assets and live refreshes at debug level.
+func (c *Console) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		level := slog.LevelInfo
+		if strings.HasSuffix(route, "/live") || strings.Contains(route, "/static/") {
+			level = slog.LevelDebug
+		}
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		c.log.LogAttrs(r.Context(), level, "console request", slog.String("method", r.Method), slog.String("route", route),
+			slog.Int("status", status), slog.Duration("duration", time.Since(start)))
+	})
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,501 @@
+package onceflowui_test
+
+import (
+	"encoding/json"
+	"html"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/onceflowui"
+	"github.com/onceflow/onceflow/store"
+)
+
+// browser is an HTTP client with a cookie jar that does not follow redirects.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func (b *bundle) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: b.t, base: b.srv.URL, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+func (br *browser) do(req *http.Request) (*http.Response, string) {
+	br.t.Helper()
+	resp, err := br.c.Do(req)
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func (br *browser) get(path string) (*http.Response, string) {
+	br.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, br.base+path, nil)
+	return br.do(req)
+}
+
+func (br *browser) post(path string, form url.Values) (*http.Response, string) {
+	br.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, br.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return br.do(req)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// planRow reads a replay preview's lines: action, step and why.
+var planRow = regexp.MustCompile(`(?s)<tr class="act-([a-z]+)"><td>([^<]+)</td>.*?<td>([^<]*)</td></tr>`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF field in the page:\n%s", page)
+	}
+	return m[1]
+}
+
+// signIn signs br in with secret and returns the answer to the sign-in.
+func (br *browser) signIn(secret string) *http.Response {
+	br.t.Helper()
+	_, page := br.get("/ui/login")
+	resp, _ := br.post("/ui/login", url.Values{"csrf": {csrfOf(br.t, page)}, "token": {secret}, "next": {"/ui/runs"}})
+	return resp
+}
+
+func wantStatus(t *testing.T, resp *http.Response, body string, want int) {
+	t.Helper()
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d, want %d:\n%s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, want, body)
+	}
+}
+
+func TestSignIn(t *testing.T) {
+	b := setup(t)
+	br := b.browser()
+
+	resp, body := br.get("/ui/runs?entity=customer:c-1001")
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/ui/login?next=") {
+		t.Fatalf("signed-out page redirects to %q, want the sign-in page", loc)
+	}
+	resp, body = br.get("/ui/runs/1/live")
+	wantStatus(t, resp, body, http.StatusUnauthorized)
+
+	// The sign-in form needs its CSRF token.
+	resp, body = br.post("/ui/login", url.Values{"token": {adminSecret}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+
+	for _, bad := range []string{"not-a-token-at-all-000", "ingest-token-0123456789"} {
+		resp := br.signIn(bad)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("sign-in with %q = %d, want 401", bad[:6], resp.StatusCode)
+		}
+	}
+
+	resp = br.signIn(readSecret)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/runs" {
+		t.Fatalf("sign-in = %d to %q, want 303 to /ui/runs", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	var ck *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "onceflow_session" {
+			ck = c
+		}
+	}
+	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui/" || ck.MaxAge <= 0 || ck.Secure {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui/, expiring, not Secure on plain HTTP", ck)
+	}
+	if strings.Contains(ck.Value, readSecret) {
+		t.Fatal("the session cookie holds the token's secret")
+	}
+	resp, body = br.get("/ui/runs?entity=customer:c-1001")
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "evt-1001") || !strings.Contains(body, "viewer · read only") {
+		t.Fatalf("runs page lacks the run or the session:\n%s", body)
+	}
+
+	// A tampered cookie is no session.
+	u, _ := url.Parse(b.srv.URL + "/ui/")
+	br.c.Jar.SetCookies(u, []*http.Cookie{{Name: "onceflow_session", Value: ck.Value[:len(ck.Value)-2] + "xx", Path: "/ui/"}})
+	resp, body = br.get("/ui/")
+	wantStatus(t, resp, body, http.StatusSeeOther)
+}
+
+func TestSecurityHeadersAndNoInlineScript(t *testing.T) {
+	b := setup(t)
+	br := b.browser()
+	br.signIn(adminSecret)
+	inline := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|<script>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
+	for _, path := range []string{"/ui/", "/ui/runs", "/ui/runs/1", "/ui/review", "/ui/review/1/notify", "/ui/keys?key=crm-create:c-1001", "/ui/login"} {
+		resp, body := br.get(path)
+		wantStatus(t, resp, body, http.StatusOK)
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+		if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: headers %v", path, resp.Header)
+		}
+		if m := inline.FindString(body); m != "" {
+			t.Errorf("%s: inline script or style %q", path, m)
+		}
+		if strings.Contains(body, "http://") || strings.Contains(body, "https://") {
+			t.Errorf("%s: refers to another host", path)
+		}
+	}
+	resp, body := br.get("/ui/static/console.js")
+	wantStatus(t, resp, body, http.StatusOK)
+}
+
+func TestReadTokenCannotAct(t *testing.T) {
+	b := setup(t)
+	br := b.browser()
+	br.signIn(readSecret)
+	_, page := br.get("/ui/review/1/notify")
+	if !strings.Contains(page, `id="readonly"`) {
+		t.Fatal("the item page does not say the session is read only")
+	}
+	csrf := csrfOf(t, page)
+	for _, action := range []string{"retry", "abandon", "resolve", "replay", "preview"} {
+		resp, body := br.post("/ui/review/1/notify/"+action, url.Values{"csrf": {csrf}, "merge_patch": {`{"phone":"+4915112345"}`}})
+		wantStatus(t, resp, body, http.StatusForbidden)
+	}
+	resp, body := br.post("/ui/review/bulk", url.Values{"csrf": {csrf}, "action": {"abandon"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	it, err := b.client.ReviewGet(t.Context(), b.runID, "notify")
+	if err != nil || it.State != store.StateNeedsReview {
+		t.Fatalf("after refused actions the item is %+v, %v; want it still in review", it, err)
+	}
+	// Signing out needs only the session.
+	resp, body = br.post("/ui/logout", url.Values{"csrf": {csrf}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	resp, body = br.get("/ui/")
+	wantStatus(t, resp, body, http.StatusSeeOther)
+}
+
+func TestCSRFRequired(t *testing.T) {
+	b := setup(t)
+	br := b.browser()
+	br.signIn(adminSecret)
+	_, page := br.get("/ui/review/1/notify")
+	csrf := csrfOf(t, page)
+	for _, form := range []url.Values{{}, {"csrf": {"forged"}}, {"csrf": {csrf[:len(csrf)-1]}}} {
+		resp, body := br.post("/ui/review/1/notify/abandon", form)
+		wantStatus(t, resp, body, http.StatusForbidden)
+	}
+	// Another admin session's token is not this session's.
+	other := b.browser()
+	other.signIn(adminSecret)
+	_, otherPage := other.get("/ui/review/1/notify")
+	resp, body := br.post("/ui/review/1/notify/abandon", url.Values{"csrf": {csrfOf(t, otherPage)}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	// A cross-site request is refused even with the token.
+	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+"/ui/review/1/notify/abandon", strings.NewReader(url.Values{"csrf": {csrf}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, body = br.do(req)
+	wantStatus(t, resp, body, http.StatusForbidden)
+
+	it, err := b.client.ReviewGet(t.Context(), b.runID, "notify")
+	if err != nil || it.State != store.StateNeedsReview {
+		t.Fatalf("after refused requests the item is %+v, %v; want it still in review", it, err)
+	}
+}
+
+func TestCanaryNeverShown(t *testing.T) { eachStore(t, testCanaryNeverShown) }
+
+func testCanaryNeverShown(t *testing.T, b *bundle) {
+	br := b.browser()
+	br.signIn(adminSecret)
+	_, page := br.get("/ui/review/1/notify")
+	// A preview and a refused replay echo what was typed and the engine's answer.
+	br.post("/ui/review/1/notify/preview", url.Values{"csrf": {csrfOf(t, page)}, "merge_patch": {`{"note":"x"}`}})
+	for _, path := range []string{"/ui/", "/ui/runs", "/ui/runs/1", "/ui/runs/1/live", "/ui/review", "/ui/review/1/notify",
+		"/ui/review/1/notify/live", "/ui/keys?key=sms-welcome:c-1001", "/ui/keys?key=crm-create:c-1001"} {
+		resp, body := br.get(path)
+		wantStatus(t, resp, body, http.StatusOK)
+		if strings.Contains(body, canarySecret) || strings.Contains(body, canaryPII) || strings.Contains(body, "canary") {
+			t.Errorf("%s shows a canary", path)
+		}
+	}
+	_, body := br.get("/ui/runs/1")
+	if !strings.Contains(body, "[redacted]") {
+		t.Error("the run page masks nothing")
+	}
+}
+
+func TestReplayThroughConsole(t *testing.T) { eachStore(t, testReplayThroughConsole) }
+
+func testReplayThroughConsole(t *testing.T, b *bundle) {
+	br := b.browser()
+	br.signIn(adminSecret)
+	_, page := br.get("/ui/review/1/notify")
+	csrf := csrfOf(t, page)
+
+	// An invalid correction is refused with what was typed kept.
+	resp, body := br.post("/ui/review/1/notify/preview", url.Values{"csrf": {csrf}, "merge_patch": {`{"phone": `}})
+	wantStatus(t, resp, body, http.StatusUnprocessableEntity)
+
+	form := url.Values{"csrf": {csrf}, "merge_patch": {`{"phone":"+4915112345"}`}, "note": {"customer gave the full number"}}
+	resp, body = br.post("/ui/review/1/notify/preview", form)
+	wantStatus(t, resp, body, http.StatusOK)
+	// The preview's lines are the API's dry run, step for step: action and explanation.
+	req, _ := http.NewRequest(http.MethodPost, b.api.URL+"/v1/review/1/notify/replay?dry_run=true", strings.NewReader(`{"merge_patch":{"phone":"+4915112345"}}`))
+	req.Header.Set("Authorization", "Bearer "+adminSecret)
+	apiResp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dry struct {
+		Plan struct {
+			Steps []struct{ Step, Action, Why string }
+		}
+	}
+	err = json.NewDecoder(apiResp.Body).Decode(&dry)
+	apiResp.Body.Close()
+	if err != nil || apiResp.StatusCode != http.StatusOK {
+		t.Fatalf("API dry run: %d %v", apiResp.StatusCode, err)
+	}
+	type line struct{ Step, Action, Why string }
+	var want, got []line
+	for _, ps := range dry.Plan.Steps {
+		want = append(want, line{ps.Step, ps.Action, ps.Why})
+	}
+	for _, m := range planRow.FindAllStringSubmatch(body, -1) {
+		got = append(got, line{m[2], m[1], html.UnescapeString(m[3])})
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the console's preview\n%q\nthe API's dry run\n%q", got, want)
+	}
+	actions := map[string]string{}
+	for _, l := range want {
+		actions[l.Step] = l.Action
+	}
+	if actions["create"] != "kept" || actions["task"] != "kept" || actions["notify"] != "run" || len(actions) != 3 {
+		t.Fatalf("plan %q: want create and task kept, notify run", want)
+	}
+	if !strings.Contains(body, `id="confirm"`) {
+		t.Fatal("no confirm button after the preview")
+	}
+	if n := b.dest.count("/notify"); n != 1 {
+		t.Fatalf("the preview sent something: /notify got %d requests", n)
+	}
+
+	resp, body = br.post("/ui/review/1/notify/replay", form)
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	b.waitFor("notify completed", func() bool {
+		if _, err := b.client.Work(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		it, err := b.client.ReviewGet(t.Context(), b.runID, "notify")
+		return err == nil && it.State == store.StateCompleted
+	})
+	if c, k, n := b.dest.count("/create"), b.dest.count("/task"), b.dest.count("/notify"); c != 1 || k != 1 || n != 2 {
+		t.Fatalf("destination got /create %d and /task %d (want 1 each: kept), /notify %d (want 2: the refused one and the replay)", c, k, n)
+	}
+	evs, err := b.client.Audit(t.Context(), onceflow.AuditQuery{RunID: b.runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actors []string
+	for _, e := range evs {
+		if e.Type == store.EventReviewReplayed || e.Type == store.EventRunInputCorrected {
+			actors = append(actors, e.Actor)
+		}
+	}
+	if len(actors) != 2 || actors[0] != "token:ops" || actors[1] != "token:ops" {
+		t.Fatalf("audit actors of the replay %v, want token:ops twice", actors)
+	}
+	_, body = br.get("/ui/runs/1")
+	if !strings.Contains(body, "Revision 1") || !strings.Contains(body, "&#43;4915112345") {
+		t.Fatalf("the run page lacks the input revision and its diff:\n%s", body)
+	}
+}
+
+func TestFindRunsAndKeys(t *testing.T) { eachStore(t, testFindRunsAndKeys) }
+
+func testFindRunsAndKeys(t *testing.T, b *bundle) {
+	br := b.browser()
+	br.signIn(readSecret)
+	for path, want := range map[string]bool{
+		"/ui/runs?entity=customer:c-1001":                true,
+		"/ui/runs?entity=customer:nope":                  false,
+		"/ui/runs?key=evt-1001&state=needs_review":       true,
+		"/ui/runs?since=2000-01-01T00:00":                true,
+		"/ui/runs?until=2000-01-01T00:00":                false,
+		"/ui/runs?workflow=signup&since=2999-01-01":      false,
+		"/ui/review?reason=permanent_error":              true,
+		"/ui/review?workflow=signup&reason=key_conflict": false,
+	} {
+		resp, body := br.get(path)
+		wantStatus(t, resp, body, http.StatusOK)
+		if got := strings.Contains(body, `href="/ui/runs/1"`); got != want {
+			t.Errorf("%s lists run 1: %v, want %v", path, got, want)
+		}
+	}
+	resp, body := br.get("/ui/runs?since=yesterday")
+	wantStatus(t, resp, body, http.StatusBadRequest)
+
+	_, body = br.get("/ui/keys?key=crm-create:c-1001")
+	if !strings.Contains(body, "<strong>Yes.</strong>") || !strings.Contains(body, `href="/ui/runs/1"`) || !strings.Contains(body, "&#34;id&#34;: 77") {
+		t.Fatalf("key page for a completed key:\n%s", body)
+	}
+	_, body = br.get("/ui/keys?key=invoice-create:pi_123")
+	if !strings.Contains(body, "<strong>No.</strong>") || !strings.Contains(body, "never seen") {
+		t.Fatalf("key page for an unknown key:\n%s", body)
+	}
+	_, body = br.get("/ui/")
+	if !strings.Contains(body, `<span class="n" id="review-total">1</span>`) || !strings.Contains(body, "permanent_error") {
+		t.Fatalf("overview:\n%s", body)
+	}
+}
+
+func TestBulkPreviewThenApply(t *testing.T) { eachStore(t, testBulkPreviewThenApply) }
+
+func testBulkPreviewThenApply(t *testing.T, b *bundle) {
+	br := b.browser()
+	br.signIn(adminSecret)
+	_, page := br.get("/ui/review?workflow=signup")
+	form := url.Values{"csrf": {csrfOf(t, page)}, "workflow": {"signup"}, "action": {"abandon"}, "note": {"customer left"}, "dry_run": {"1"}}
+	resp, body := br.post("/ui/review/bulk", form)
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "would apply to 1, would be refused for 0") || !strings.Contains(body, `id="bulk-confirm"`) {
+		t.Fatalf("bulk preview:\n%s", body)
+	}
+	if it, _ := b.client.ReviewGet(t.Context(), b.runID, "notify"); it.State != store.StateNeedsReview {
+		t.Fatal("the preview changed the item")
+	}
+	form.Del("dry_run")
+	resp, body = br.post("/ui/review/bulk", form)
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "applied to 1, refused for 0") {
+		t.Fatalf("bulk report:\n%s", body)
+	}
+	it, err := b.client.ReviewGet(t.Context(), b.runID, "notify")
+	if err != nil || it.State != store.StateFailed {
+		t.Fatalf("after a bulk abandon the item is %+v, %v", it, err)
+	}
+	// Once more: nothing left to act on, reported per item (none).
+	resp, body = br.post("/ui/review/bulk", form)
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "applied to 0, refused for 0") {
+		t.Fatalf("second bulk report:\n%s", body)
+	}
+}
+
+func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	console := func(tokens string) *httptest.Server {
+		toks, err := onceflowhttp.ParseTokens(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: b.client, Store: b.store, Tokens: toks, Now: clock, SessionTTL: time.Hour}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := console("ops:admin:" + adminSecret)
+	br := b.browser()
+	br.base = srv.URL
+	br.signIn(adminSecret)
+	for _, step := range []struct {
+		after time.Duration
+		want  int
+	}{{0, http.StatusOK}, {59 * time.Minute, http.StatusOK}, {2 * time.Minute, http.StatusSeeOther}} {
+		advance(step.after)
+		if resp, body := br.get("/ui/"); resp.StatusCode != step.want {
+			t.Fatalf("%v later: %d, want %d\n%s", step.after, resp.StatusCode, step.want, body)
+		}
+	}
+	// A new sign-in; then the token's secret is rotated: its sessions end.
+	br.signIn(adminSecret)
+	if resp, body := br.get("/ui/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after signing in again: %d\n%s", resp.StatusCode, body)
+	}
+	br.base = console("ops:admin:rotated-secret-0123456789").URL
+	if resp, body := br.get("/ui/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a session of a rotated token: %d, want a redirect to sign in\n%s", resp.StatusCode, body)
+	}
+}
+
+// On TLS the session cookie is Secure; the request log names routes, never paths, queries,
+// forms or tokens.
+func TestTLSCookieAndRequestLog(t *testing.T) {
+	b := setup(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	toks, err := onceflowhttp.ParseTokens("ops:admin:" + adminSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(onceflowui.New(onceflowui.Config{Client: b.client, Store: b.store, Tokens: toks, Logger: log}))
+	t.Cleanup(srv.Close)
+	br := b.browser()
+	br.base = srv.URL
+	br.c.Transport = srv.Client().Transport
+	resp := br.signIn(adminSecret)
+	var secure bool
+	for _, c := range resp.Cookies() {
+		if c.Name == "onceflow_session" {
+			secure = c.Secure && c.HttpOnly
+		}
+	}
+	if !secure {
+		t.Fatalf("session cookie over TLS %v: want Secure and HttpOnly", resp.Cookies())
+	}
+	if resp, body := br.get("/ui/runs?entity=customer:c-1001"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("runs over TLS: %d\n%s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := logs.String()
+	if !strings.Contains(out, `"route":"GET /ui/runs"`) || !strings.Contains(out, `"route":"POST /ui/login"`) {
+		t.Fatalf("request log lacks the routes:\n%s", out)
+	}
+	for _, leak := range []string{adminSecret, "c-1001", "entity="} {
+		if strings.Contains(out, leak) {
+			t.Errorf("request log holds %q:\n%s", leak, out)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

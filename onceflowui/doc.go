@@ -1,0 +1,30 @@
+// Package onceflowui is onceflow's web console: server-rendered pages over the same
+// *onceflow.Client and store.Store the JSON API (package onceflowhttp) uses, for the people
+// who look after runs and act on the review queue.
+//
+// # Pages
+//
+// The overview counts runs by workflow and state, the review queue by reason and the last
+// hour's throughput and failures. The runs page filters runs by workflow, state, entity,
+// run key and creation time; a run's page draws its steps as a graph in dependency order,
+// lists every attempt (time, worker, outcome class, destination status, masked excerpt),
+// explains its audit trail and shows its input with every correction as a diff. The review
+// queue filters the parked steps and acts on them one by one or in bulk by filter (retry,
+// resolve with an output, abandon, correct and replay), always after a preview computed by
+// the engine itself (onceflow.Client.ReviewPreview, ReviewBulk with DryRun). The key page
+// answers whether an effect key's business action happened, when, by which run and with
+// which result. Pages that show something still moving refresh themselves.
+//
+// # Security
+//
+// People sign in with an API token (onceflowhttp.Token) of scope read (view only) or admin
+// (view and act); ingest-only tokens are refused. The session is a signed cookie (HttpOnly,
+// SameSite=Strict, Secure on TLS connections or when Config.SecureCookies is set) that
+// expires after Config.SessionTTL; it is keyed by the token's own secret, so that removing
+// a token from the configuration ends its sessions. Every state-changing request carries a
+// CSRF token bound to the session and is checked against cross-origin requests as well.
+// Pages are sent with a Content-Security-Policy that admits only the console's own script
+// and style sheet, embedded in the binary: nothing is loaded from another host. Every
+// action is written to the audit trail with the actor token:NAME, as the API does, and
+// everything shown about a run is masked by the same redaction policy as the API's answers.
+package onceflowui

@@ -1,0 +1,37 @@
+package onceflowui_test
+
+import (
+	"context"
+	"log"
+	"net/http"
+	"os"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/onceflowui"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+// A program that embeds onceflow serves the console beside the API, over the same client
+// and store, with the same tokens.
+func ExampleNew() {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, "shop.db", sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	client, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// e.g. "finance:read:…,ops:admin:…"
+	tokens, err := onceflowhttp.ParseTokens(os.Getenv("ONCEFLOW_API_TOKENS"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Tokens: tokens}).Handler())
+	mux.Handle("/ui/", onceflowui.New(onceflowui.Config{Client: client, Store: st, Tokens: tokens}))
+	log.Fatal(onceflowhttp.HTTPServer(mux).ListenAndServe())
+}

@@ -1,0 +1,494 @@
+package onceflowui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/store"
+)
+
+// overviewData is the overview page.
+type overviewData struct {
+	Workflows []string
+	States    []store.State
+	// Runs counts runs by workflow and state.
+	Runs     map[string]map[store.State]int64
+	RunTotal map[string]int64
+	Review   []store.ReviewCount
+	ReviewN  int64
+	Due      map[string]int64
+	// Hour is the last hour's activity, Buckets the same in 5-minute slices, oldest
+	// first.
+	Hour     activity
+	Buckets  []bucket
+	MaxBar   int
+	Capped   bool
+	Failures []views.AuditEntry
+}
+
+func (overviewData) title() string { return "Overview" }
+
+type activity struct {
+	Started, Completed, Retried, Parked, Failed int
+}
+
+type bucket struct {
+	From time.Time
+	activity
+}
+
+// recentEvents caps the events read for the overview's last hour.
+const recentEvents = 20000
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	now := c.cfg.Now()
+	st, err := c.cfg.Store.StatsGet(ctx, store.StatsGetParams{Now: now})
+	if err != nil {
+		return err
+	}
+	d := overviewData{States: store.States, Runs: map[string]map[store.State]int64{}, RunTotal: map[string]int64{}, Due: map[string]int64{}}
+	seen := map[string]bool{}
+	addWF := func(wf string) {
+		if !seen[wf] {
+			seen[wf] = true
+			d.Workflows = append(d.Workflows, wf)
+		}
+	}
+	for _, rc := range st.Runs {
+		addWF(rc.Workflow)
+		if d.Runs[rc.Workflow] == nil {
+			d.Runs[rc.Workflow] = map[store.State]int64{}
+		}
+		d.Runs[rc.Workflow][rc.State] += rc.Count
+		d.RunTotal[rc.Workflow] += rc.Count
+	}
+	slices.Sort(d.Workflows)
+	d.Review = st.Review
+	for _, rc := range st.Review {
+		d.ReviewN += rc.Count
+	}
+	for _, dc := range st.Due {
+		d.Due[dc.Workflow] = dc.Count
+	}
+
+	since := now.Add(-time.Hour).Truncate(5 * time.Minute).Add(5 * time.Minute)
+	for t := since.Add(-5 * time.Minute); t.Before(now); t = t.Add(5 * time.Minute) {
+		d.Buckets = append(d.Buckets, bucket{From: t})
+	}
+	var after int64
+	n := 0
+	var failures []*onceflow.AuditEntry
+	for n < recentEvents {
+		evs, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{Since: d.Buckets[0].From, AfterID: after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			i := int(e.At.Sub(d.Buckets[0].From) / (5 * time.Minute))
+			if i < 0 || i >= len(d.Buckets) {
+				continue
+			}
+			b := &d.Buckets[i].activity
+			switch e.Type {
+			case store.EventRunCreated:
+				b.Started++
+			case store.EventStepCompleted:
+				b.Completed++
+			case store.EventStepRetryPlanned:
+				b.Retried++
+			case store.EventStepNeedsReview:
+				b.Parked++
+				failures = append(failures, e)
+			case store.EventStepFailed:
+				b.Failed++
+				failures = append(failures, e)
+			}
+		}
+		n += len(evs)
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].ID
+	}
+	d.Capped = n >= recentEvents
+	for _, b := range d.Buckets {
+		d.Hour.Started += b.Started
+		d.Hour.Completed += b.Completed
+		d.Hour.Retried += b.Retried
+		d.Hour.Parked += b.Parked
+		d.Hour.Failed += b.Failed
+		d.MaxBar = max(d.MaxBar, b.Completed, b.Parked+b.Failed)
+	}
+	ms := c.maskers(ctx)
+	for i := len(failures) - 1; i >= 0 && len(d.Failures) < 10; i-- {
+		e := failures[i]
+		d.Failures = append(d.Failures, views.NewAuditEntry(e, ms.of(e.RunID, e.Workflow)))
+	}
+	c.render(w, r, http.StatusOK, "overview", d)
+	return nil
+}
+
+// runsData is the runs page.
+type runsData struct {
+	Filter     runFilter
+	Workflows  []string
+	States     []store.State
+	Runs       []*store.Run
+	NextBefore int64
+	Error      string
+}
+
+type runFilter struct {
+	Workflow, State, Entity, Key, Since, Until string
+}
+
+func (runsData) title() string { return "Runs" }
+
+// runs is GET /ui/runs?workflow=&state=&entity=&key=&since=&until=&before=.
+func (c *Console) runs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := runFilter{Workflow: q.Get("workflow"), State: q.Get("state"), Entity: strings.TrimSpace(q.Get("entity")),
+		Key: strings.TrimSpace(q.Get("key")), Since: q.Get("since"), Until: q.Get("until")}
+	d := runsData{Filter: f, Workflows: c.cfg.Client.Workflows(), States: store.States}
+	p := store.RunListParams{Workflow: f.Workflow, Entity: f.Entity, RunKey: f.Key, Limit: 50}
+	status := http.StatusOK
+	bad := func(msg string) {
+		d.Error, status = msg, http.StatusBadRequest
+	}
+	if f.State != "" {
+		if !store.State(f.State).Valid() {
+			bad(fmt.Sprintf("state %q is not one of %v", f.State, store.States))
+		}
+		p.State = store.State(f.State)
+	}
+	var err error
+	if p.CreatedSince, err = formTime(f.Since); err != nil {
+		bad("since: " + err.Error())
+	}
+	if p.CreatedUntil, err = formTime(f.Until); err != nil {
+		bad("until: " + err.Error())
+	}
+	if v := q.Get("before"); v != "" {
+		if p.BeforeID, err = strconv.ParseInt(v, 10, 64); err != nil || p.BeforeID <= 0 {
+			bad("before must be a positive run ID")
+		}
+	}
+	if d.Error == "" {
+		if d.Runs, err = c.cfg.Store.RunList(r.Context(), p); err != nil {
+			return err
+		}
+		if len(d.Runs) == p.Limit {
+			d.NextBefore = d.Runs[len(d.Runs)-1].ID
+		}
+	}
+	c.render(w, r, status, "runs", d)
+	return nil
+}
+
+// formTime reads a time from a form: RFC 3339, or the browser's datetime-local form
+// (taken as UTC).
+func formTime(v string) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time such as 2026-03-01T09:00 (UTC) or 2026-03-01T09:00:00+01:00", v)
+}
+
+// runData is a run's page.
+type runData struct {
+	Run       *store.Run
+	Input     string
+	Graph     graph
+	Steps     []stepRow
+	Events    []views.AuditEntry
+	Revisions []revisionRow
+	Live      bool
+}
+
+func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
+
+type stepRow struct {
+	Step      *store.Step
+	LastError string
+	Output    string
+	Attempts  []attemptRow
+	NextAt    time.Time
+}
+
+type attemptRow struct {
+	A        *store.Attempt
+	Error    string
+	Excerpt  string
+	Duration string
+}
+
+type revisionRow struct {
+	Rev     *store.RunRevision
+	Note    string
+	Changes []change
+	Patch   string
+}
+
+// change is one field a correction changed.
+type change struct {
+	Path, Before, After string
+}
+
+func pathID(r *http.Request, name string) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, &pageError{Status: http.StatusBadRequest, Title: "Invalid run ID", Detail: "a run ID is a positive integer"}
+	}
+	return id, nil
+}
+
+// loadRun reads everything a run's page shows, masked as the API masks GET /v1/runs/{id}.
+func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
+	run, err := c.cfg.Store.RunGetByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &pageError{Status: http.StatusNotFound, Title: "Run not found", Detail: fmt.Sprintf("run %d does not exist", id)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	steps, err := c.cfg.Store.StepListByRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := c.cfg.Store.AttemptListByRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: id})
+	if err != nil {
+		return nil, err
+	}
+	revs, err := c.cfg.Store.RunRevisionList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m := c.runMasker(run, steps)
+	d := &runData{Run: run, Input: pretty(m.JSON(run.Input))}
+	ordered := topoOrder(steps)
+	d.Graph = layout(ordered)
+	for _, st := range ordered {
+		row := stepRow{Step: st, LastError: m.Text(st.LastError)}
+		if len(st.Output) > 0 {
+			row.Output = pretty(m.JSON(st.Output))
+		}
+		if st.State == store.StateRetrying || (st.State == store.StatePending && !st.NextAt.IsZero() && st.Waiting == 0) {
+			row.NextAt = st.NextAt
+		}
+		for _, a := range attempts {
+			if a.StepID == st.ID {
+				row.Attempts = append(row.Attempts, viewAttempt(a, m))
+			}
+		}
+		d.Steps = append(d.Steps, row)
+		if !finished(st.State) {
+			d.Live = true
+		}
+	}
+	for _, e := range entries {
+		d.Events = append(d.Events, views.NewAuditEntry(e, m))
+	}
+	for _, rv := range revs {
+		d.Revisions = append(d.Revisions, revisionRow{Rev: rv, Note: m.Text(rv.Note), Patch: pretty(m.JSON(rv.Diff)),
+			Changes: diff(m.JSON(rv.InputBefore), m.JSON(rv.InputAfter))})
+	}
+	return d, nil
+}
+
+func viewAttempt(a *store.Attempt, m *redact.Masker) attemptRow {
+	row := attemptRow{A: a, Error: m.Text(a.Error), Excerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0)}
+	if !a.EndedAt.IsZero() {
+		row.Duration = a.EndedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+	}
+	return row
+}
+
+// finished reports whether a step's state will not change without a person.
+func finished(s store.State) bool {
+	switch s {
+	case store.StateCompleted, store.StateFailed, store.StateSkipped, store.StateCancelled, store.StateNeedsReview:
+		return true
+	}
+	return false
+}
+
+// runMasker masks what is shown about a run: its secrets and the values its input and its
+// steps' outputs hold at personal-data fields.
+func (c *Console) runMasker(run *store.Run, steps []*store.Step) *redact.Masker {
+	docs := [][]byte{run.Input}
+	for _, st := range steps {
+		if len(st.Output) > 0 {
+			docs = append(docs, st.Output)
+		}
+	}
+	return c.cfg.Redact.ForRun(run.Workflow, docs...)
+}
+
+// maskerCache caches one masker per run for a page about many runs.
+type maskerCache struct {
+	c    *Console
+	ctx  context.Context
+	runs map[int64]*redact.Masker
+}
+
+func (c *Console) maskers(ctx context.Context) *maskerCache {
+	return &maskerCache{c: c, ctx: ctx, runs: map[int64]*redact.Masker{}}
+}
+
+func (mc *maskerCache) of(runID int64, workflow string) *redact.Masker {
+	if m, ok := mc.runs[runID]; ok {
+		return m
+	}
+	m := mc.c.cfg.Redact.ForRun(workflow)
+	if runID > 0 {
+		if run, err := mc.c.cfg.Store.RunGetByID(mc.ctx, runID); err == nil {
+			steps, _ := mc.c.cfg.Store.StepListByRun(mc.ctx, runID)
+			m = mc.c.runMasker(run, steps)
+		}
+	}
+	mc.runs[runID] = m
+	return m
+}
+
+func (c *Console) run(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	d, err := c.loadRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, http.StatusOK, "run", d)
+	return nil
+}
+
+// runLive is GET /ui/runs/{id}/live: the part of the run's page that changes.
+func (c *Console) runLive(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	d, err := c.loadRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.renderFragment(w, r, "run", "live", d)
+}
+
+// keysData is the key lookup page.
+type keysData struct {
+	Key    string
+	Error  string
+	Report *views.Key
+	Effect *store.Effect
+}
+
+func (keysData) title() string { return "Effect keys" }
+
+// keys is GET /ui/keys?key=: did this business action happen?
+func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
+	d := keysData{Key: strings.TrimSpace(r.URL.Query().Get("key"))}
+	status := http.StatusOK
+	if d.Key != "" {
+		if err := onceflow.ValidateKey("effect key", d.Key); err != nil {
+			d.Error, status = err.Error(), http.StatusBadRequest
+		} else {
+			rep, err := c.cfg.Client.Key(r.Context(), d.Key)
+			if err != nil {
+				return err
+			}
+			ms := c.maskers(r.Context())
+			v := views.NewKey(rep, ms.of, func(runID int64, step string) string {
+				return c.cfg.Prefix + "/runs/" + strconv.FormatInt(runID, 10) + "#step-" + url.PathEscape(step)
+			})
+			d.Report, d.Effect = &v, rep.Effect
+		}
+	}
+	c.render(w, r, status, "keys", d)
+	return nil
+}
+
+// pretty indents a JSON document for reading; anything else is returned as it is.
+func pretty(raw []byte) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
+// diff lists the fields that differ between two JSON documents, by path.
+func diff(before, after []byte) []change {
+	var a, b any
+	_ = json.Unmarshal(before, &a)
+	_ = json.Unmarshal(after, &b)
+	fa, fb := map[string]string{}, map[string]string{}
+	flatten("", a, fa)
+	flatten("", b, fb)
+	var paths []string
+	for p := range fa {
+		paths = append(paths, p)
+	}
+	for p := range fb {
+		if _, ok := fa[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	var out []change
+	for _, p := range paths {
+		if fa[p] != fb[p] {
+			out = append(out, change{Path: p, Before: fa[p], After: fb[p]})
+		}
+	}
+	return out
+}
+
+func flatten(prefix string, v any, out map[string]string) {
+	switch t := v.(type) {
+	case map[string]any:
+		if len(t) == 0 && prefix != "" {
+			out[prefix] = "{}"
+		}
+		for k, x := range t {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			flatten(p, x, out)
+		}
+	default:
+		b, _ := json.Marshal(t)
+		if prefix == "" {
+			prefix = "(input)"
+		}
+		out[prefix] = string(b)
+	}
+}

@@ -1,0 +1,436 @@
+package onceflowui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/store"
+)
+
+// reviewFilter is the review queue's filter as the form holds it.
+type reviewFilter struct {
+	Workflow, Step, Reason, Entity, OlderThan string
+}
+
+func (f reviewFilter) query() string {
+	v := url.Values{}
+	for k, x := range map[string]string{"workflow": f.Workflow, "step": f.Step, "reason": f.Reason, "entity": f.Entity, "older_than": f.OlderThan} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	return v.Encode()
+}
+
+func readFilter(get func(string) string) (reviewFilter, onceflow.ReviewFilter, error) {
+	f := reviewFilter{Workflow: get("workflow"), Step: strings.TrimSpace(get("step")), Reason: get("reason"),
+		Entity: strings.TrimSpace(get("entity")), OlderThan: strings.TrimSpace(get("older_than"))}
+	of := onceflow.ReviewFilter{Workflow: f.Workflow, Step: f.Step, Reason: f.Reason, Entity: f.Entity}
+	if f.OlderThan != "" {
+		d, err := time.ParseDuration(f.OlderThan)
+		if err != nil || d <= 0 {
+			return f, of, &pageError{Status: http.StatusBadRequest, Title: "Invalid filter", Detail: "older than must be a positive duration such as 90m or 24h"}
+		}
+		of.OlderThan = d
+	}
+	return f, of, nil
+}
+
+// reviewData is the review queue page.
+type reviewData struct {
+	Filter    reviewFilter
+	Query     string
+	Workflows []string
+	Reasons   []string
+	Items     []itemRow
+	NextAfter int64
+	Error     string
+}
+
+func (reviewData) title() string { return "Review queue" }
+
+type itemRow struct {
+	It        *onceflow.ReviewItem
+	LastError string
+	Excerpt   string
+	Age       string
+}
+
+// reasons are the review reason codes offered in the filter.
+var reasons = []string{store.ReasonPermanentError, store.ReasonAttemptsExhausted, store.ReasonKeyConflict, store.ReasonOutcomeUnknown,
+	store.ReasonInvalidKey, store.ReasonDestinationBlocked, store.ReasonTransitionInvalid, store.ReasonOutputInvalid}
+
+func (c *Console) review(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	d := reviewData{Workflows: c.cfg.Client.Workflows(), Reasons: reasons}
+	f, of, err := readFilter(q.Get)
+	d.Filter, d.Query = f, f.query()
+	status := http.StatusOK
+	if err != nil {
+		d.Error, status = err.(*pageError).Detail, http.StatusBadRequest
+	} else {
+		of.Limit = 100
+		if v := q.Get("after"); v != "" {
+			of.AfterStepID, _ = strconv.ParseInt(v, 10, 64)
+		}
+		items, err := c.cfg.Client.ReviewList(r.Context(), of)
+		if err != nil {
+			return err
+		}
+		ms := c.maskers(r.Context())
+		for _, it := range items {
+			m := ms.of(it.RunID, it.Workflow)
+			d.Items = append(d.Items, itemRow{It: it, LastError: redact.Trim(m.Text(it.LastError), 160),
+				Excerpt: m.Excerpt([]byte(it.ResponseExcerpt), 160), Age: age(it.Age)})
+		}
+		if len(items) == of.Limit {
+			d.NextAfter = items[len(items)-1].StepID
+		}
+	}
+	c.render(w, r, status, "review", d)
+	return nil
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return d.Round(time.Minute).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Hour).String()
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// itemData is a review item's page.
+type itemData struct {
+	It        *onceflow.ReviewItem
+	LastError string
+	Excerpt   string
+	Input     string
+	Attempts  []attemptRow
+	Events    []views.AuditEntry
+	RunState  store.State
+	// Form holds what the person typed, to show it again after a refusal or a preview.
+	Form    itemForm
+	Preview *views.Plan
+	Error   string
+	Live    bool
+}
+
+type itemForm struct {
+	Note, Patch, Output string
+	SendAgain           bool
+	ItHappened          bool
+}
+
+func (d itemData) title() string { return fmt.Sprintf("Review: run %d %s", d.It.RunID, d.It.Step) }
+
+func itemPath(r *http.Request) (int64, string, error) {
+	id, err := pathID(r, "run")
+	return id, r.PathValue("step"), err
+}
+
+// loadItem reads an item's page, masked as the API masks GET /v1/review/{run}/{step}.
+func (c *Console) loadItem(ctx context.Context, runID int64, step string) (*itemData, error) {
+	it, err := c.cfg.Client.ReviewGet(ctx, runID, step)
+	if err != nil {
+		return nil, actionError(err)
+	}
+	run, err := c.cfg.Store.RunGetByID(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := c.cfg.Store.StepListByRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := c.cfg.Store.AttemptListByRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: runID})
+	if err != nil {
+		return nil, err
+	}
+	m := c.runMasker(run, steps)
+	d := &itemData{It: it, LastError: m.Text(it.LastError), Excerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0), Input: pretty(m.JSON(run.Input)),
+		RunState: run.State, Live: !finished(it.State) || !finished(run.State)}
+	for _, a := range attempts {
+		if a.StepName == step {
+			d.Attempts = append(d.Attempts, viewAttempt(a, m))
+		}
+	}
+	for _, e := range entries {
+		if e.StepName == step {
+			d.Events = append(d.Events, views.NewAuditEntry(e, m))
+		}
+	}
+	return d, nil
+}
+
+func (c *Console) item(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	d, err := c.loadItem(r.Context(), runID, step)
+	if err != nil {
+		return err
+	}
+	d.Form.Patch = "{\n  \n}"
+	c.render(w, r, http.StatusOK, "item", d)
+	return nil
+}
+
+// itemLive is GET /ui/review/{run}/{step}/live: the part of the item's page that changes.
+func (c *Console) itemLive(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	d, err := c.loadItem(r.Context(), runID, step)
+	if err != nil {
+		return err
+	}
+	return c.renderFragment(w, r, "item", "live", d)
+}
+
+func readForm(r *http.Request) itemForm {
+	return itemForm{Note: strings.TrimSpace(r.PostForm.Get("note")), Patch: r.PostForm.Get("merge_patch"), Output: r.PostForm.Get("output"),
+		SendAgain: r.PostForm.Get("send_again") != "", ItHappened: r.PostForm.Get("it_happened") != ""}
+}
+
+// jsonField reads an optional JSON document typed into a form.
+func jsonField(name, v string) (json.RawMessage, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil, nil
+	}
+	if !json.Valid([]byte(v)) {
+		return nil, &pageError{Status: http.StatusUnprocessableEntity, Title: "Invalid JSON", Detail: name + " is not valid JSON; fix it and try again. Nothing was changed."}
+	}
+	return json.RawMessage(v), nil
+}
+
+// refuse shows the item's page again with the error, what was typed and the error's
+// status.
+func (c *Console) refuse(w http.ResponseWriter, r *http.Request, runID int64, step string, f itemForm, err error) error {
+	var pe *pageError
+	if !errors.As(actionError(err), &pe) {
+		return err
+	}
+	d, lerr := c.loadItem(r.Context(), runID, step)
+	if lerr != nil {
+		return pe
+	}
+	d.Form, d.Error = f, c.maskers(r.Context()).of(runID, d.It.Workflow).Text(pe.Title+": "+pe.Detail)
+	c.render(w, r, pe.Status, "item", d)
+	return nil
+}
+
+// replayPreview is POST /ui/review/{run}/{step}/preview: the engine's replay plan for the
+// correction typed, shown with a button that confirms it. Nothing is changed.
+func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	f := readForm(r)
+	patch, err := jsonField("The correction", f.Patch)
+	if err != nil {
+		return c.refuse(w, r, runID, step, f, err)
+	}
+	plan, err := c.cfg.Client.ReviewPreview(r.Context(), onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch,
+		Actor: sessionFrom(r).Actor(), Note: f.Note})
+	if err != nil {
+		return c.refuse(w, r, runID, step, f, err)
+	}
+	d, err := c.loadItem(r.Context(), runID, step)
+	if err != nil {
+		return err
+	}
+	run, err := c.cfg.Store.RunGetByID(r.Context(), runID)
+	if err != nil {
+		return err
+	}
+	steps, err := c.cfg.Store.StepListByRun(r.Context(), runID)
+	if err != nil {
+		return err
+	}
+	v := views.NewPlan(plan, c.runMasker(run, steps))
+	d.Form, d.Preview = f, &v
+	c.render(w, r, http.StatusOK, "item", d)
+	return nil
+}
+
+// itemAct is POST /ui/review/{run}/{step}/{retry|resolve|abandon|replay}.
+func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	f := readForm(r)
+	ctx := r.Context()
+	actor := sessionFrom(r).Actor()
+	a := onceflow.ReviewAction{RunID: runID, Step: step, Actor: actor, Note: f.Note, SendAgain: f.SendAgain, ItHappened: f.ItHappened}
+	var done string
+	switch action := r.PathValue("action"); action {
+	case "retry":
+		if _, err = c.cfg.Client.ReviewRetry(ctx, a); err == nil {
+			done = "Retried: the step is due again."
+		}
+	case "resolve":
+		var out json.RawMessage
+		if out, err = jsonField("The output", f.Output); err == nil {
+			if out != nil {
+				a.Output = out
+			}
+			var res *onceflow.ReviewResult
+			if res, err = c.cfg.Client.ReviewResolve(ctx, a); err == nil {
+				done = "Resolved by hand; ledger: " + res.Ledger + "."
+			}
+		}
+	case "abandon":
+		if _, err = c.cfg.Client.ReviewAbandon(ctx, a); err == nil {
+			done = "Abandoned: the step failed and the steps that need it were cancelled."
+		}
+	case "replay":
+		var patch json.RawMessage
+		if patch, err = jsonField("The correction", f.Patch); err == nil {
+			var res *onceflow.ReplayResult
+			if res, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note}); err == nil {
+				done = fmt.Sprintf("Replayed: %s made pending again.", strings.Join(res.Reset, ", "))
+				if res.Revision > 0 {
+					done += fmt.Sprintf(" Input revision %d kept with its diff.", res.Revision)
+				}
+			}
+		}
+	default:
+		return &pageError{Status: http.StatusNotFound, Title: "Not found", Detail: fmt.Sprintf("%q is not a review action; use retry, resolve, abandon or replay", action)}
+	}
+	if err != nil {
+		return c.refuse(w, r, runID, step, f, err)
+	}
+	c.log.Info("console review action", "action", r.PathValue("action"), "run_id", runID, "step", step, "actor", actor)
+	http.Redirect(w, r, c.cfg.Prefix+"/review/"+strconv.FormatInt(runID, 10)+"/"+url.PathEscape(step)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+	return nil
+}
+
+// bulkData is the report of a bulk action, or its preview.
+type bulkData struct {
+	Filter  reviewFilter
+	Action  string
+	Form    itemForm
+	DryRun  bool
+	Items   []bulkRow
+	OK      int
+	Refused int
+	Error   string
+}
+
+func (d bulkData) title() string { return "Bulk " + d.Action }
+
+type bulkRow struct {
+	It      *onceflow.BulkItem
+	Error   string
+	Plan    *views.Plan
+	ItemURL string
+}
+
+// bulk is POST /ui/review/bulk: one action on every item the filter selects, or with
+// dry_run its preview; each item reports on its own.
+func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
+	f, of, err := readFilter(r.PostForm.Get)
+	if err != nil {
+		return err
+	}
+	form := readForm(r)
+	d := bulkData{Filter: f, Action: r.PostForm.Get("action"), Form: form, DryRun: r.PostForm.Get("dry_run") != ""}
+	req := onceflow.BulkRequest{Filter: of, Action: onceflow.BulkAction(d.Action), Actor: sessionFrom(r).Actor(), Note: form.Note,
+		SendAgain: form.SendAgain, ItHappened: form.ItHappened, DryRun: d.DryRun}
+	switch req.Action {
+	case onceflow.BulkRetry, onceflow.BulkResolve, onceflow.BulkAbandon, onceflow.BulkReplay:
+	default:
+		return &pageError{Status: http.StatusBadRequest, Title: "Invalid action", Detail: "choose retry, resolve, abandon or replay"}
+	}
+	if req.MergePatch, err = jsonField("The correction", form.Patch); err != nil {
+		return err
+	}
+	out, err := jsonField("The output", form.Output)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		req.Output = out
+	}
+	items, err := c.cfg.Client.ReviewBulk(r.Context(), req)
+	if err != nil && len(items) == 0 {
+		return actionError(err)
+	}
+	if err != nil {
+		d.Error = c.cfg.Redact.Secrets().Text(err.Error())
+	}
+	ms := c.maskers(r.Context())
+	for _, it := range items {
+		m := ms.of(it.RunID, "")
+		row := bulkRow{It: it, ItemURL: c.cfg.Prefix + "/review/" + strconv.FormatInt(it.RunID, 10) + "/" + url.PathEscape(it.Step)}
+		if it.Err != nil {
+			row.Error = m.Text(it.Err.Error())
+			d.Refused++
+		} else {
+			d.OK++
+		}
+		if it.Plan != nil {
+			p := views.NewPlan(it.Plan, m)
+			row.Plan = &p
+		}
+		d.Items = append(d.Items, row)
+	}
+	if !d.DryRun {
+		c.log.Info("console bulk action", "action", d.Action, "matched", len(items), "ok", d.OK, "refused", d.Refused, "actor", req.Actor)
+	}
+	c.render(w, r, http.StatusOK, "bulk", d)
+	return nil
+}
+
+// actionError maps the errors of the review actions to pages, with the statuses the API
+// answers with.
+func actionError(err error) error {
+	var ie *onceflow.InputError
+	p := func(status int, title string) *pageError {
+		return &pageError{Status: status, Title: title, Detail: err.Error()}
+	}
+	switch {
+	case errors.As(err, &ie):
+		return p(http.StatusUnprocessableEntity, "Invalid corrected input")
+	case errors.Is(err, onceflow.ErrInvalidPatch):
+		return p(http.StatusUnprocessableEntity, "Invalid merge patch")
+	case errors.Is(err, onceflow.ErrInvalidReview):
+		return p(http.StatusBadRequest, "Invalid review request")
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		return p(http.StatusConflict, "Workflow not loaded")
+	case errors.Is(err, store.ErrNotFound):
+		return p(http.StatusNotFound, "Run or step not found")
+	case errors.Is(err, onceflow.ErrNotInReview):
+		return p(http.StatusConflict, "Step not in review")
+	case errors.Is(err, onceflow.ErrEffectMayExist):
+		return p(http.StatusConflict, "Decide whether the effect happened (resolve with “it happened”, or retry with “send again”)")
+	case errors.Is(err, onceflow.ErrReviewConflict):
+		return p(http.StatusConflict, "The run changed")
+	case errors.Is(err, onceflow.ErrNothingToReplay):
+		return p(http.StatusConflict, "Nothing to replay")
+	}
+	return err
+}
