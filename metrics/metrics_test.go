@@ -225,13 +225,16 @@ func TestMetricsAfterWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api := onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Definitions: []*flowfile.Definition{def},
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: []*flowfile.Definition{def},
 		Tokens:  []onceflowhttp.Token{{Name: "ops", Secret: adminToken, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
 		Env:     func(k string) (string, bool) { return hookSecret, k == "HOOK_SECRET" },
 		Now:     clk.Now,
 		Metrics: m, MetricsHandler: m.Handler(),
 	})
-	hs := httptest.NewServer(api.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 
 	post := func(path string, header http.Header, body string, want int) {

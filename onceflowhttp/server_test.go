@@ -98,12 +98,15 @@ func setup(t *testing.T, yamls ...string) *bundle {
 			t.Fatal(err)
 		}
 	}
-	srv := New(Config{Client: c, Store: st, Definitions: defs, MaxBody: 4096,
+	srv, err := NewHandler(c, Options{Workflows: defs, MaxBody: 4096,
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}},
 		Env:    func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
 		Now:    func() time.Time { return b.now },
 	})
-	hs := httptest.NewServer(srv.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 	return b

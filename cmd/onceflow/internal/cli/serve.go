@@ -160,7 +160,11 @@ func newApp(c appConfig) (*app, error) {
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
-	hs := onceflowhttp.HTTPServer(a.handler(tokens))
+	h, err := a.handler(tokens)
+	if err != nil {
+		return err
+	}
+	hs := onceflowhttp.HTTPServer(h)
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
 	served := make(chan error, 1)
@@ -172,7 +176,7 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := hs.Shutdown(shutdown)
+	err = hs.Shutdown(shutdown)
 	return errors.Join(err, <-engine)
 }
 
