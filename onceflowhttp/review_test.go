@@ -108,7 +108,7 @@ func setupReview(t *testing.T) *reviewBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(checked(t, srv))
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 	rb.bundle = b

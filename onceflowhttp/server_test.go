@@ -106,7 +106,7 @@ func setup(t *testing.T, yamls ...string) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(checked(t, srv))
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 	return b
