@@ -38,7 +38,8 @@ func newServeCommand(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the API and webhooks, and execute workflow steps",
 		Long: `serve loads the workflow files of --workflows, then serves the JSON API
-(POST /v1/workflows/{name}/runs, GET /v1/runs, GET /v1/runs/{id}), the webhook endpoints the
+(POST /v1/workflows/{name}/runs, GET /v1/workflows, GET /v1/runs, GET /v1/runs/{id}, the
+review queue; GET /v1/openapi.json describes it all), the webhook endpoints the
 files declare (/hooks/{name}), /healthz, /readyz and Prometheus metrics at /metrics (or on
 --metrics-addr), and executes steps with --workers workers until it receives SIGINT or
 SIGTERM.
