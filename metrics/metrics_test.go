@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/apicheck"
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
@@ -234,7 +235,12 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api)
+	checker, err := apicheck.New(onceflowhttp.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every request to the API is checked against its OpenAPI document.
+	hs := httptest.NewServer(checker.Handler(api, func(err error) { t.Errorf("OpenAPI document: %v", err) }))
 	t.Cleanup(hs.Close)
 
 	post := func(path string, header http.Header, body string, want int) {
