@@ -97,6 +97,7 @@ func TestOpenAPICheckerReportsMismatches(t *testing.T) {
 		{"/v1/runs/7", `"id"`},
 		{"/v1/workflows", "418"},
 		{"/v1/secret-route", "has no such operation"},
+		{"/ui/runs", ""}, // not the API: not checked
 		{"/v1/runs?limit=0", "the request is invalid by the document"},
 	} {
 		var got []error
@@ -104,6 +105,12 @@ func TestOpenAPICheckerReportsMismatches(t *testing.T) {
 		h := c.Handler(wrong, func(err error) { mu.Lock(); got = append(got, err); mu.Unlock() })
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+		if tc.want == "" {
+			if len(got) != 0 {
+				t.Errorf("GET %s: reported %v", tc.path, got)
+			}
+			continue
+		}
 		if len(got) != 1 || !strings.Contains(got[0].Error(), tc.want) {
 			t.Errorf("GET %s: reported %v, want one report containing %q", tc.path, got, tc.want)
 		}
