@@ -155,3 +155,7 @@ func (c *Client) reaped(ctx context.Context, r *reapLog, n int) {
 			"lease_owner", e.step.LeaseOwner, "next_state", e.dec.State, "reason", e.dec.Reason)
 	}
 }
+
+func init() {
+	redact.ClientPolicy = func(client any) *redact.Policy { return client.(*Client).redact }
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/apicheck"
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
@@ -225,13 +226,21 @@ func TestMetricsAfterWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api := onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Definitions: []*flowfile.Definition{def},
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: []*flowfile.Definition{def},
 		Tokens:  []onceflowhttp.Token{{Name: "ops", Secret: adminToken, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
 		Env:     func(k string) (string, bool) { return hookSecret, k == "HOOK_SECRET" },
 		Now:     clk.Now,
 		Metrics: m, MetricsHandler: m.Handler(),
 	})
-	hs := httptest.NewServer(api.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := apicheck.New(onceflowhttp.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every request to the API is checked against its OpenAPI document.
+	hs := httptest.NewServer(checker.Handler(api, func(err error) { t.Errorf("OpenAPI document: %v", err) }))
 	t.Cleanup(hs.Close)
 
 	post := func(path string, header http.Header, body string, want int) {

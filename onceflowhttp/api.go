@@ -32,6 +32,9 @@ func runLink(id int64) string { return "/v1/runs/" + strconv.FormatInt(id, 10) }
 // startRun is POST /v1/workflows/{name}/runs.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if !s.knownWorkflow(name) {
+		return s.workflowNotFound(name)
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -63,6 +66,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	defer s.releaseKey(name, key)
 
 	run, err := s.cfg.Client.Start(r.Context(), name, key, json.RawMessage(body))
+	if errors.Is(err, onceflow.ErrWorkflowNotFound) {
+		return s.workflowNotFound(name)
+	}
 	if err != nil {
 		return startProblem(err)
 	}

@@ -30,7 +30,7 @@ func nested(depth int) string {
 }
 
 func TestDeepJSONIsRefused(t *testing.T) {
-	b := setupWith(t, func(c *Config) { c.MaxBody = 1 << 20 })
+	b := setupWith(t, func(c *Options) { c.MaxBody = 1 << 20 })
 	a := b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, nil, nested(10000))
 	wantStatus(t, a, http.StatusBadRequest, "json-too-deep")
 	if !strings.Contains(a.body, "64") {
@@ -43,7 +43,7 @@ func TestDeepJSONIsRefused(t *testing.T) {
 	// The review actions read bodies too.
 	wantStatus(t, b.do("POST", "/v1/review/1/crm/retry", adminToken, nil, `{"note":`+nested(100)+`}`), http.StatusBadRequest, "json-too-deep")
 
-	small := setupWith(t, func(c *Config) { c.MaxDepth = 3 })
+	small := setupWith(t, func(c *Options) { c.MaxDepth = 3 })
 	a = small.do("POST", "/v1/workflows/website-lead/runs", ingestToken, nil, nested(4))
 	wantStatus(t, a, http.StatusBadRequest, "json-too-deep")
 	if !strings.Contains(a.body, "limit is 3") {
@@ -127,7 +127,7 @@ func (a *abortCounter) count(route string) int {
 func TestAbortedBodyIsA400(t *testing.T) {
 	logs := &syncBuffer{}
 	metrics := &abortCounter{aborted: map[string]int{}}
-	b := setupWith(t, func(c *Config) {
+	b := setupWith(t, func(c *Options) {
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.Metrics = metrics
 	}, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
@@ -187,7 +187,7 @@ func TestWebhookWithoutSecretFailsReadiness(t *testing.T) {
 	wantStatus(t, b.do("GET", "/readyz", "", nil, ""), http.StatusOK, "")
 
 	b.env = map[string]string{"HOOK_SECRET": "whsec_not base64!"}
-	bad := setupWith(t, func(c *Config) {
+	bad := setupWith(t, func(c *Options) {
 		c.Env = func(k string) (string, bool) { v, ok := b.env[k]; return v, ok }
 	}, yaml)
 	a := bad.do("GET", "/readyz", "", nil, "")

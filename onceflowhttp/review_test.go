@@ -103,9 +103,12 @@ func setupReview(t *testing.T) *reviewBundle {
 	if err := c.Register(wfs[0]); err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Client: c, Store: st, Definitions: []*flowfile.Definition{d},
+	srv, err := NewHandler(c, Options{Workflows: []*flowfile.Definition{d},
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}}})
-	hs := httptest.NewServer(srv.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(checked(t, srv))
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 	rb.bundle = b

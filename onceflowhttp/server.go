@@ -1,13 +1,3 @@
-// Package onceflowhttp is onceflow's HTTP interface: the JSON API that starts and shows runs,
-// and the webhook endpoints that turn signed provider deliveries into runs.
-//
-// Nothing is acknowledged before it is durably stored: a 2xx answer to POST
-// /v1/workflows/{name}/runs or /hooks/{name} is written only after the run's transaction
-// committed. Starting a run is idempotent per Idempotency-Key (or the workflow's run_key
-// template applied to the body): the same key and body answer the first response again
-// with Idempotent-Replayed: true, the same key with another body is a 422, and the same
-// key while the first request is still in progress is a 409. Errors are RFC 9457 problem
-// documents.
 package onceflowhttp
 
 import (
@@ -86,8 +76,8 @@ func redactToken(item string) string {
 	return "…"
 }
 
-// Config configures a Server.
-type Config struct {
+// config is what a Server serves, with NewHandler's defaults applied.
+type config struct {
 	Client *onceflow.Client
 	Store  store.Store
 	// Definitions are the workflow files served: their run_key templates and webhooks.
@@ -122,13 +112,15 @@ type Metrics interface {
 	WebhookDelivery(workflow, outcome string)
 }
 
-// Server serves the API and the webhooks.
+// Server is the API and the webhooks of one onceflow.Client, as an http.Handler; NewHandler
+// returns it.
 type Server struct {
-	cfg   Config
+	cfg   config
 	log   *slog.Logger
 	defs  map[string]*flowfile.Definition
 	hooks map[string]*flowfile.Definition
 	mux   *http.ServeMux
+	h     http.Handler // mux, each request logged
 
 	// hooksBroken names the webhooks whose secrets are missing or malformed (see
 	// CheckWebhooks); /readyz fails while there is one.
@@ -138,8 +130,8 @@ type Server struct {
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
 }
 
-// New returns a Server for cfg.
-func New(cfg Config) *Server {
+// newServer returns a Server for cfg: the one place the routes are added.
+func newServer(cfg config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
@@ -167,6 +159,8 @@ func New(cfg Config) *Server {
 			}
 		}
 	}
+	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
+	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
 	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeAdmin, s.handle(s.getRun)))
 	s.mux.Handle("GET /v1/runs", s.auth(ScopeAdmin, s.handle(s.listRuns)))
@@ -182,11 +176,13 @@ func New(cfg Config) *Server {
 	s.mux.Handle("/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusNotFound, "not-found", "Not found", r.Method+" "+r.URL.Path+" is not part of the API")
 	}))
+	s.h = s.logRequests(s.mux)
 	return s
 }
 
-// Handler returns the server's routes, each request logged (see logRequests).
-func (s *Server) Handler() http.Handler { return s.logRequests(s.mux) }
+// ServeHTTP serves the API and the webhooks, logging one line per request (see
+// logRequests).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
 
 // auth admits requests that carry a bearer token with scope (admin includes every scope).
 func (s *Server) auth(scope Scope, next http.Handler) http.Handler {

@@ -69,7 +69,7 @@ func setup(t *testing.T, yamls ...string) *bundle {
 }
 
 // setupWith is setup with tune applied to the server's Config before it is built.
-func setupWith(t *testing.T, tune func(*Config), yamls ...string) *bundle {
+func setupWith(t *testing.T, tune func(*Options), yamls ...string) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	b := &bundle{t: t, path: filepath.Join(t.TempDir(), "onceflow.db"), now: time.Unix(1700000000, 0),
@@ -104,16 +104,19 @@ func setupWith(t *testing.T, tune func(*Config), yamls ...string) *bundle {
 			t.Fatal(err)
 		}
 	}
-	cfg := Config{Client: c, Store: st, Definitions: defs, MaxBody: 4096,
+	opts := Options{Workflows: defs, MaxBody: 4096,
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}},
 		Env:    func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
 		Now:    func() time.Time { return b.now },
 	}
 	if tune != nil {
-		tune(&cfg)
+		tune(&opts)
 	}
-	srv := New(cfg)
-	hs := httptest.NewServer(srv.Handler())
+	srv, err := NewHandler(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(checked(t, srv))
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 	return b

@@ -26,16 +26,13 @@ var staticFS embed.FS
 
 // Config configures a Console.
 type Config struct {
-	// Client and Store are those the API serves (required).
+	// Client is the client the API serves (required): the console reads and acts through
+	// its store and masks what it masks (its Config.Redact and each workflow's Redact).
 	Client *onceflow.Client
-	Store  store.Store
 	// Tokens are the API tokens people sign in with: scope read views, admin acts.
 	Tokens []onceflowhttp.Token
 	// Prefix is the path the console is served under (default "/ui").
 	Prefix string
-	// Redact masks secrets and personal data in everything shown (default: the
-	// secret-looking fields only), as in the API.
-	Redact *redact.Policy
 	// SessionTTL is how long a sign-in lasts (default 8h).
 	SessionTTL time.Duration
 	// SecureCookies marks the session cookie Secure even on plain-HTTP connections, for a
@@ -48,7 +45,7 @@ type Config struct {
 
 // Console serves the web console.
 type Console struct {
-	cfg   Config
+	cfg   config
 	log   *slog.Logger
 	pages map[string]*template.Template
 	mux   *http.ServeMux
@@ -58,11 +55,19 @@ type Console struct {
 // pageNames are the templates, each parsed with layout.html.
 var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "error"}
 
-// New returns a Console for cfg. It panics when Client or Store is missing.
-func New(cfg Config) *Console {
-	if cfg.Client == nil || cfg.Store == nil {
-		panic("onceflowui: Config.Client and Config.Store are required")
+// config is a Config with the client's store and redaction policy.
+type config struct {
+	Config
+	Store  store.Store
+	Redact *redact.Policy
+}
+
+// New returns a Console for cfg. It panics when cfg.Client is missing.
+func New(public Config) *Console {
+	if public.Client == nil {
+		panic("onceflowui: Config.Client is required")
 	}
+	cfg := config{Config: public, Store: public.Client.Store(), Redact: redact.ClientPolicy(public.Client)}
 	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
 	if cfg.Prefix == "/" {
 		cfg.Prefix = "/ui"

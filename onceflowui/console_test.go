@@ -422,7 +422,7 @@ func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: b.client, Store: b.store, Tokens: toks, Now: clock, SessionTTL: time.Hour}))
+		srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: b.client, Tokens: toks, Now: clock, SessionTTL: time.Hour}))
 		t.Cleanup(srv.Close)
 		return srv
 	}
@@ -465,7 +465,7 @@ func TestTLSCookieAndRequestLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewTLSServer(onceflowui.New(onceflowui.Config{Client: b.client, Store: b.store, Tokens: toks, Logger: log}))
+	srv := httptest.NewTLSServer(onceflowui.New(onceflowui.Config{Client: b.client, Tokens: toks, Logger: log}))
 	t.Cleanup(srv.Close)
 	br := b.browser()
 	br.base = srv.URL

@@ -31,7 +31,11 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Tokens: tokens}).Handler())
-	mux.Handle("/ui/", onceflowui.New(onceflowui.Config{Client: client, Store: st, Tokens: tokens}))
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Tokens: tokens})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux.Handle("/", api)
+	mux.Handle("/ui/", onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens}))
 	log.Fatal(onceflowhttp.HTTPServer(mux).ListenAndServe())
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/store"
@@ -239,21 +238,18 @@ func setupOn(t *testing.T, backend string) *bundle {
 		return err == nil && terr == nil && it.State == store.StateNeedsReview && task.State == store.StateCompleted
 	})
 
-	policy, err := redact.New([]string{canarySecret}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := policy.SetWorkflow("signup", []string{"email"}); err != nil {
-		t.Fatal(err)
-	}
 	tokens, err := onceflowhttp.ParseTokens("viewer:read:" + readSecret + ",ops:admin:" + adminSecret + ",form:ingest:ingest-token-0123456789")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui := onceflowui.New(onceflowui.Config{Client: client, Store: st, Tokens: tokens, Redact: policy})
+	ui := onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens})
 	b.srv = httptest.NewServer(ui)
 	t.Cleanup(b.srv.Close)
-	b.api = httptest.NewServer(onceflowhttp.New(onceflowhttp.Config{Client: client, Store: st, Tokens: tokens, Redact: policy}).Handler())
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.api = httptest.NewServer(api)
 	t.Cleanup(b.api.Close)
 	return b
 }

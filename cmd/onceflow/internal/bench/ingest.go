@@ -82,7 +82,11 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	// The API's handler and HTTP server as `onceflow serve` builds them, with an ingest
 	// token and the metrics; no workflow files, webhooks or redaction settings.
 	tokens := []onceflowhttp.Token{{Name: "bench", Secret: secret, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}}
-	hs := onceflowhttp.HTTPServer(onceflowhttp.New(onceflowhttp.Config{Client: c, Store: d.st, Tokens: tokens, Metrics: m}).Handler())
+	api, err := onceflowhttp.NewHandler(c, onceflowhttp.Options{Tokens: tokens, Metrics: m})
+	if err != nil {
+		return err
+	}
+	hs := onceflowhttp.HTTPServer(api)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

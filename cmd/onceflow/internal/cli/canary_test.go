@@ -248,7 +248,11 @@ func TestCanariesNeverLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.metricsOnAPI = true
-	hs := httptest.NewServer(a.handler(tokens))
+	h, err := a.handler(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 
 	var api strings.Builder // every answer of the API

@@ -20,7 +20,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	checkAPI() // every API request of these tests is checked against the OpenAPI document
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(reportAPIProblems(code)) }))
 }
 
 // result is what one in-process invocation produced.

@@ -29,7 +29,7 @@ func (a *app) startConsole(ctx context.Context, f serveFlags, tokens []onceflowh
 	if f.uiAddr == "off" {
 		return stop, nil
 	}
-	ui := onceflowui.New(onceflowui.Config{Client: a.client, Store: a.store, Tokens: tokens, Redact: a.redact, Logger: a.log,
+	ui := onceflowui.New(onceflowui.Config{Client: a.client, Tokens: tokens, Logger: a.log,
 		SecureCookies: f.uiSecureCookies, SessionTTL: f.uiSession})
 	if f.uiAddr == "" {
 		a.ui = ui

@@ -97,18 +97,27 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 	return slog.New(redact.Handler(log.Handler(), policy.Secrets()))
 }
 
-// handler returns the API and webhook endpoints of the app, with its redaction and
-// metrics, accepting tokens.
-func (a *app) handler(tokens []onceflowhttp.Token) http.Handler {
-	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact, MaxDepth: a.maxDepth}
+// handler returns the API and webhook endpoints of the app, with its metrics, accepting
+// tokens: onceflowhttp.NewHandler, as a Go program embedding onceflow would call it. The
+// handler masks what the app's client masks.
+func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
+	opts := onceflowhttp.Options{Workflows: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, MaxDepth: a.maxDepth}
 	if a.metrics != nil {
-		cfg.Metrics = a.metrics
+		opts.Metrics = a.metrics
 		if a.metricsOnAPI {
-			cfg.MetricsHandler = a.metrics.Handler()
+			opts.MetricsHandler = a.metrics.Handler()
 		}
 	}
-	return onceflowhttp.New(cfg).Handler()
+	h, err := onceflowhttp.NewHandler(a.client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return wrapHandler(h), nil
 }
+
+// wrapHandler wraps the handler of every app; tests set it to check each request and
+// answer against the OpenAPI document.
+var wrapHandler = func(h http.Handler) http.Handler { return h }
 
 // serveMetrics serves m at /metrics on addr until stop is called.
 func serveMetrics(ctx context.Context, addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {

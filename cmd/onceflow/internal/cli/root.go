@@ -94,7 +94,8 @@ Try it with no setup:  onceflow demo`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's completion command: onceflow completion bash|zsh|fish|powershell.
+	root.CompletionOptions.HiddenDefaultCmd = false
 
 	def := defaultDB
 	if env := os.Getenv("ONCEFLOW_DB"); env != "" {
@@ -116,6 +117,7 @@ Try it with no setup:  onceflow demo`,
 		newBenchCommand(g),
 		newPurgeCommand(g),
 		newVersionCommand(g),
+		newSchemaCommand(g),
 	)
 	return root
 }

@@ -44,9 +44,11 @@ func newServeCommand(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the API and webhooks, and execute workflow steps",
 		Long: `serve loads the workflow files of --workflows, then serves the JSON API
-(POST /v1/workflows/{name}/runs, GET /v1/runs, GET /v1/runs/{id}), the webhook endpoints the
+(POST /v1/workflows/{name}/runs, GET /v1/workflows, GET /v1/runs, GET /v1/runs/{id}, the
+review queue; GET /v1/openapi.json describes it all), the webhook endpoints the
 files declare (/hooks/{name}), /healthz, /readyz, Prometheus metrics at /metrics (or on
---metrics-addr) and the web console at /ui/ (or on --ui-addr), and executes steps with --workers workers until it receives SIGINT or
+--metrics-addr) and the web console at /ui/ (or on --ui-addr), and executes steps with
+--workers workers until it receives SIGINT or
 SIGTERM.
 
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
@@ -183,7 +185,11 @@ func newApp(c appConfig) (*app, error) {
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
-	hs := onceflowhttp.HTTPServer(a.withConsole(a.handler(tokens)))
+	h, err := a.handler(tokens)
+	if err != nil {
+		return err
+	}
+	hs := onceflowhttp.HTTPServer(a.withConsole(h))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
 	served := make(chan error, 1)
@@ -195,7 +201,7 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := hs.Shutdown(shutdown)
+	err = hs.Shutdown(shutdown)
 	return errors.Join(err, <-engine)
 }
 

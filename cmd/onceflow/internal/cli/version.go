@@ -32,8 +32,13 @@ func newVersionCommand(g *globals) *cobra.Command {
 // buildVersion returns the version (the -ldflags value, else the module version of a
 // `go install …@vX` build, else "dev") and the VCS revision recorded at build time.
 func buildVersion() (v, revision string) {
-	v = version
 	info, ok := debug.ReadBuildInfo()
+	return versionOf(info, ok)
+}
+
+// versionOf is buildVersion for the build info info (ok false: none).
+func versionOf(info *debug.BuildInfo, ok bool) (v, revision string) {
+	v = version
 	if !ok {
 		return v, ""
 	}

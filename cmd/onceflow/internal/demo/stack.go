@@ -77,11 +77,15 @@ func startStack(c stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
-	api := onceflowhttp.New(onceflowhttp.Config{Client: client, Store: c.store, Definitions: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	s := &stack{
 		client: client, url: "http://" + ln.Addr().String(), deps: deps,
 		hs: &http.Server{
-			Handler:           api.Handler(),
+			Handler:           api,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      30 * time.Second,

@@ -1,0 +1,221 @@
+package flowfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// compiledSchema compiles the committed workflow schema.
+func compiledSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("workflow.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("workflow.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// validateYAML checks a workflow file's source against the schema.
+func validateYAML(t *testing.T, s *jsonschema.Schema, src []byte) error {
+	t.Helper()
+	js, err := yaml.YAMLToJSON(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Validate(inst)
+}
+
+// The example workflows, and the one of the package doc, are valid by the schema.
+func TestSchemaAcceptsExamples(t *testing.T) {
+	s := compiledSchema(t)
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validateYAML(t, s, src); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// What the parser refuses as a matter of shape, the schema refuses too, and what both
+// accept is accepted by both.
+func TestSchemaAgreesWithParser(t *testing.T) {
+	s := compiledSchema(t)
+	base := "name: w\nsteps:\n  - id: a\n"
+	for _, tc := range []struct {
+		name, src string
+		valid     bool
+	}{
+		{"go step", base + "    kind: go\n    func: f\n", true},
+		{"http step with everything", base + `    kind: http
+    effect_key: "k:{input.id}"
+    retry: {max_attempts: 3, initial: 1s, max: 1h30m, multiplier: 2}
+    on_exhausted: fail
+    on_unknown: needs_review
+    retention: forever
+    timeout: 30s
+    http:
+      method: PUT
+      url: "https://example.com/x"
+      headers: {X-A: b}
+      body: {a: [1, "{input.id}"]}
+      idempotency_header: X-Key
+      timeout: 5s
+      classify: [{status: "409", class: success}]
+      verify: {url: "https://example.com/x/{input.id}"}
+      idempotent: false
+      redact: [token]
+`, true},
+		{"transition step", base + "    kind: transition\n    transition: {entity: \"order:{input.id}\", from: [pending], to: paid, initial: pending, on_invalid: needs_review}\n", true},
+		{"unknown top-level field", "retries: 3\n" + base + "    kind: go\n    func: f\n", false},
+		{"unknown step field", base + "    kind: go\n    func: f\n    retries: 3\n", false},
+		{"unknown kind", base + "    kind: ftp\n", false},
+		{"http step without http", base + "    kind: http\n", false},
+		{"unknown http field", base + "    kind: http\n    http: {url: \"https://e.com\", verb: PUT}\n", false},
+		{"unknown verify field", base + "    kind: http\n    http: {url: \"https://e.com\", verify: {url: \"https://e.com\", timeout: 1s}}\n", false},
+		{"bad duration", base + "    kind: go\n    func: f\n    timeout: 5 minutes\n", false},
+		{"bad on_exhausted", base + "    kind: go\n    func: f\n    on_exhausted: ignore\n", false},
+		{"bad classify class", base + "    kind: http\n    http: {url: \"https://e.com\", classify: [{status: \"409\", class: fine}]}\n", false},
+		{"bad webhook scheme", "webhook: {name: h, scheme: paypal, secret_env: [S]}\n" + base + "    kind: go\n    func: f\n", false},
+		{"no steps", "name: w\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			schemaErr := validateYAML(t, s, []byte(tc.src))
+			_, problems := Parse("w.yaml", []byte(tc.src))
+			if (schemaErr == nil) != tc.valid || (problems == nil) != tc.valid {
+				t.Fatalf("valid %v: schema says %v; parser says %v", tc.valid, schemaErr, problems)
+			}
+		})
+	}
+}
+
+// Every field the parser accepts is in the schema, at the same place, and the schema has
+// no field the parser would refuse: a field added to one must be added to the other.
+func TestSchemaListsEveryParsedField(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal(Schema(), &root); err != nil {
+		t.Fatal(err)
+	}
+	defs, _ := root["$defs"].(map[string]any)
+	resolve := func(node map[string]any) map[string]any {
+		props := map[string]any{}
+		for node != nil {
+			for k, v := range asMap(node["properties"]) {
+				if _, ok := props[k]; !ok {
+					props[k] = v
+				}
+			}
+			ref, _ := node["$ref"].(string)
+			name, ok := strings.CutPrefix(ref, "#/$defs/")
+			if !ok {
+				break
+			}
+			node = asMap(defs[name])
+		}
+		return props
+	}
+	var walk func(typ reflect.Type, node map[string]any, at string)
+	walk = func(typ reflect.Type, node map[string]any, at string) {
+		props := resolve(node)
+		fields := yamlFields(typ)
+		var names []string
+		for name := range fields {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			sub, ok := props[name]
+			if !ok {
+				t.Errorf("%s.%s is parsed but not in workflow.schema.json", at, name)
+				continue
+			}
+			ft := fields[name]
+			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+				ft = ft.Elem()
+				if s := asMap(sub); s["items"] != nil {
+					sub = s["items"]
+				} else if ref := asMap(sub)["$ref"]; ref != nil {
+					if d := asMap(defs[strings.TrimPrefix(ref.(string), "#/$defs/")]); d["items"] != nil {
+						sub = d["items"]
+					}
+				}
+			}
+			if ft.Kind() == reflect.Struct {
+				walk(ft, asMap(sub), at+"."+name)
+			}
+		}
+		for name := range props {
+			if _, ok := fields[name]; !ok {
+				t.Errorf("%s.%s is in workflow.schema.json but the parser does not accept it", at, name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[Definition](), root, "$")
+	if t.Failed() {
+		return
+	}
+	// The kinds the schema lists are the parser's.
+	kinds := asMap(asMap(asMap(defs["step"])["properties"])["kind"])["enum"]
+	got, _ := json.Marshal(kinds)
+	if want, _ := json.Marshal([]string{KindHTTP, KindEmail, KindTransition, KindGo}); string(got) != string(want) {
+		t.Errorf("schema kinds %s, parser kinds %s", got, want)
+	}
+}
+
+// yamlFields returns the YAML names of typ's fields, with those of inline fields.
+func yamlFields(typ reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}

@@ -1,0 +1,48 @@
+// Package onceflowhttp is onceflow's HTTP interface: the JSON API that starts, lists and
+// shows runs and acts on the review queue, and the webhook endpoints that turn signed
+// provider deliveries into runs. `onceflow serve` is this handler on a listener; a Go
+// program that registers its own steps (kind: go) serves the same API and webhooks with
+// NewHandler.
+//
+// # Serving a client
+//
+// NewHandler takes a configured *onceflow.Client and Options; every option has a
+// documented default, so Options{Tokens: tokens} is a working API:
+//
+//	client, _ := onceflow.New(onceflow.Config{Store: st})
+//	// register workflows, e.g. those flowfile.Build makes from files and your Go funcs
+//	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: defs, Tokens: tokens})
+//	srv := onceflowhttp.HTTPServer(h)
+//	go client.Serve(ctx) // executes the steps
+//	srv.Serve(listener)
+//
+// The handler's routes live at the root: /v1/… (the API), /hooks/{name} (webhooks),
+// /healthz, /readyz and, with Options.MetricsHandler, /metrics. GET /v1/openapi.json
+// serves the OpenAPI 3.1 document that describes every /v1 route.
+//
+// # Tokens and scopes
+//
+// API requests carry a bearer token (Options.Tokens, or ParseTokens over the
+// ONCEFLOW_API_TOKENS form "name:scope[+scope]:secret"). A token of scope ingest starts
+// runs and lists the workflows; admin reads runs, the review queue, the audit trail and
+// the effect ledger and acts on review items. Webhooks need no token: each delivery is
+// verified by its provider's signature (Stripe, Standard Webhooks, GitHub or HMAC) against
+// the secrets named by the workflow file's secret_env, looked up with Options.Env.
+//
+// # Acknowledgement and idempotency
+//
+// Nothing is acknowledged before it is durably stored: a 2xx answer to POST
+// /v1/workflows/{name}/runs or /hooks/{name} is written only after the run's transaction
+// committed. Starting a run is idempotent per Idempotency-Key (or the workflow's run_key
+// template applied to the body): the same key and body answer the first response again
+// with Idempotent-Replayed: true, the same key with another body is a 422, and the same
+// key while the first request is still in progress is a 409. A webhook delivery is
+// deduplicated on the provider's event id.
+//
+// # Errors and redaction
+//
+// Errors are RFC 9457 problem documents (application/problem+json) whose type names the
+// problem, such as https://onceflow.dev/problems/workflow-not-found. Runs, review items,
+// audit events and problems are masked as the client's onceflow.Config.Redact and each
+// workflow's Redact say; the stored data stays intact for replays.
+package onceflowhttp

@@ -1,0 +1,87 @@
+package onceflowhttp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/redact"
+)
+
+// Options configures the handler NewHandler returns. The zero value serves the API with no
+// tokens (every /v1 request answers 401), no webhooks and no metrics.
+type Options struct {
+	// Workflows are the workflow files the client's workflows were built from (with
+	// flowfile.Build): their run_key templates derive a run key from a request that sends
+	// no Idempotency-Key, and their webhook blocks are served at /hooks/{name}. Every one
+	// must be registered on the client. Workflows registered in Go are served too; a
+	// request to start one must send an Idempotency-Key.
+	Workflows []*flowfile.Definition
+	// Tokens are the bearer tokens the API accepts (ParseTokens reads them from the form of
+	// ONCEFLOW_API_TOKENS). Without any, every /v1 request answers 401; webhooks, which
+	// are verified by their signatures, still work.
+	Tokens []Token
+	// Env looks up the webhooks' signing secrets (their secret_env names). Default:
+	// os.LookupEnv.
+	Env func(name string) (string, bool)
+	// MaxBody caps request bodies, before anything is parsed or verified. Default: 1 MiB.
+	MaxBody int64
+	// MaxDepth caps how deeply a request body's JSON may nest; a deeper body is a 400 that
+	// names the limit. Default: DefaultMaxDepth.
+	MaxDepth int
+	// Logger receives one line per request and the errors that are answered with a 500,
+	// with the client's secrets masked. Default: nothing is logged.
+	Logger *slog.Logger
+	// Now is the clock against which webhook timestamps are checked. Default: time.Now.
+	Now func() time.Time
+	// MetricsHandler, when set, is served at GET /metrics without a token (package
+	// metrics provides one): what it serves carries no keys, entities, ids or personal
+	// data. Default: no /metrics.
+	MetricsHandler http.Handler
+	// Metrics, when set, counts webhook deliveries (package metrics implements it).
+	Metrics Metrics
+}
+
+// NewHandler returns the JSON API and the webhook endpoints of client as an http.Handler.
+// It reads and writes through the client's store and masks what the client's
+// onceflow.Config.Redact and each workflow's Redact declare. Mount it at the root of a
+// server (its routes are /v1/…, /hooks/…, /healthz, /readyz and /metrics); serve it with
+// HTTPServer for bounded timeouts. The client executes the steps: call client.Serve
+// beside it.
+//
+// The error names an entry of opts.Workflows that is not registered on the client, or two
+// that declare the same webhook.
+func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
+	if client == nil {
+		return nil, errors.New("onceflowhttp: NewHandler needs a client (onceflow.New)")
+	}
+	registered := map[string]bool{}
+	for _, name := range client.Workflows() {
+		registered[name] = true
+	}
+	hooks := map[string]string{}
+	for _, d := range opts.Workflows {
+		if !registered[d.Name] {
+			return nil, fmt.Errorf("onceflowhttp: workflow %q (%s) is not registered on the client; register what flowfile.Build returns first", d.Name, d.File())
+		}
+		if d.Webhook != nil {
+			if other, ok := hooks[d.Webhook.Name]; ok {
+				return nil, fmt.Errorf("onceflowhttp: workflows %q and %q both declare the webhook %q", other, d.Name, d.Webhook.Name)
+			}
+			hooks[d.Webhook.Name] = d.Name
+		}
+	}
+	if opts.Env == nil {
+		opts.Env = os.LookupEnv
+	}
+	return newServer(config{
+		Client: client, Store: client.Store(), Definitions: opts.Workflows, Tokens: opts.Tokens, Env: opts.Env,
+		MaxBody: opts.MaxBody, MaxDepth: opts.MaxDepth, Logger: opts.Logger, Now: opts.Now, Redact: redact.ClientPolicy(client),
+		MetricsHandler: opts.MetricsHandler, Metrics: opts.Metrics,
+	}), nil
+}
