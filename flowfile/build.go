@@ -28,6 +28,11 @@ type Deps struct {
 	Email func(def *EmailDef) (onceflow.StepFunc, error)
 	// Transition builds a transition step; nil means transitions are not available.
 	Transition func(def *TransitionDef) (onceflow.StepFunc, error)
+	// SQL, NATS and AMQP build sql, nats and amqp steps; nil means the kind is not
+	// available.
+	SQL  func(def *SQLDef) (onceflow.StepFunc, error)
+	NATS func(def *NATSDef) (onceflow.StepFunc, error)
+	AMQP func(def *AMQPDef) (onceflow.StepFunc, error)
 	// Redact lists paths of personal data masked in every workflow (onceflow.Redaction's
 	// Fields); http steps mask them, and the workflow's own, in response excerpts.
 	Redact []string
@@ -100,6 +105,8 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 			return nil, errors.New("transition steps are not available with this store")
 		}
 		return deps.Transition(s.Transition)
+	case KindSQL, KindNATS, KindAMQP:
+		return deps.brokerStepFunc(s)
 	case KindGo:
 		fn, ok := deps.Funcs[s.Func]
 		if !ok {
