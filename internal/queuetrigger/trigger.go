@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -104,6 +105,7 @@ type Trigger struct {
 	broker string
 	status Status
 
+	paused    atomic.Bool
 	backlogMu sync.Mutex
 	backlogAt time.Time
 	backlogN  int64
@@ -256,12 +258,20 @@ func RejectWorkflow(workflow string) onceflow.Workflow {
 	}}}
 }
 
+// Paused reports whether the trigger pulls nothing because the backlog of due steps is
+// above MaxBacklog.
+func (t *Trigger) Paused() bool { return t.paused.Load() }
+
 // waitBacklog returns once the due steps are at most MaxBacklog, or ctx ends.
 func (t *Trigger) waitBacklog(ctx context.Context) error {
+	defer t.paused.Store(false)
 	for {
 		n, err := t.backlog(ctx)
 		if err != nil || n <= int64(t.cfg.MaxBacklog) {
 			return ctx.Err()
+		}
+		if !t.paused.Swap(true) {
+			t.cfg.Logger.Info("queue consumption paused: too many steps due", "workflow", t.cfg.Workflow, "due", n, "max_backlog", t.cfg.MaxBacklog)
 		}
 		select {
 		case <-ctx.Done():
@@ -309,6 +319,9 @@ func (t *Trigger) handleAll(ctx context.Context, msgs []Message) []error {
 		}()
 	}
 	wg.Wait()
+	t.backlogMu.Lock()
+	t.backlogAt = time.Time{} // the batch added steps: count again
+	t.backlogMu.Unlock()
 	if AfterStored != nil {
 		AfterStored(len(msgs))
 	}
