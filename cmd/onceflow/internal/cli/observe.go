@@ -99,6 +99,9 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 // metrics, accepting tokens.
 func (a *app) handler(tokens []onceflowhttp.Token) http.Handler {
 	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
+	if len(a.triggers) > 0 {
+		cfg.Ready = a.queuesReady
+	}
 	if a.metrics != nil {
 		cfg.Metrics = a.metrics
 		if a.metricsOnAPI {

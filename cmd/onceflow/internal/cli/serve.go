@@ -80,6 +80,8 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
+	// triggers are the queue consumers serve runs.
+	triggers []queueTrigger
 }
 
 // appConfig says how to assemble an app.
@@ -155,7 +157,11 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	return &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}, nil
+	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}
+	if err := a.registerRejects(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
@@ -163,6 +169,10 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	hs := onceflowhttp.HTTPServer(a.handler(tokens))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
+	consumers := make(chan error, len(a.triggers))
+	for _, t := range a.triggers {
+		go func() { consumers <- t.Run(ctx) }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -173,6 +183,9 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := hs.Shutdown(shutdown)
+	for range a.triggers {
+		err = errors.Join(err, <-consumers)
+	}
 	return errors.Join(err, <-engine)
 }
 
@@ -205,6 +218,9 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 			return err
 		}
 		defer stop()
+	}
+	if a.triggers, err = a.newTriggers(); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
