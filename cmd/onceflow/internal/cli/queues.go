@@ -87,4 +87,3 @@ func (a *app) queuesReady(context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
