@@ -439,3 +439,49 @@ func TestKilledAfterCommitAppliesOnce(t *testing.T) {
 		})
 	}
 }
+
+// Attempts racing on one key (a lease that expired while the first still ran) apply the
+// statements once; every one of them ends with the result that was applied.
+func TestRacingAttemptsApplyOnce(t *testing.T) {
+	for _, dialect := range dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newShop(t, dialect)
+			ctx := context.Background()
+			st, db := s.step(t, s.markPaid(false))
+			if err := db.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			key := "order-paid:1001:race:" + suffix()
+			const n = 8
+			errs := make(chan error, n)
+			replayed := make(chan bool, n)
+			start := make(chan struct{})
+			for range n {
+				go func() {
+					<-start
+					out, err := st.Do(ctx, stepCtx(key, map[string]any{"order_id": 1001, "note": "race"}))
+					if err == nil {
+						replayed <- out.(*sqlstep.Result).Replayed
+					}
+					errs <- err
+				}()
+			}
+			close(start)
+			fresh := 0
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatalf("a racing attempt failed: %v", err)
+				}
+				if !<-replayed {
+					fresh++
+				}
+			}
+			if fresh != 1 {
+				t.Fatalf("%d attempts applied the statements, want 1", fresh)
+			}
+			if _, paid, _ := s.order(t, 1001); paid != 1 {
+				t.Fatalf("paid_count %d, want 1", paid)
+			}
+		})
+	}
+}
