@@ -22,9 +22,10 @@
 //	    email: {to: "{input.email}", subject: "Welcome", body: "Hello {input.name}"}
 //
 // Build turns checked definitions into onceflow.Workflow values whose steps are backed by
-// the http, email, transition and go step kinds; StandardDeps wires those kinds as the
-// onceflow command does, and a program that embeds onceflow passes its own Go functions by
-// name for steps of kind go.
+// the http, email, transition, sql, nats, amqp and go step kinds; StandardDeps wires those
+// kinds as the onceflow command does, and a program that embeds onceflow passes its own Go
+// functions by name for steps of kind go. A definition's queue block (QueueDef) names the
+// broker queue whose messages start its runs; onceflow serve consumes it.
 package flowfile
 
 import (
