@@ -21,6 +21,9 @@ type AMQPConfig struct {
 	Prefetch int
 }
 
+// gatherFor is how long a consumer waits for more deliveries after the first of a batch.
+const gatherFor = 5 * time.Millisecond
+
 // AMQP is a trigger fed by a RabbitMQ queue with manual acknowledgements.
 type AMQP struct {
 	*Trigger
@@ -98,7 +101,9 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 			}
 			batch = append(batch, d)
 		}
-		// Take what else has arrived, up to the prefetch, without waiting.
+		// Take what else arrives within a few milliseconds, up to the prefetch, so that the
+		// batch's starts share a transaction.
+		gather := time.NewTimer(gatherFor)
 	more:
 		for len(batch) < a.ac.Prefetch {
 			select {
@@ -107,10 +112,11 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 					break more
 				}
 				batch = append(batch, d)
-			default:
+			case <-gather.C:
 				break more
 			}
 		}
+		gather.Stop()
 		in := make([]Message, len(batch))
 		for i, d := range batch {
 			in[i] = amqpMessage(d)
