@@ -37,7 +37,8 @@ type Deps struct {
 	// Fields); http steps mask them, and the workflow's own, in response excerpts.
 	Redact []string
 
-	fields []string // Redact and the workflow's own, set by forWorkflow
+	fields  []string // Redact and the workflow's own, set by forWorkflow
+	closers *closers // connections made by the step kinds, closed by Close
 }
 
 // placeholder stands in for step functions while a definition is only checked.

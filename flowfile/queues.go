@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/onceflow/onceflow"
@@ -218,9 +219,37 @@ func (deps Deps) brokerStepFunc(s StepDef) (onceflow.StepFunc, error) {
 	return nil, fmt.Errorf("kind %q is not sql, nats or amqp", s.Kind)
 }
 
+// Close closes the database pools and broker connections the sql, nats and amqp steps of
+// StandardDeps opened. Steps built from deps must not run afterwards.
+func (deps Deps) Close() {
+	if deps.closers == nil {
+		return
+	}
+	deps.closers.mu.Lock()
+	defer deps.closers.mu.Unlock()
+	for _, c := range deps.closers.fns {
+		c()
+	}
+	deps.closers.fns = nil
+}
+
+// closers are what Deps.Close closes; Deps values share them.
+type closers struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (c *closers) add(f func()) {
+	c.mu.Lock()
+	c.fns = append(c.fns, f)
+	c.mu.Unlock()
+}
+
 // brokerDeps adds the sql, nats and amqp builders to deps: one connection pool per
 // database variable, one connection per broker, each made on first use.
 func brokerDeps(deps *Deps, env func(string) (string, bool)) {
+	deps.closers = &closers{}
+	cl := deps.closers
 	dbs := map[string]*sqlstep.DB{}
 	deps.SQL = func(def *SQLDef) (onceflow.StepFunc, error) {
 		db, ok := dbs[def.Database]
@@ -230,6 +259,7 @@ func brokerDeps(deps *Deps, env func(string) (string, bool)) {
 				return nil, err
 			}
 			dbs[def.Database] = db
+			cl.add(func() { _ = db.Close() })
 		}
 		st, err := sqlstep.New(sqlSpec(def), db)
 		if err != nil {
@@ -239,6 +269,7 @@ func brokerDeps(deps *Deps, env func(string) (string, bool)) {
 	}
 	if url, ok := env(natsstep.EnvURL); ok && strings.TrimSpace(url) != "" {
 		conn := &natsstep.Conn{URL: url}
+		cl.add(conn.Close)
 		deps.NATS = func(def *NATSDef) (onceflow.StepFunc, error) {
 			st, err := natsstep.New(natsSpec(def), conn)
 			if err != nil {
@@ -249,6 +280,7 @@ func brokerDeps(deps *Deps, env func(string) (string, bool)) {
 	}
 	if url, ok := env(amqpstep.EnvURL); ok && strings.TrimSpace(url) != "" {
 		conn := &amqpstep.Conn{URL: url}
+		cl.add(conn.Close)
 		deps.AMQP = func(def *AMQPDef) (onceflow.StepFunc, error) {
 			st, err := amqpstep.New(amqpSpec(def), conn)
 			if err != nil {

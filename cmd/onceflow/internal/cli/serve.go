@@ -82,7 +82,12 @@ type app struct {
 	metricsOnAPI bool
 	// triggers are the queue consumers serve runs.
 	triggers []queueTrigger
+	// deps holds the connections of sql, nats and amqp steps; close closes them.
+	deps flowfile.Deps
 }
+
+// close releases the connections the app's steps opened.
+func (a *app) close() { a.deps.Close() }
 
 // appConfig says how to assemble an app.
 type appConfig struct {
@@ -157,7 +162,7 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}
+	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps}
 	if err := a.registerRejects(); err != nil {
 		return nil, err
 	}
@@ -209,6 +214,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	defer a.close()
 	log = a.log
 	if f.metricsAddr == "" {
 		a.metricsOnAPI = true
