@@ -12,6 +12,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 )
@@ -146,6 +147,10 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 		case "":
 			// A destination that cannot deduplicate, and cannot be asked, must not get a
 			// second request on a guess.
+			if s.Kind == KindAMQP {
+				// Consumers of amqp steps deduplicate by message_id (see amqpstep).
+				st.OnUnknown = amqpstep.DefaultOnUnknown
+			}
 			if s.Kind == KindEmail || (s.HTTP != nil && s.HTTP.Idempotent != nil && !*s.HTTP.Idempotent && s.HTTP.Verify == nil) {
 				st.OnUnknown = onceflow.ReviewUnknown
 			}

@@ -3,6 +3,8 @@ package flowfile
 import (
 	"strings"
 	"testing"
+
+	"github.com/onceflow/onceflow"
 )
 
 const orderEventsYAML = `name: order-events
@@ -85,5 +87,27 @@ func TestSQLStepNeedsItsDSNVariable(t *testing.T) {
 	_, err = Build([]*Definition{d}, deps)
 	if err == nil || !strings.Contains(err.Error(), "order-events.yaml:7:7: step \"mark_paid\": database: environment variable SHOP_DB is not set") {
 		t.Fatalf("%v", err)
+	}
+}
+
+func TestAMQPStepRetriesUnknownOutcomesByDefault(t *testing.T) {
+	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	wf, err := d.skeleton()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf.Steps[1].ID != "warehouse" || wf.Steps[1].OnUnknown != onceflow.RetrySameKey {
+		t.Fatalf("amqp step on_unknown %v", wf.Steps[1].OnUnknown)
+	}
+	src := strings.Replace(orderEventsYAML, "    amqp: {exchange: warehouse", "    on_unknown: needs_review\n    amqp: {exchange: warehouse", 1)
+	d, ps = Parse("order-events.yaml", []byte(src))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if wf, _ := d.skeleton(); wf.Steps[1].OnUnknown != onceflow.ReviewUnknown {
+		t.Fatalf("on_unknown: needs_review gave %v", wf.Steps[1].OnUnknown)
 	}
 }
