@@ -12,6 +12,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 )
@@ -28,11 +29,17 @@ type Deps struct {
 	Email func(def *EmailDef) (onceflow.StepFunc, error)
 	// Transition builds a transition step; nil means transitions are not available.
 	Transition func(def *TransitionDef) (onceflow.StepFunc, error)
+	// SQL, NATS and AMQP build sql, nats and amqp steps; nil means the kind is not
+	// available.
+	SQL  func(def *SQLDef) (onceflow.StepFunc, error)
+	NATS func(def *NATSDef) (onceflow.StepFunc, error)
+	AMQP func(def *AMQPDef) (onceflow.StepFunc, error)
 	// Redact lists paths of personal data masked in every workflow (onceflow.Redaction's
 	// Fields); http steps mask them, and the workflow's own, in response excerpts.
 	Redact []string
 
-	fields []string // Redact and the workflow's own, set by forWorkflow
+	fields  []string // Redact and the workflow's own, set by forWorkflow
+	closers *closers // connections made by the step kinds, closed by Close
 }
 
 // placeholder stands in for step functions while a definition is only checked.
@@ -100,6 +107,8 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 			return nil, errors.New("transition steps are not available with this store")
 		}
 		return deps.Transition(s.Transition)
+	case KindSQL, KindNATS, KindAMQP:
+		return deps.brokerStepFunc(s)
 	case KindGo:
 		fn, ok := deps.Funcs[s.Func]
 		if !ok {
@@ -138,6 +147,10 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 		case "":
 			// A destination that cannot deduplicate, and cannot be asked, must not get a
 			// second request on a guess.
+			if s.Kind == KindAMQP {
+				// Consumers of amqp steps deduplicate by message_id (see amqpstep).
+				st.OnUnknown = amqpstep.DefaultOnUnknown
+			}
 			if s.Kind == KindEmail || (s.HTTP != nil && s.HTTP.Idempotent != nil && !*s.HTTP.Idempotent && s.HTTP.Verify == nil) {
 				st.OnUnknown = onceflow.ReviewUnknown
 			}

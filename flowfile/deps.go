@@ -57,5 +57,6 @@ func StandardDeps(o Options) (Deps, error) {
 			return st.Do, nil
 		}
 	}
+	brokerDeps(&deps, o.Env)
 	return deps, nil
 }

@@ -22,9 +22,10 @@
 //	    email: {to: "{input.email}", subject: "Welcome", body: "Hello {input.name}"}
 //
 // Build turns checked definitions into onceflow.Workflow values whose steps are backed by
-// the http, email, transition and go step kinds; StandardDeps wires those kinds as the
-// onceflow command does, and a program that embeds onceflow passes its own Go functions by
-// name for steps of kind go.
+// the http, email, transition, sql, nats, amqp and go step kinds; StandardDeps wires those
+// kinds as the onceflow command does, and a program that embeds onceflow passes its own Go
+// functions by name for steps of kind go. A definition's queue block (QueueDef) names the
+// broker queue whose messages start its runs; onceflow serve consumes it.
 package flowfile
 
 import (
@@ -122,6 +123,9 @@ type Definition struct {
 	Secrets []string `yaml:"secrets"`
 	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
 	Notify *NotifyDef `yaml:"notify"`
+	// Queue starts runs from the messages of a NATS JetStream or RabbitMQ queue (see
+	// QueueDef).
+	Queue *QueueDef `yaml:"queue"`
 
 	file string
 	ast  *ast.File
@@ -174,6 +178,9 @@ type StepDef struct {
 	Email      *EmailDef      `yaml:"email"`
 	Transition *TransitionDef `yaml:"transition"`
 	Func       string         `yaml:"func"`
+	SQL        *SQLDef        `yaml:"sql"`
+	NATS       *NATSDef       `yaml:"nats"`
+	AMQP       *AMQPDef       `yaml:"amqp"`
 
 	// Notify overrides the workflow's notify block for this step.
 	Notify *NotifyDef `yaml:"notify"`
@@ -246,6 +253,9 @@ const (
 	KindEmail      = "email"
 	KindTransition = "transition"
 	KindGo         = "go"
+	KindSQL        = "sql"
+	KindNATS       = "nats"
+	KindAMQP       = "amqp"
 )
 
 // LoadDir reads every *.yaml and *.yml file of dir, in name order.
@@ -393,6 +403,9 @@ func (d *Definition) check() Problems {
 	if d.Webhook != nil {
 		ps = append(ps, d.checkWebhook()...)
 	}
+	if d.Queue != nil {
+		ps = append(ps, d.checkQueue()...)
+	}
 	for i, s := range d.Steps {
 		ps = append(ps, d.checkStep(i, s)...)
 	}
@@ -512,9 +525,10 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 		return fmt.Sprintf("$.steps[%d].%s", i, field)
 	}
 	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
-	blocks := map[string]bool{KindHTTP: s.HTTP != nil, KindEmail: s.Email != nil, KindTransition: s.Transition != nil, KindGo: s.Func != ""}
+	blocks := map[string]bool{KindHTTP: s.HTTP != nil, KindEmail: s.Email != nil, KindTransition: s.Transition != nil, KindGo: s.Func != "",
+		KindSQL: s.SQL != nil, KindNATS: s.NATS != nil, KindAMQP: s.AMQP != nil}
 	switch s.Kind {
-	case KindHTTP, KindEmail, KindTransition, KindGo:
+	case KindHTTP, KindEmail, KindTransition, KindGo, KindSQL, KindNATS, KindAMQP:
 		for k, present := range blocks {
 			if present && k != s.Kind {
 				field := k
@@ -532,10 +546,11 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 			add(at("kind"), "step %q of kind %s needs its %s settings", s.ID, s.Kind, field)
 		}
 	case "":
-		add(at(""), "step %q: kind is required (http, email, transition or go)", s.ID)
+		add(at(""), "step %q: kind is required (http, email, transition, sql, nats, amqp or go)", s.ID)
 	default:
-		add(at("kind"), "step %q: kind %q is not http, email, transition or go", s.ID, s.Kind)
+		add(at("kind"), "step %q: kind %q is not http, email, transition, sql, nats, amqp or go", s.ID, s.Kind)
 	}
+	ps = append(ps, d.checkBrokerStep(i, s)...)
 	switch s.OnExhausted {
 	case "", "needs_review", "fail":
 	default:

@@ -86,6 +86,7 @@ type Metrics struct {
 	statsErrs  prometheus.Counter
 	batchSize  *prometheus.HistogramVec
 	commitDur  *prometheus.HistogramVec
+	queue      queueSeries
 
 	runs, steps, review, due *prometheus.Desc
 
@@ -123,7 +124,8 @@ func New(cfg Config) *Metrics {
 		cfg.Now = time.Now
 	}
 	return &Metrics{
-		cfg: cfg,
+		cfg:   cfg,
+		queue: newQueueSeries(),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onceflow_step_attempts_total",
 			Help: "Attempts of steps, by outcome class (success, retryable, permanent, unknown)."}, []string{"workflow", "step", "outcome"}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onceflow_step_attempt_duration_seconds",
@@ -201,7 +203,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.attempts, m.durations, m.claimLag, m.reuses, m.starts, m.deliveries, m.aborted, m.reaped, m.statsErrs, m.batchSize, m.commitDur}
+	return append([]prometheus.Collector{m.attempts, m.durations, m.claimLag, m.reuses, m.starts, m.deliveries, m.aborted, m.reaped, m.statsErrs, m.batchSize, m.commitDur},
+		m.queue.collectors()...)
 }
 
 // Collect implements prometheus.Collector: the counters and histograms, and the gauges

@@ -1,6 +1,7 @@
 package onceflowhttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,10 @@ type Options struct {
 	MetricsHandler http.Handler
 	// Metrics, when set, counts webhook deliveries (package metrics implements it).
 	Metrics Metrics
+	// Ready, when set, is asked by /readyz after the database: an error (such as a queue
+	// consumer that cannot reach its broker) makes it answer 503 with the error's text, so
+	// the text must carry no credentials. Default: the database alone decides.
+	Ready func(ctx context.Context) error
 }
 
 // NewHandler returns the JSON API and the webhook endpoints of client as an http.Handler.
@@ -82,6 +87,6 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	return newServer(config{
 		Client: client, Store: client.Store(), Definitions: opts.Workflows, Tokens: opts.Tokens, Env: opts.Env,
 		MaxBody: opts.MaxBody, MaxDepth: opts.MaxDepth, Logger: opts.Logger, Now: opts.Now, Redact: redact.ClientPolicy(client),
-		MetricsHandler: opts.MetricsHandler, Metrics: opts.Metrics,
+		MetricsHandler: opts.MetricsHandler, Metrics: opts.Metrics, Ready: opts.Ready,
 	}), nil
 }

@@ -101,6 +101,10 @@ type config struct {
 	MetricsHandler http.Handler
 	// Metrics, when set, counts webhook deliveries.
 	Metrics Metrics
+	// Ready, when set, is asked by /readyz after the database: an error (such as a queue
+	// consumer that cannot reach its broker) makes the answer 503 with the error's text,
+	// which must carry no secret, as the problem's detail.
+	Ready func(ctx context.Context) error
 }
 
 // Metrics receives what the server measures. Its labels are workflow names and outcomes
@@ -262,6 +266,12 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.cfg.Store.RunList(ctx, store.RunListParams{Limit: 1}); err != nil {
 		s.log.Warn("readiness check failed", "error", err)
 		return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready", "the database cannot be reached")
+	}
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(ctx); err != nil {
+			s.log.Warn("readiness check failed", "error", err)
+			return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready", err.Error())
+		}
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

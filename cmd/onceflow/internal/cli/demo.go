@@ -22,6 +22,9 @@ type demoFlags struct {
 	orders  int
 	workers int
 	seed    uint64
+	// queues plays the queue scenario; queuesWorker is its worker process.
+	queues       bool
+	queuesWorker bool
 }
 
 func newDemoCommand(g *globals) *cobra.Command {
@@ -60,10 +63,16 @@ file given with --db, which must not exist yet.`,
 	fl.IntVar(&f.orders, "orders", 20, "how many paid orders the payment provider reports")
 	fl.IntVar(&f.workers, "workers", 8, "how many steps execute at once")
 	fl.Uint64Var(&f.seed, "seed", 1, "chooses which requests fail; the same seed injects the same faults")
+	fl.BoolVar(&f.queues, "queues", false, "play the queue scenario of examples/order-events.yaml instead (needs ONCEFLOW_NATS_URL and SHOP_DB, a PostgreSQL URL)")
+	fl.BoolVar(&f.queuesWorker, "queues-worker", false, "the worker process of the queue scenario (started by --queues)")
+	_ = fl.MarkHidden("queues-worker")
 	return cmd
 }
 
 func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
+	if f.queues || f.queuesWorker {
+		return runQueuesDemo(cmd, g, f)
+	}
 	if f.forms < 1 || f.forms > 10000 {
 		return usagef("--forms must be between 1 and 10000, got %d", f.forms)
 	}

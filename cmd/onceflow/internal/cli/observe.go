@@ -102,6 +102,9 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 // handler masks what the app's client masks.
 func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
 	opts := onceflowhttp.Options{Workflows: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, MaxDepth: a.maxDepth}
+	if len(a.triggers) > 0 {
+		opts.Ready = a.queuesReady
+	}
 	if a.metrics != nil {
 		opts.Metrics = a.metrics
 		if a.metricsOnAPI {

@@ -90,11 +90,18 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
-	// maxDepth caps the nesting of request bodies (onceflowhttp.Config.MaxDepth).
+	// maxDepth caps the nesting of request bodies (onceflowhttp.Options.MaxDepth).
 	maxDepth int
 	// ui, when set, is the web console served at /ui/ beside the API.
 	ui http.Handler
+	// triggers are the queue consumers serve runs.
+	triggers []queueTrigger
+	// deps holds the connections of sql, nats and amqp steps; close closes them.
+	deps flowfile.Deps
 }
+
+// close releases the connections the app's steps opened.
+func (a *app) close() { a.deps.Close() }
 
 // appConfig says how to assemble an app.
 type appConfig struct {
@@ -180,7 +187,11 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	return &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}, nil
+	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps}
+	if err := a.registerRejects(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
@@ -192,6 +203,10 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	hs := onceflowhttp.HTTPServer(a.withConsole(h))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
+	consumers := make(chan error, len(a.triggers))
+	for _, t := range a.triggers {
+		go func() { consumers <- t.Run(ctx) }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -202,6 +217,9 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = hs.Shutdown(shutdown)
+	for range a.triggers {
+		err = errors.Join(err, <-consumers)
+	}
 	return errors.Join(err, <-engine)
 }
 
@@ -225,6 +243,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	defer a.close()
 	log = a.log
 	a.maxDepth = f.maxDepth
 	// A webhook without a usable secret would answer every delivery 500: refuse to start,
@@ -246,6 +265,9 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	defer stopUI()
+	if a.triggers, err = a.newTriggers(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err

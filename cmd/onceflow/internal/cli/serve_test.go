@@ -74,6 +74,8 @@ func TestServeExamples(t *testing.T) {
 		"CRM_URL": svc.URL, "CRM_TOKEN": "crm-token", "WHATSAPP_URL": svc.URL, "WHATSAPP_TOKEN": "wa-token",
 		"STOCK_URL": svc.URL, "INVOICING_URL": svc.URL, "INVOICING_TOKEN": "inv-token",
 		"PAYMENTS_WEBHOOK_SECRET": secret, "ONCEFLOW_SMTP_ADDR": smtp.Addr, "ONCEFLOW_SMTP_TLS": "none",
+		// order-events.yaml: connections are made on first use, which this test never makes.
+		"SHOP_DB": "postgres://shop@127.0.0.1:1/shop", "ONCEFLOW_NATS_URL": "nats://127.0.0.1:1",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)

@@ -40,6 +40,7 @@ Prometheus metrics at /metrics on that address.`,
 			if err != nil {
 				return err
 			}
+			defer a.close()
 			log = a.log
 			if m != nil {
 				stop, err := serveMetrics(ctx, f.metricsAddr, m, log)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("ONCEFLOW_TEST_CHILD") == "queues-worker" {
+		os.Exit(queuesWorker())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+const queueYAML = `name: orders
+entity: "order:{input.order_id}"
+input: {required: [order_id]}
+queue:
+  amqp: {queue: QUEUE}
+steps:
+  - id: note
+    kind: go
+    func: noop
+    effect_key: "note:{input.order_id}"
+`
+
+// queueApp serves a workflow fed by queue q with ONCEFLOW_AMQP_URL=url, until the test
+// ends; it returns the API's base URL and the store.
+func queueApp(t *testing.T, url, q string) (string, store.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(strings.Replace(queueYAML, "QUEUE", q, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(metrics.Config{Store: st})
+	env := func(k string) (string, bool) {
+		if k == "ONCEFLOW_AMQP_URL" && url != "" {
+			return url, true
+		}
+		return "", false
+	}
+	a, err := newApp(appConfig{store: st, workflows: dir, workers: 2, env: env, metrics: m,
+		funcs: map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return map[string]any{}, nil }},
+		tune:  func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.metricsOnAPI = true
+	if a.triggers, err = a.newTriggers(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.run(ctx, ln, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		st.Close()
+	})
+	return "http://" + ln.Addr().String(), st
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling an observable condition until the deadline
+	}
+}
+
+// A broker that cannot be reached at start is a clear /readyz answer and is retried.
+func TestServeQueueBrokerUnreachable(t *testing.T) {
+	base, _ := queueApp(t, "amqp://guest:guest@127.0.0.1:1/", "orders")
+	var body string
+	eventually(t, "/readyz says the broker cannot be reached", func() bool {
+		var code int
+		code, body = get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "amqp:orders: cannot reach the AMQP broker")
+	})
+	if strings.Contains(body, "guest:guest") {
+		t.Fatalf("/readyz shows the URL's credentials: %s", body)
+	}
+	eventually(t, "the metrics show the consumer down", func() bool {
+		_, m := get(t, base+"/metrics")
+		return strings.Contains(m, `onceflow_queue_connected{broker="amqp",workflow="orders"} 0`)
+	})
+}
+
+func TestServeQueueNeedsItsURL(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(strings.Replace(queueYAML, "QUEUE", "orders", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, err := newApp(appConfig{store: st, workflows: dir, env: func(string) (string, bool) { return "", false },
+		funcs: map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.newTriggers(); err == nil || !strings.Contains(err.Error(), "workflow orders consumes a queue: set ONCEFLOW_AMQP_URL") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// serve consumes the queue: a message delivered twice is one run, a bad one waits in
+// review, /readyz is ready and the metrics count what happened.
+func TestServeQueue(t *testing.T) {
+	url := testsvc.AMQP(t)
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := fmt.Sprintf("onceflow-cli-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ch.QueueDelete(q, false, false, false) //nolint:errcheck
+	base, st := queueApp(t, url, q)
+	for _, m := range []amqp.Publishing{
+		{MessageId: "evt-1", Body: []byte(`{"order_id": 1}`)},
+		{MessageId: "evt-1", Body: []byte(`{"order_id": 1}`)},
+		{MessageId: "evt-2", Body: []byte(`not json`)},
+	} {
+		if err := ch.PublishWithContext(context.Background(), "", q, false, false, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	eventually(t, "one run and one review item", func() bool {
+		runs, err := st.RunList(ctx, store.RunListParams{Workflow: "orders"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, err := st.ReviewList(ctx, store.ReviewListParams{Workflow: "orders.rejected"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(runs) == 1 && len(items) == 1 && items[0].Reason == "input_not_json"
+	})
+	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz %d %s", code, body)
+	}
+	eventually(t, "the metrics count the messages", func() bool {
+		_, m := get(t, base+"/metrics")
+		return strings.Contains(m, `onceflow_queue_connected{broker="amqp",workflow="orders"} 1`) &&
+			strings.Contains(m, `onceflow_queue_messages_total{outcome="duplicate",workflow="orders"} 1`) &&
+			strings.Contains(m, `onceflow_queue_messages_total{outcome="rejected",workflow="orders"} 1`)
+	})
+}

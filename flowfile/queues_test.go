@@ -1,0 +1,113 @@
+package flowfile
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/onceflow/onceflow"
+)
+
+const orderEventsYAML = `name: order-events
+entity: "order:{input.order_id}"
+queue:
+  amqp: {queue: order-events, prefetch: 20}
+  run_key: "{headers.X-Event-Id}"
+steps:
+  - id: mark_paid
+    kind: sql
+    effect_key: "order-paid:{input.order_id}"
+    sql:
+      database: SHOP_DB
+      on_mismatch: needs_review
+      statements:
+        - query: "UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'pending'"
+          args: ["{input.order_id}"]
+          expect_rows: 1
+  - id: warehouse
+    kind: amqp
+    needs: [mark_paid]
+    effect_key: "warehouse:{input.order_id}"
+    amqp: {exchange: warehouse, routing_key: pick, body: {order: "{input.order_id}"}}
+  - id: notify
+    kind: nats
+    needs: [mark_paid]
+    effect_key: "notify:{input.order_id}"
+    nats: {subject: "orders.paid.{input.order_id}", body: "{input.order_id}"}
+`
+
+func TestQueueAndBrokerStepsParse(t *testing.T) {
+	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if d.Queue.AMQP.Queue != "order-events" || d.Steps[0].SQL.Statements[0].ExpectRows == nil || d.Steps[1].AMQP.Exchange != "warehouse" {
+		t.Fatalf("%+v", d.Queue)
+	}
+}
+
+func TestBrokerStepProblems(t *testing.T) {
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"splice", `"UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'pending'"`,
+			`"UPDATE orders SET note = '{input.note}' WHERE id = $1"`,
+			"order-events.yaml:14:18: step \"mark_paid\": query contains the template field {input.note}: values are never spliced into SQL text"},
+		{"dsn in file", "database: SHOP_DB", "database: postgres://shop@db/shop", "order-events.yaml:11:17: step \"mark_paid\": database must name the environment variable"},
+		{"mismatch", "on_mismatch: needs_review", "on_mismatch: ignore", `on_mismatch "ignore" is not skip or needs_review`},
+		{"no queue", "amqp: {queue: order-events, prefetch: 20}", "amqp: {prefetch: 20}", "order-events.yaml:4:9: amqp.queue is required"},
+		{"run key", `run_key: "{headers.X-Event-Id}"`, `run_key: "{steps.a.output.id}"`, "a queue's run_key reads {headers.NAME}"},
+		{"both", "amqp: {queue: order-events, prefetch: 20}", "amqp: {queue: q}\n  nats: {stream: S}", "queue takes one of nats and amqp"},
+		{"env in message", `body: "{input.order_id}"`, `body: "{env.SECRET}"`, "messages may not read the environment"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(orderEventsYAML, tc.old, tc.new, 1)
+			if src == orderEventsYAML {
+				t.Fatal("the test's replacement did not apply")
+			}
+			_, ps := Parse("order-events.yaml", []byte(src))
+			if !strings.Contains(ps.Error(), tc.want) {
+				t.Fatalf("problems:\n%v\nwant %q", ps, tc.want)
+			}
+		})
+	}
+}
+
+func TestSQLStepNeedsItsDSNVariable(t *testing.T) {
+	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	deps, err := StandardDeps(Options{Env: func(k string) (string, bool) {
+		if k == "ONCEFLOW_AMQP_URL" || k == "ONCEFLOW_NATS_URL" {
+			return "amqp://127.0.0.1:1/", true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build([]*Definition{d}, deps)
+	if err == nil || !strings.Contains(err.Error(), "order-events.yaml:7:7: step \"mark_paid\": database: environment variable SHOP_DB is not set") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestAMQPStepRetriesUnknownOutcomesByDefault(t *testing.T) {
+	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	wf, err := d.skeleton()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf.Steps[1].ID != "warehouse" || wf.Steps[1].OnUnknown != onceflow.RetrySameKey {
+		t.Fatalf("amqp step on_unknown %v", wf.Steps[1].OnUnknown)
+	}
+	src := strings.Replace(orderEventsYAML, "    amqp: {exchange: warehouse", "    on_unknown: needs_review\n    amqp: {exchange: warehouse", 1)
+	d, ps = Parse("order-events.yaml", []byte(src))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if wf, _ := d.skeleton(); wf.Steps[1].OnUnknown != onceflow.ReviewUnknown {
+		t.Fatalf("on_unknown: needs_review gave %v", wf.Steps[1].OnUnknown)
+	}
+}

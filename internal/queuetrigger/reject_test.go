@@ -1,0 +1,142 @@
+package queuetrigger_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/postgres"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+// backends opens a fresh store of each kind: a SQLite file, and a PostgreSQL schema of
+// its own (dropped when the test ends).
+func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"sqlite": func(t *testing.T) store.Store {
+			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+		"postgres": func(t *testing.T) store.Store {
+			url := testsvc.Postgres(t)
+			schema := "onceflow_qt_" + suffix()
+			st, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				st.Close()
+				if c, err := pgx.Connect(context.Background(), url); err == nil {
+					_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+					c.Close(context.Background())
+				}
+			})
+			return st
+		},
+	}
+}
+
+// A message that cannot start a run is kept durably, with the raw message and the
+// reason, as one review item however often it is delivered — on both backends.
+func TestRejectedMessagesWaitInReview(t *testing.T) {
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st := open(t)
+			c, err := onceflow.New(onceflow.Config{Store: st})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow("orders")} {
+				if err := c.Register(w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key, _ := keytmpl.Parse("{headers.Event-Id}")
+			trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key},
+				queuetrigger.NATSConfig{Stream: "ORDERS"})
+			cases := []struct {
+				msg    queuetrigger.Message
+				reason string
+			}{
+				{queuetrigger.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte("order=1"), Identity: "seq:1"}, queuetrigger.ReasonInputNotJSON},
+				{queuetrigger.Message{Headers: map[string]string{"Event-Id": "e2"}, Payload: []byte(`{"total": 1}`), Identity: "seq:2"}, queuetrigger.ReasonInputInvalid},
+				{queuetrigger.Message{Headers: map[string]string{}, Payload: []byte(`{"order_id": 3}`), Identity: "seq:3"}, queuetrigger.ReasonRunKeyMissing},
+				{queuetrigger.Message{Headers: map[string]string{"Event-Id": "e4"}, Payload: []byte{0xff, 0xfe}, Identity: "seq:4"}, queuetrigger.ReasonInputNotJSON},
+			}
+			for range 2 { // the second time is a redelivery
+				for _, tc := range cases {
+					out, err := trig.Handle(ctx, tc.msg)
+					if err != nil || out != queuetrigger.Rejected {
+						t.Fatalf("%s: %s %v, want rejected", tc.msg.Payload, out, err)
+					}
+				}
+			}
+			// The same key with another payload is a conflict, not a second run.
+			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:5"}); err != nil || out != queuetrigger.Started {
+				t.Fatalf("%s %v", out, err)
+			}
+			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 6}`), Identity: "seq:6"}); err != nil || out != queuetrigger.Rejected {
+				t.Fatalf("%s %v", out, err)
+			}
+			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:7"}); err != nil || out != queuetrigger.Duplicate {
+				t.Fatalf("%s %v", out, err)
+			}
+			for {
+				n, err := c.Work(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+			}
+			items, err := st.ReviewList(ctx, store.ReviewListParams{Workflow: "orders.rejected"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(items) != 5 {
+				t.Fatalf("%d review items, want 5 (one per rejected message)", len(items))
+			}
+			got := map[string]string{}
+			for _, it := range items {
+				run, err := st.RunGetByID(ctx, it.RunID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[it.RunKey] = it.Reason
+				if !strings.Contains(string(run.Input), `"reason":"`+it.Reason+`"`) || !strings.Contains(it.LastError, "rejected message") {
+					t.Fatalf("item %s: input %s error %q", it.RunKey, run.Input, it.LastError)
+				}
+				if it.RunKey == "nats:ORDERS/onceflow-orders|seq:4" && !strings.Contains(string(run.Input), `"payload_base64":"//4="`) {
+					t.Fatalf("binary payload not kept: %s", run.Input)
+				}
+				if it.RunKey == "nats:ORDERS/onceflow-orders|seq:1" && !strings.Contains(string(run.Input), `"payload":"order=1"`) {
+					t.Fatalf("raw payload not kept: %s", run.Input)
+				}
+			}
+			want := map[string]string{
+				"nats:ORDERS/onceflow-orders|seq:1": queuetrigger.ReasonInputNotJSON, "nats:ORDERS/onceflow-orders|seq:2": queuetrigger.ReasonInputInvalid,
+				"nats:ORDERS/onceflow-orders|seq:3": queuetrigger.ReasonRunKeyMissing, "nats:ORDERS/onceflow-orders|seq:4": queuetrigger.ReasonInputNotJSON,
+				"nats:ORDERS/onceflow-orders|seq:6": queuetrigger.ReasonRunKeyConflict,
+			}
+			for k, r := range want {
+				if got[k] != r {
+					t.Errorf("item %s: reason %q, want %q (all: %v)", k, got[k], r, got)
+				}
+			}
+		})
+	}
+}

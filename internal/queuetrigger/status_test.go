@@ -1,0 +1,145 @@
+package queuetrigger_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/store/sqlite"
+)
+
+type upMetrics struct{ up chan bool }
+
+func (m upMetrics) QueueConnected(_, _ string, up bool) {
+	select {
+	case m.up <- up:
+	default:
+	}
+}
+func (upMetrics) QueueMessage(string, string) {}
+
+func client(t *testing.T) (*onceflow.Client, *sqlite.Store) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(ordersWorkflow()); err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
+// A consumer that cannot consume says why, keeps trying, and reports itself down.
+func TestConsumerReportsWhyItIsNotConsuming(t *testing.T) {
+	natsURL, amqpURL := testsvc.NATS(t), testsvc.AMQP(t)
+	c, st := client(t)
+	cases := []struct {
+		name string
+		run  func(cfg queuetrigger.Config) (func(context.Context) error, func() error)
+		want string
+	}{
+		{"nats unreachable", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
+			n := queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: "nats://127.0.0.1:1", Stream: "ORDERS"})
+			return n.Run, n.Err
+		}, "cannot reach the NATS server"},
+		{"nats unknown stream", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
+			n := queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: natsURL, Stream: "NO_SUCH_STREAM_" + strings.ToUpper(suffix())})
+			return n.Run, n.Err
+		}, "does not exist; create it or fix queue.nats.stream"},
+		{"amqp unreachable", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
+			a := queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:1/", Queue: "orders"})
+			return a.Run, a.Err
+		}, "cannot reach the AMQP broker"},
+		{"amqp unknown queue", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
+			a := queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: amqpURL, Queue: "no-such-queue-" + suffix()})
+			return a.Run, a.Err
+		}, "does not exist; declare it or fix queue.amqp.queue"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := upMetrics{up: make(chan bool, 8)}
+			run, status := tc.run(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, Metrics: m})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- run(ctx) }()
+			// Two reports of "down": it failed, and tried again.
+			for range 2 {
+				select {
+				case up := <-m.up:
+					if up {
+						t.Fatal("reported up")
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("no second attempt")
+				}
+			}
+			if err := status(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("status %v, want %q", err, tc.want)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// While more steps are due than MaxBacklog, the consumer pulls nothing; once workers
+// catch up it goes on.
+func TestBacklogPausesConsumption(t *testing.T) {
+	b := natsBroker(t)
+	c, st := client(t)
+	var msgs []message
+	for i := range 50 {
+		msgs = append(msgs, message{id: "m-" + strconv.Itoa(i), payload: `{"order_id": ` + strconv.Itoa(i) + `}`})
+	}
+	b.publish(t, msgs)
+	key, _ := keytmpl.Parse("{headers.Event-Id}")
+	n := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 5, RunKey: key},
+		queuetrigger.NATSConfig{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: 20})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	waitFor(t, "the consumer pauses", func() bool { return n.Paused() })
+	if orders, _, _ := counts(t, st); orders != 20 {
+		t.Fatalf("%d runs while paused, want the first batch of 20", orders)
+	}
+	if ok, desc := b.settled(t); ok || !strings.Contains(desc, "pending 30, ack pending 0") {
+		t.Fatalf("broker while paused: %s, want 30 messages left unpulled", desc)
+	}
+	// Workers catch up: consumption resumes.
+	waitFor(t, "all 50 runs", func() bool {
+		if _, err := c.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		orders, _, _ := counts(t, st)
+		return orders == 50
+	})
+	cancel()
+	<-done
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling an observable condition until the deadline
+	}
+}

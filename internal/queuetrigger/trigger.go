@@ -1,0 +1,344 @@
+// Package queuetrigger starts runs from the messages of a broker's queue: a NATS
+// JetStream durable pull consumer (NATS) or a RabbitMQ queue consumed with manual
+// acknowledgements and a prefetch limit (AMQP).
+//
+// # Acknowledged only once stored
+//
+// Each message becomes one Client.Start, through the engine's group-committed write path:
+// the messages of one fetch are started concurrently, so they share transactions. A message
+// is acknowledged only after Start returned, that is after the run is durably stored. A
+// process that dies in between leaves the message unacknowledged; the broker redelivers
+// it, Start finds the run by its key and the message is acknowledged without a second run.
+// The run key is the message id (Nats-Msg-Id, AMQP message_id) or the queue's run_key
+// template over {headers.NAME}, {message.id} and {input.…} (the JSON payload).
+//
+// # Rejected input
+//
+// A message that cannot start a run — not a JSON object, missing required fields, no key,
+// a key already used with another payload — is kept for a person, then acknowledged: it is
+// started as a run of the companion workflow NAME.rejected (RejectWorkflow), whose input
+// holds the raw message, its headers and the reason, and whose one step parks at once in
+// needs_review with the reason as its review reason. It is thus in the review queue with
+// everything needed to decide, is never redelivered in a loop and never dropped. Its run
+// key is the message's identity at the source, so a redelivery keeps one item.
+//
+// # Back-pressure and connections
+//
+// Before each fetch the trigger looks at the steps due and not yet claimed; while there
+// are more than MaxBacklog it pulls nothing. A connection that cannot be made or is lost is
+// tried again with exponential backoff; Status says whether the consumer is connected and
+// why not, for /readyz and the metrics.
+package queuetrigger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/store"
+)
+
+// Review reasons of rejected messages.
+const (
+	// ReasonInputNotJSON: the payload is not a JSON object.
+	ReasonInputNotJSON = "input_not_json"
+	// ReasonInputInvalid: the payload lacks what the workflow requires.
+	ReasonInputInvalid = "input_invalid"
+	// ReasonRunKeyMissing: no run key could be derived, or it breaks the key rules.
+	ReasonRunKeyMissing = "run_key_missing"
+	// ReasonRunKeyConflict: the run key is already used with another payload.
+	ReasonRunKeyConflict = "run_key_conflict"
+)
+
+// Message is one delivery, whatever the broker.
+type Message struct {
+	// ID is the broker's message id ("" when the publisher set none).
+	ID      string
+	Headers map[string]string
+	Payload []byte
+	// Identity identifies the message at its source when it has no ID (the stream
+	// sequence; a digest of the message).
+	Identity string
+}
+
+// Metrics receives what a trigger measures; labels are workflow names and outcomes only.
+type Metrics interface {
+	// QueueConnected says whether the workflow's consumer is connected.
+	QueueConnected(workflow, broker string, up bool)
+	// QueueMessage counts a handled message: outcome is started, duplicate or rejected.
+	QueueMessage(workflow, outcome string)
+}
+
+// Config configures a Trigger.
+type Config struct {
+	// Workflow is the workflow the messages start.
+	Workflow string
+	// Source names the queue, e.g. "nats:ORDERS/onceflow-orders" or "amqp:orders".
+	Source string
+	// RunKey derives the run key; nil means the message id.
+	RunKey *keytmpl.Template
+	Client *onceflow.Client
+	// Stats counts the backlog of due steps.
+	Stats store.StatsStore
+	// MaxBacklog pauses pulling while more steps than this are due (default 10000).
+	MaxBacklog int
+	Logger     *slog.Logger
+	Metrics    Metrics
+	// Clock is the engine's clock (default time.Now).
+	Clock func() time.Time
+}
+
+// Trigger turns messages into runs.
+type Trigger struct {
+	cfg    Config
+	broker string
+	status Status
+
+	paused    atomic.Bool
+	backlogMu sync.Mutex
+	backlogAt time.Time
+	backlogN  int64
+}
+
+func newTrigger(cfg Config, broker string) *Trigger {
+	if cfg.MaxBacklog <= 0 {
+		cfg.MaxBacklog = 10000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	t := &Trigger{cfg: cfg, broker: broker}
+	t.status.err = fmt.Errorf("%s: not connected yet", cfg.Source)
+	return t
+}
+
+// Status is whether a consumer is connected.
+type Status struct {
+	mu  sync.Mutex
+	err error
+}
+
+// Err is nil while the consumer is connected and consuming, else why not.
+func (t *Trigger) Err() error {
+	t.status.mu.Lock()
+	defer t.status.mu.Unlock()
+	return t.status.err
+}
+
+func (t *Trigger) setStatus(err error) {
+	t.status.mu.Lock()
+	changed := (t.status.err == nil) != (err == nil)
+	t.status.err = err
+	t.status.mu.Unlock()
+	if t.cfg.Metrics != nil {
+		t.cfg.Metrics.QueueConnected(t.cfg.Workflow, t.broker, err == nil)
+	}
+	if changed && err == nil {
+		t.cfg.Logger.Info("queue consumer connected", "workflow", t.cfg.Workflow, "source", t.cfg.Source)
+	}
+}
+
+// Workflow names the workflow the trigger starts.
+func (t *Trigger) Workflow() string { return t.cfg.Workflow }
+
+// Outcomes of Handle.
+const (
+	Started   = "started"
+	Duplicate = "duplicate"
+	Rejected  = "rejected"
+)
+
+// Handle starts the message's run, or keeps it as rejected input, and returns once that
+// is durably stored: the message may then be acknowledged. An error means nothing
+// durable happened (the store is unreachable): the message must not be acknowledged.
+func (t *Trigger) Handle(ctx context.Context, m Message) (string, error) {
+	out, err := t.handle(ctx, m)
+	if err == nil && t.cfg.Metrics != nil {
+		t.cfg.Metrics.QueueMessage(t.cfg.Workflow, out)
+	}
+	return out, err
+}
+
+func (t *Trigger) handle(ctx context.Context, m Message) (string, error) {
+	tree, err := keytmpl.Decode(m.Payload)
+	if _, isObject := tree.(map[string]any); err != nil || !isObject {
+		return t.reject(ctx, m, ReasonInputNotJSON, "the message is not a JSON object")
+	}
+	key := m.ID
+	if t.cfg.RunKey != nil {
+		headers := map[string]any{}
+		for k, v := range m.Headers {
+			headers[k] = v
+		}
+		data := map[string]any{"input": tree, "headers": headers, "message": map[string]any{"id": m.ID}}
+		if key, err = t.cfg.RunKey.Render(data); err != nil {
+			return t.reject(ctx, m, ReasonRunKeyMissing, "run_key: "+err.Error())
+		}
+	} else if key == "" {
+		return t.reject(ctx, m, ReasonRunKeyMissing, "the message has no message id (Nats-Msg-Id or AMQP message_id) and the queue has no run_key template")
+	}
+	run, err := t.cfg.Client.Start(ctx, t.cfg.Workflow, key, json.RawMessage(m.Payload))
+	switch {
+	case err == nil:
+		if run.Duplicate {
+			return Duplicate, nil
+		}
+		return Started, nil
+	case errors.Is(err, onceflow.ErrInvalidInput):
+		return t.reject(ctx, m, ReasonInputInvalid, err.Error())
+	case errors.Is(err, onceflow.ErrInvalidKey):
+		return t.reject(ctx, m, ReasonRunKeyMissing, err.Error())
+	case errors.Is(err, onceflow.ErrRunConflict):
+		return t.reject(ctx, m, ReasonRunKeyConflict, err.Error())
+	}
+	return "", err
+}
+
+// RejectSuffix ends the name of the workflow that keeps a workflow's rejected messages.
+const RejectSuffix = ".rejected"
+
+// reject keeps m as a run of the companion workflow, which parks for review.
+func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (string, error) {
+	id := m.ID
+	if id == "" {
+		id = m.Identity
+	}
+	if id == "" {
+		sum := sha256.Sum256(append(append([]byte{}, m.Payload...), []byte(fmt.Sprint(m.Headers))...))
+		id = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	key := t.cfg.Source + "|" + id
+	if onceflow.ValidateKey("run key", key) != nil {
+		sum := sha256.Sum256([]byte(key))
+		key = t.cfg.Source + "|sha256:" + hex.EncodeToString(sum[:])
+		if onceflow.ValidateKey("run key", key) != nil {
+			key = "sha256:" + hex.EncodeToString(sum[:])
+		}
+	}
+	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": id, "reason": reason, "error": why, "headers": m.Headers}
+	if utf8.Valid(m.Payload) {
+		in["payload"] = string(m.Payload)
+	} else {
+		in["payload_base64"] = base64.StdEncoding.EncodeToString(m.Payload)
+	}
+	_, err := t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, key, in)
+	if err != nil && !errors.Is(err, onceflow.ErrRunConflict) {
+		return "", fmt.Errorf("keep rejected message: %w", err)
+	}
+	t.cfg.Logger.Warn("queue message rejected", "workflow", t.cfg.Workflow, "source", t.cfg.Source, "reason", reason)
+	return Rejected, nil
+}
+
+// RejectWorkflow is the companion workflow that keeps the rejected messages of workflow:
+// its one step, "input", parks in needs_review with the rejection's reason. Register it
+// wherever workflow's steps are executed.
+func RejectWorkflow(workflow string) onceflow.Workflow {
+	return onceflow.Workflow{Name: workflow + RejectSuffix, Steps: []onceflow.Step{{
+		ID: "input", EffectKey: "{workflow}:{run.key}", OnFailure: onceflow.Review,
+		Do: func(_ context.Context, sc *onceflow.StepContext) (any, error) {
+			var in struct{ Reason, Error string }
+			_ = json.Unmarshal(sc.Input, &in)
+			return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: in.Reason,
+				Err: fmt.Errorf("rejected message: %s; correct it at its source and publish it again, then abandon this item", in.Error)}
+		},
+	}}}
+}
+
+// Paused reports whether the trigger pulls nothing because the backlog of due steps is
+// above MaxBacklog.
+func (t *Trigger) Paused() bool { return t.paused.Load() }
+
+// waitBacklog returns once the due steps are at most MaxBacklog, or ctx ends.
+func (t *Trigger) waitBacklog(ctx context.Context) error {
+	defer t.paused.Store(false)
+	for {
+		n, err := t.backlog(ctx)
+		if err != nil || n <= int64(t.cfg.MaxBacklog) {
+			return ctx.Err()
+		}
+		if !t.paused.Swap(true) {
+			t.cfg.Logger.Info("queue consumption paused: too many steps due", "workflow", t.cfg.Workflow, "due", n, "max_backlog", t.cfg.MaxBacklog)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (t *Trigger) backlog(ctx context.Context) (int64, error) {
+	if t.cfg.Stats == nil {
+		return 0, nil
+	}
+	t.backlogMu.Lock()
+	defer t.backlogMu.Unlock()
+	if time.Since(t.backlogAt) < 200*time.Millisecond {
+		return t.backlogN, nil
+	}
+	st, err := t.cfg.Stats.StatsGet(ctx, store.StatsGetParams{Now: t.cfg.Clock()})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, d := range st.Due {
+		n += d.Count
+	}
+	t.backlogAt, t.backlogN = time.Now(), n
+	return n, nil
+}
+
+// AfterStored, when set, is called after a batch of messages was handled and before any
+// of them is acknowledged: a hook for tests that kill the process at that point.
+var AfterStored func(n int)
+
+// handleAll handles msgs concurrently (their starts share transactions) and returns, per
+// message, whether it may be acknowledged.
+func (t *Trigger) handleAll(ctx context.Context, msgs []Message) []error {
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = t.Handle(ctx, m)
+		}()
+	}
+	wg.Wait()
+	t.backlogMu.Lock()
+	t.backlogAt = time.Time{} // the batch added steps: count again
+	t.backlogMu.Unlock()
+	if AfterStored != nil {
+		AfterStored(len(msgs))
+	}
+	return errs
+}
+
+// backoff is the wait before the attempt-th reconnection.
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 8)
+	return min(d, 15*time.Second)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
