@@ -31,13 +31,14 @@ import (
 //	GET  /v1/keys/{key}                      the ledger row, uses and events of an effect key
 func (s *Server) reviewRoutes() {
 	admin := func(h handlerFunc) http.Handler { return s.auth(ScopeAdmin, s.handle(h)) }
-	s.mux.Handle("GET /v1/review", admin(s.reviewList))
-	s.mux.Handle("GET /v1/review/{run}/{step}", admin(s.reviewShow))
+	read := func(h handlerFunc) http.Handler { return s.auth(ScopeRead, s.handle(h)) }
+	s.mux.Handle("GET /v1/review", read(s.reviewList))
+	s.mux.Handle("GET /v1/review/{run}/{step}", read(s.reviewShow))
 	s.mux.Handle("POST /v1/review/{run}/{step}/{action}", admin(s.reviewAct))
 	s.mux.Handle("POST /v1/runs/{id}/replay", admin(s.runReplay))
 	s.mux.Handle("POST /v1/review/bulk/{action}", admin(s.reviewBulk))
-	s.mux.Handle("GET /v1/audit", admin(s.audit))
-	s.mux.Handle("GET /v1/keys/{key...}", admin(s.keyReport))
+	s.mux.Handle("GET /v1/audit", read(s.audit))
+	s.mux.Handle("GET /v1/keys/{key...}", read(s.keyReport))
 }
 
 // reviewItemView is a review item as the API shows it.

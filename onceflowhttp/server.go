@@ -24,10 +24,10 @@ type Scope string
 const (
 	// ScopeIngest starts runs.
 	ScopeIngest Scope = "ingest"
-	// ScopeAdmin reads everything and acts on runs; it includes ingest.
+	// ScopeAdmin reads everything and acts on runs; it includes ingest and read.
 	ScopeAdmin Scope = "admin"
-	// ScopeRead views runs, the review queue, the audit trail and effect keys in the web
-	// console, without acting on anything.
+	// ScopeRead views runs, the review queue, the audit trail and effect keys, through
+	// the API's GET routes and in the web console, without acting on anything.
 	ScopeRead Scope = "read"
 )
 
@@ -166,8 +166,8 @@ func newServer(cfg config) *Server {
 	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
 	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
-	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeAdmin, s.handle(s.getRun)))
-	s.mux.Handle("GET /v1/runs", s.auth(ScopeAdmin, s.handle(s.listRuns)))
+	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeRead, s.handle(s.getRun)))
+	s.mux.Handle("GET /v1/runs", s.auth(ScopeRead, s.handle(s.listRuns)))
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
 	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
 	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {

@@ -23,6 +23,7 @@ import (
 
 const (
 	ingestToken = "ingest-token-0123456789"
+	readToken   = "read-token-0123456789ab"
 	adminToken  = "admin-token-0123456789"
 )
 
@@ -105,7 +106,7 @@ func setupWith(t *testing.T, tune func(*Options), yamls ...string) *bundle {
 		}
 	}
 	opts := Options{Workflows: defs, MaxBody: 4096,
-		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}},
+		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}, {Name: "viewer", Secret: readToken, Scopes: []Scope{ScopeRead}}},
 		Env:    func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
 		Now:    func() time.Time { return b.now },
 	}
@@ -416,4 +417,21 @@ func TestParseTokens(t *testing.T) {
 			t.Errorf("ParseTokens(%q) = %v", bad, err)
 		}
 	}
+}
+
+// A read token sees runs, the review queue, the audit trail and effect keys, and acts on
+// nothing; an ingest token starts runs and sees none of them.
+func TestReadScope(t *testing.T) {
+	b := setup(t)
+	created := b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, map[string]string{"Idempotency-Key": "form-r1"}, `{"submission_id": 71}`)
+	wantStatus(t, created, http.StatusCreated, "")
+	for _, path := range []string{"/v1/runs", "/v1/runs/1", "/v1/review", "/v1/audit?run=1", "/v1/keys/website-lead.crm:form-r1"} {
+		if a := b.do("GET", path, readToken, nil, ""); a.status != http.StatusOK && a.status != http.StatusNotFound {
+			t.Errorf("read token, GET %s: %d %s", path, a.status, a.body)
+		}
+		wantStatus(t, b.do("GET", path, ingestToken, nil, ""), http.StatusForbidden, "forbidden")
+	}
+	wantStatus(t, b.do("POST", "/v1/workflows/website-lead/runs", readToken, map[string]string{"Idempotency-Key": "form-r2"}, `{"submission_id": 72}`), http.StatusForbidden, "forbidden")
+	wantStatus(t, b.do("POST", "/v1/review/1/crm/retry", readToken, nil, `{"note": "x"}`), http.StatusForbidden, "forbidden")
+	wantStatus(t, b.do("POST", "/v1/runs/1/replay?dry_run=true", readToken, nil, `{"note": "x", "merge_patch": {}}`), http.StatusForbidden, "forbidden")
 }
