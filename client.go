@@ -159,7 +159,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:       cfg,
 		store:     cfg.Store,
-		log:       slog.New(redact.Handler(cfg.Logger.Handler(), policy.Secrets())).With("worker", cfg.WorkerID),
+		log:       slog.New(durationHandler{next: redact.Handler(cfg.Logger.Handler(), policy.Secrets())}).With("worker", cfg.WorkerID),
 		redact:    policy,
 		metrics:   cfg.Metrics,
 		workflows: map[string]*workflowDef{},

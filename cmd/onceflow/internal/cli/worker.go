@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/metrics"
 )
 
@@ -62,5 +63,7 @@ func newLogger(g *globals, level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q is not debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: l})), nil
+	// Durations print as "1.2s", not as nanoseconds.
+	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: l,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return onceflow.DurationText(a) }})), nil
 }
