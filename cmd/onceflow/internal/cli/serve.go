@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
@@ -30,6 +31,13 @@ type serveFlags struct {
 	logLevel     string
 	metricsAddr  string
 	redact       []string
+	// lease and grace tune the engine (Config.LeaseFor, Config.ShutdownGrace).
+	lease, grace time.Duration
+}
+
+// tuneEngine applies the engine's duration flags to cfg.
+func (f *serveFlags) tuneEngine(cfg *onceflow.Config) {
+	cfg.LeaseFor, cfg.ShutdownGrace = f.lease, f.grace
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -65,6 +73,8 @@ func stepFlags(cmd *cobra.Command, f *serveFlags) {
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().Var(&duration.Flag{D: &f.lease, Positive: true}, "lease", "how long a claimed step stays this worker's without a heartbeat (default 30s)")
+	cmd.Flags().Var(&duration.Flag{D: &f.grace, Positive: true}, "shutdown-grace", "how long running steps may finish after SIGINT or SIGTERM (default 30s)")
 	observeFlags(cmd, f)
 }
 
@@ -192,7 +202,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	defer st.Close()
 	m := metrics.New(metrics.Config{Store: st, Logger: log})
 	a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-		redact: f.redact, secrets: processSecrets(loc, tokens), metrics: m})
+		redact: f.redact, secrets: processSecrets(loc, tokens), metrics: m, tune: f.tuneEngine})
 	if err != nil {
 		return err
 	}

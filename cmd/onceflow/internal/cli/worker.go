@@ -37,7 +37,7 @@ Prometheus metrics at /metrics on that address.`,
 				m = metrics.New(metrics.Config{Store: st, Logger: log})
 			}
 			a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-				redact: f.redact, secrets: processSecrets(loc, nil), metrics: m})
+				redact: f.redact, secrets: processSecrets(loc, nil), metrics: m, tune: f.tuneEngine})
 			if err != nil {
 				return err
 			}
