@@ -29,7 +29,9 @@ func TestKeysShowExitStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := st.StepClaim(ctx, store.StepClaimParams{Owner: "busy-worker", Now: now, LeaseFor: time.Hour, Limit: 1, Workflows: []string{"order-paid"},
-		Prepare: func(*store.ClaimCandidate) (store.EffectSpec, error) { return store.EffectSpec{Key: "notify:1002"}, nil }})
+		Prepare: func(*store.ClaimCandidate) (store.EffectSpec, error) {
+			return store.EffectSpec{Key: "notify:1002"}, nil
+		}})
 	if err != nil || len(res.Claimed) != 1 {
 		t.Fatalf("claim: %v %v", res, err)
 	}
