@@ -104,6 +104,10 @@ type Config struct {
 	MetricsHandler http.Handler
 	// Metrics, when set, counts webhook deliveries.
 	Metrics Metrics
+	// Reload, when set, serves POST /v1/admin/reload (scope admin): it reloads the
+	// workflow definitions and returns what changed, or the problems that kept the old
+	// definitions in place (see Reloader).
+	Reload Reloader
 }
 
 // Metrics receives what the server measures. Its labels are workflow names and outcomes
@@ -117,11 +121,13 @@ type Metrics interface {
 
 // Server serves the API and the webhooks.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	defs  map[string]*flowfile.Definition
-	hooks map[string]*flowfile.Definition
-	mux   *http.ServeMux
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+
+	defsMu sync.RWMutex // guards defs and hooks, which SetDefinitions replaces
+	defs   map[string]*flowfile.Definition
+	hooks  map[string]*flowfile.Definition
 
 	mu       sync.Mutex
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
@@ -142,18 +148,13 @@ func New(cfg Config) *Server {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
-	s := &Server{cfg: cfg, log: cfg.Logger, defs: map[string]*flowfile.Definition{}, hooks: map[string]*flowfile.Definition{},
-		mux: http.NewServeMux(), inFlight: map[string]bool{}}
-	for _, d := range cfg.Definitions {
-		s.defs[d.Name] = d
-		if d.Webhook != nil {
-			s.hooks[d.Webhook.Name] = d
-		}
-	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{}}
+	s.SetDefinitions(cfg.Definitions)
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
 	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeAdmin, s.handle(s.getRun)))
 	s.mux.Handle("GET /v1/runs", s.auth(ScopeAdmin, s.handle(s.listRuns)))
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
+	s.adminRoutes()  // reload (admin.go)
 	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
 	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

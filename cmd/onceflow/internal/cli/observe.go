@@ -98,14 +98,17 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 // handler returns the API and webhook endpoints of the app, with its redaction and
 // metrics, accepting tokens.
 func (a *app) handler(tokens []onceflowhttp.Token) http.Handler {
-	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact}
+	cfg := onceflowhttp.Config{Client: a.client, Store: a.store, Definitions: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, Redact: a.redact,
+		Reload: a.reloadWorkflows}
 	if a.metrics != nil {
 		cfg.Metrics = a.metrics
 		if a.metricsOnAPI {
 			cfg.MetricsHandler = a.metrics.Handler()
 		}
 	}
-	return onceflowhttp.New(cfg).Handler()
+	srv := onceflowhttp.New(cfg)
+	a.reload.setServer(srv)
+	return srv.Handler()
 }
 
 // serveMetrics serves m at /metrics on addr until stop is called.

@@ -90,6 +90,8 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
+	// reload reloads the workflow files (reload.go).
+	reload reloadState
 }
 
 // appConfig says how to assemble an app.
@@ -165,7 +167,9 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	return &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}, nil
+	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}
+	a.reload = newReloadState(c.workflows, deps, defs, notify)
+	return a, nil
 }
 
 // run serves the API on ln and executes steps until ctx ends, then shuts both down.
@@ -223,6 +227,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if len(tokens) == 0 {
 		log.Warn("no API tokens configured: the /v1 API answers 401 until ONCEFLOW_API_TOKENS is set; webhooks work")
 	}
+	a.reloadOnHangup(ctx)
 	log.Info("onceflow serving", "addr", "http://"+ln.Addr().String(), "db", loc.URL(), "workflows", a.client.Workflows())
 	return a.run(ctx, ln, tokens)
 }

@@ -49,6 +49,7 @@ Prometheus metrics at /metrics on that address.`,
 				}
 				defer stop()
 			}
+			a.reloadOnHangup(ctx)
 			log.Info("onceflow worker running", "worker", a.client.WorkerID(), "db", loc.URL(), "workflows", a.client.Workflows())
 			return a.client.Serve(ctx)
 		},
