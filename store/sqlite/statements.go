@@ -125,7 +125,7 @@ var stmtSQL = func() [numStmts]string {
 		stmtAttemptRecord: `UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, response_status = ?, response_excerpt = ?
 			WHERE step_id = ? AND number = ? AND worker = ?`,
 		stmtStepHeartbeat: `UPDATE steps SET lease_expires_at = ?, updated_at = ?
-			WHERE lease_owner = ? AND state = 'processing' AND id IN (SELECT value FROM json_each(?)) RETURNING id`,
+			WHERE lease_owner = ? AND state IN ('processing', 'cancelled') AND id IN (SELECT value FROM json_each(?)) RETURNING id`,
 		stmtReapCandidates: `SELECT ` + stepColumns + `, ` + runColumns + `
 			FROM steps s JOIN runs r ON r.id = s.run_id
 			WHERE s.state = 'processing' AND s.lease_expires_at < ? ORDER BY s.lease_expires_at LIMIT ?`,
