@@ -62,8 +62,8 @@ type recordEntry struct {
 	// cancelled is set for an entry whose step was cancelled, with its run, while the
 	// attempt ran (store.PlanCancelledRecord).
 	cancelled bool
-	st      *store.Step
-	run     *store.Run
+	st        *store.Step
+	run       *store.Run
 	// plan is what PlanRecord decided, for an entry that applied.
 	plan   store.RecordPlan
 	events []*store.Event
