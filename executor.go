@@ -148,7 +148,7 @@ func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, erro
 		Now:       now,
 		LeaseFor:  c.cfg.LeaseFor,
 		Limit:     limit,
-		Workflows: c.Workflows(),
+		Workflows: c.claimable(),
 		Prepare:   c.prepareMasked,
 		WaitFor:   c.cfg.EffectWait,
 	})
@@ -339,6 +339,7 @@ func encodeOutput(out any) (json.RawMessage, error) {
 func (c *Client) record(log interface {
 	Error(string, ...any)
 	Warn(string, ...any)
+	Info(string, ...any)
 }, p store.StepRecordParams) bool {
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
@@ -349,6 +350,8 @@ func (c *Client) record(log interface {
 		cancel()
 		if err == nil {
 			switch {
+			case errors.Is(entryErr, store.ErrStepCancelled):
+				log.Info("attempt recorded; its run was cancelled while it ran, so the step stays cancelled", "outcome", p.Outcome)
 			case errors.Is(entryErr, store.ErrLeaseLost):
 				log.Warn("result recorded after the lease was lost", "error", entryErr)
 			case entryErr != nil:
@@ -387,6 +390,9 @@ func (c *Client) heartbeat(ctx context.Context) {
 // is left due. It is for tests, scripts and one-shot processing; long-running processes
 // use Serve. Work must not run while Serve runs on the same client.
 func (c *Client) Work(ctx context.Context) (int, error) {
+	if err := c.refreshPauses(ctx); err != nil {
+		return 0, fmt.Errorf("onceflow: work: paused workflows: %w", err)
+	}
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {

@@ -127,6 +127,7 @@ Try it with no setup:  onceflow demo`,
 		newPurgeCommand(g),
 		newVersionCommand(g),
 	)
+	root.AddCommand(newPauseCommand(g), newResumeCommand(g), newPausedCommand(g))
 	return root
 }
 
