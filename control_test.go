@@ -112,7 +112,10 @@ func TestCancelRunWhileAStepRuns(t *testing.T) {
 func TestPauseWorkflowIsDurable(t *testing.T) {
 	b := setup(t)
 	var ran []string
-	do := func(_ context.Context, sc *onceflow.StepContext) (any, error) { ran = append(ran, sc.Workflow); return nil, nil }
+	do := func(_ context.Context, sc *onceflow.StepContext) (any, error) {
+		ran = append(ran, sc.Workflow)
+		return nil, nil
+	}
 	wfs := []onceflow.Workflow{
 		{Name: "leads", Steps: []onceflow.Step{{ID: "s", EffectKey: "lead:{input.id}", Do: do}}},
 		{Name: "orders", Steps: []onceflow.Step{{ID: "s", EffectKey: "order:{input.id}", Do: do}}},
