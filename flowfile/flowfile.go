@@ -127,6 +127,8 @@ type Definition struct {
 	Redact []string `yaml:"redact"`
 	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
 	Notify *NotifyDef `yaml:"notify"`
+	// Limits bound the requests sent to hosts (see LimitDef).
+	Limits []LimitDef `yaml:"limits"`
 
 	file string
 	ast  *ast.File
@@ -182,6 +184,8 @@ type StepDef struct {
 
 	// Notify overrides the workflow's notify block for this step.
 	Notify *NotifyDef `yaml:"notify"`
+	// Limits bound this http step's own requests (see LimitDef; no host).
+	Limits *LimitDef `yaml:"limits"`
 }
 
 // RetryDef is a retry policy.
@@ -400,6 +404,7 @@ func (d *Definition) check() Problems {
 		ps = append(ps, d.checkStep(i, s)...)
 	}
 	ps = append(ps, d.checkNotify()...)
+	ps = append(ps, d.checkLimits()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
 	wf, err := d.skeleton()
 	if err == nil {

@@ -83,10 +83,6 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 			}
 		}
 	}
-	wfs, err := flowfile.Build(defs, r.deps)
-	if err != nil {
-		ps = append(ps, asProblems(r.dir, err)...)
-	}
 	notify, err := flowfile.BuildNotify(defs, r.deps)
 	switch {
 	case err != nil:
@@ -96,6 +92,11 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	}
 	if len(ps) > 0 {
 		return onceflowhttp.ReloadResult{}, ps
+	}
+	// Last, as it declares the files' limits when they are all valid.
+	wfs, err := flowfile.Build(defs, r.deps)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
 	ch, err := a.client.ReplaceWorkflows(wfs)
 	if err != nil {
