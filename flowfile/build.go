@@ -13,8 +13,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/httpstep"
-	"github.com/onceflow/onceflow/internal/limit"
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/limit"
 )
 
 // Deps are what Build needs to back steps with real destinations.
