@@ -26,9 +26,12 @@ var _ limit.Gate = (*Store)(nil)
 
 // DestinationSlotTake implements limit.Gate.
 func (s *Store) DestinationSlotTake(ctx context.Context, key string, n int, owner string, hold time.Duration) (int, bool, error) {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO destination_slots (destination, slot) SELECT $1, g FROM generate_series(1, $2::int) g
-		ON CONFLICT DO NOTHING`, key, n); err != nil {
-		return 0, false, fmt.Errorf("postgres: destination slot: %w", err)
+	if ensured := fmt.Sprintf("slots %s %d", key, n); !s.known(ensured) {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO destination_slots (destination, slot) SELECT $1, g FROM generate_series(1, $2::int) g
+			ON CONFLICT DO NOTHING`, key, n); err != nil {
+			return 0, false, fmt.Errorf("postgres: destination slot: %w", err)
+		}
+		s.destinations.Store(ensured, true)
 	}
 	var slot int
 	err := s.pool.QueryRow(ctx, `UPDATE destination_slots d SET owner = $3, expires_at = now() + $4::bigint * interval '1 microsecond'
@@ -55,9 +58,12 @@ func (s *Store) DestinationSlotRelease(ctx context.Context, key string, slot int
 
 // DestinationTokenTake implements limit.Gate.
 func (s *Store) DestinationTokenTake(ctx context.Context, key string, perSecond float64, burst int) (time.Duration, error) {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO destination_buckets (destination, tokens, updated_at) VALUES ($1, $2, now())
-		ON CONFLICT DO NOTHING`, key, float64(burst)); err != nil {
-		return 0, fmt.Errorf("postgres: destination token: %w", err)
+	if ensured := "bucket " + key; !s.known(ensured) {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO destination_buckets (destination, tokens, updated_at) VALUES ($1, $2, now())
+			ON CONFLICT DO NOTHING`, key, float64(burst)); err != nil {
+			return 0, fmt.Errorf("postgres: destination token: %w", err)
+		}
+		s.destinations.Store(ensured, true)
 	}
 	// The bucket refills at perSecond up to burst; a token is taken when one is there and
 	// the destination is not held back. Otherwise: how long until both hold.
@@ -93,4 +99,10 @@ func (s *Store) DestinationSlow(ctx context.Context, key string, d time.Duration
 		return fmt.Errorf("postgres: destination slow: %w", err)
 	}
 	return nil
+}
+
+// known reports whether this Store already made sure of the rows named by what.
+func (s *Store) known(what string) bool {
+	_, ok := s.destinations.Load(what)
+	return ok
 }

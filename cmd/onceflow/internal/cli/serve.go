@@ -55,7 +55,11 @@ API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-sep
 scopes ingest and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
 ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
-opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).`,
+opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).
+
+On SIGHUP, and on POST /v1/admin/reload (scope admin), serve reads the workflow files again:
+if every file is valid the new definitions replace the running ones at once; otherwise the
+running ones stay and every problem is logged (and listed in the API's answer).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), g, f)

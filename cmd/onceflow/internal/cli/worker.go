@@ -19,7 +19,8 @@ receives SIGINT or SIGTERM, like serve but without the HTTP API. Run any number 
 on any number of machines, against one PostgreSQL database (--db postgres://…): each step is
 claimed by one worker at a time, a worker that dies has its steps taken over when its lease
 expires, and one worker at a time reaps expired leases. With --metrics-addr it serves
-Prometheus metrics at /metrics on that address.`,
+Prometheus metrics at /metrics on that address. On SIGHUP it reads the workflow files again,
+as serve does.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
