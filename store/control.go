@@ -11,6 +11,10 @@ import (
 const (
 	// ReasonRunCancelled is the reason of a step cancelled with its run.
 	ReasonRunCancelled = "run_cancelled"
+	// ReasonCancelledEffectMayExist is the reason of a step cancelled with its run whose
+	// effect may have happened (an unknown outcome, an attempt still running): its key
+	// stays held, and a replay does not run it again (ReplayResets).
+	ReasonCancelledEffectMayExist = "run_cancelled_effect_may_exist"
 
 	// EventRunCancelled is appended once per cancel, with the actor and note, and the
 	// steps cancelled and still running.
@@ -62,6 +66,24 @@ type RunCancelResult struct {
 func CancelKeepsKey(st *Step) bool {
 	return st.State == StateProcessing || st.LastOutcome == OutcomeUnknown || st.LastOutcome == OutcomeSuccess ||
 		st.Reason == ReasonOutcomeUnknown
+}
+
+// CancelReason is the reason RunCancel gives st.
+func CancelReason(st *Step) string {
+	if CancelKeepsKey(st) {
+		return ReasonCancelledEffectMayExist
+	}
+	return ReasonRunCancelled
+}
+
+// CancelledRecordReason is the reason a step cancelled while its attempt ran keeps once the
+// attempt is recorded: may-exist only when its outcome is unknown (a success completed the
+// key; a refusal released it).
+func CancelledRecordReason(p *StepRecordParams) string {
+	if p.Outcome == OutcomeUnknown {
+		return ReasonCancelledEffectMayExist
+	}
+	return ReasonRunCancelled
 }
 
 // Cancellable reports whether RunCancel changes st.

@@ -36,7 +36,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 		if err != nil {
 			return err
 		}
-		var ids []int64
+		var ids, mayExist []int64
 		var releaseKeys []string
 		var releaseIDs []int64
 		var cancelled, running []string
@@ -46,6 +46,10 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 			}
 			ids = append(ids, st.ID)
 			keep := store.CancelKeepsKey(st)
+			reason := store.CancelReason(st)
+			if reason == store.ReasonCancelledEffectMayExist {
+				mayExist = append(mayExist, st.ID)
+			}
 			if st.EffectKey != "" && !keep {
 				releaseKeys, releaseIDs = append(releaseKeys, st.EffectKey), append(releaseIDs, st.ID)
 			}
@@ -54,8 +58,8 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 				d["note"] = clean(p.Note)
 			}
 			prev := st.State
-			st.State, st.Reason = store.StateCancelled, store.ReasonRunCancelled
-			t.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, store.ReasonRunCancelled, d))
+			st.State, st.Reason = store.StateCancelled, reason
+			t.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, reason, d))
 			if prev == store.StateProcessing {
 				running = append(running, st.Name)
 				res.Running = append(res.Running, st)
@@ -69,8 +73,8 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 		}
 		// A running step keeps its lease owner and attempt, so that the attempt's result is
 		// recognised and recorded when it comes.
-		if _, err := t.Exec(ctx, `UPDATE steps SET state = 'cancelled', reason = $1, updated_at = $2 WHERE id = ANY($3)`,
-			store.ReasonRunCancelled, p.Now, ids); err != nil {
+		if _, err := t.Exec(ctx, `UPDATE steps SET state = 'cancelled', reason = CASE WHEN id = ANY($4) THEN $5 ELSE $1 END, updated_at = $2
+			WHERE id = ANY($3)`, store.ReasonRunCancelled, p.Now, ids, mayExist, store.ReasonCancelledEffectMayExist); err != nil {
 			return err
 		}
 		if len(releaseKeys) > 0 {

@@ -109,6 +109,11 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 				e.cancelled = true
 				results[e.i] = store.CancelledError(p)
 				e.events = append(e.events, ev)
+				// The step stays cancelled; it keeps what its attempt ended with, and its
+				// lease ends.
+				t.queue(`UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = $1, last_error = $2, reason = $7, updated_at = $3
+					WHERE id = $4 AND state = 'cancelled' AND lease_owner = $5 AND attempt = $6`,
+					string(p.Outcome), e.errText, p.Now, p.StepID, p.Owner, p.Attempt, store.CancelledRecordReason(p))
 				switch effect {
 				case store.EffectComplete:
 					fx.complete(e, p.SuccessOutput())

@@ -39,8 +39,9 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 			}
 			// A running step keeps its lease owner and attempt, so that the attempt's result
 			// is recognised and recorded when it comes.
+			reason := store.CancelReason(st)
 			r, err := tx.ExecContext(ctx, `UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ? WHERE id = ? AND state = ?`,
-				store.ReasonRunCancelled, now, st.ID, string(st.State))
+				reason, now, st.ID, string(st.State))
 			if err != nil {
 				return err
 			}
@@ -58,8 +59,8 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 				d["note"] = p.Note
 			}
 			prev := st.State
-			st.State, st.Reason = store.StateCancelled, store.ReasonRunCancelled
-			w.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, store.ReasonRunCancelled, d))
+			st.State, st.Reason = store.StateCancelled, reason
+			w.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, reason, d))
 			if prev == store.StateProcessing {
 				running = append(running, st.Name)
 				res.Running = append(res.Running, st)

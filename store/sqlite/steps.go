@@ -345,6 +345,12 @@ func recordLost(w *writeTx, p *store.StepRecordParams) (int, error) {
 	}
 	if effect, ev, ok := store.PlanCancelledRecord(p, rs.run, st, p.Error); ok {
 		w.event(ev)
+		// The step stays cancelled; it keeps what its attempt ended with, and its lease ends.
+		if _, err := w.tx.ExecContext(w.ctx, `UPDATE steps SET lease_owner = '', lease_expires_at = 0, last_outcome = ?, last_error = ?, reason = ?, updated_at = ?
+			WHERE id = ? AND state = 'cancelled' AND lease_owner = ? AND attempt = ?`,
+			string(p.Outcome), p.Error, store.CancelledRecordReason(p), ts(p.Now), st.ID, p.Owner, p.Attempt); err != nil {
+			return lostCancelled, err
+		}
 		switch effect {
 		case store.EffectComplete:
 			_, err = w.exec(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)

@@ -63,9 +63,10 @@ func testCancelRun(h *harness) {
 	wantEqual(h.t, "running", fmt.Sprint(names(got.Running)), "[a]")
 	wantEqual(h.t, "run state in the result", got.Run.State, store.StateCancelled)
 	h.wantRunState(run.ID, store.StateCancelled)
-	for _, n := range []string{"a", "b", "c", "d"} {
-		if s := h.step(run.ID, n); s.State != store.StateCancelled || s.Reason != store.ReasonRunCancelled {
-			h.t.Errorf("step %s: %s/%s, want cancelled/run_cancelled", n, s.State, s.Reason)
+	for n, reason := range map[string]string{"a": store.ReasonCancelledEffectMayExist, "b": store.ReasonRunCancelled,
+		"c": store.ReasonCancelledEffectMayExist, "d": store.ReasonRunCancelled} {
+		if s := h.step(run.ID, n); s.State != store.StateCancelled || s.Reason != reason {
+			h.t.Errorf("step %s: %s/%s, want cancelled/%s", n, s.State, s.Reason, reason)
 		}
 	}
 	wantEqual(h.t, "completed step e", h.step(run.ID, "e").State, store.StateCompleted)
@@ -79,7 +80,7 @@ func testCancelRun(h *harness) {
 	}
 	for _, n := range []string{"a", "b", "c", "d"} {
 		ev := h.only(h.stepEvents(h.step(run.ID, n)), store.EventStepCancelled)
-		if ev.Actor != "alice" || ev.Reason != store.ReasonRunCancelled || h.detailOf(ev)["note"] != "customer withdrew the order" {
+		if ev.Actor != "alice" || ev.Reason != h.step(run.ID, n).Reason || h.detailOf(ev)["note"] != "customer withdrew the order" {
 			h.t.Errorf("step.cancelled of %s: actor %q reason %q detail %s", n, ev.Actor, ev.Reason, ev.Detail)
 		}
 	}
@@ -94,6 +95,10 @@ func testCancelRun(h *harness) {
 	if err != nil || len(lost) != 0 {
 		h.t.Errorf("heartbeat of the running, cancelled step: lost %v, %v", lost, err)
 	}
+
+	// A replay waits for the running attempt.
+	_, err = h.s.RunReplay(h.ctx, store.RunReplayParams{RunID: run.ID, Actor: "alice", Now: at(3 * time.Second)})
+	h.wantErr("replay while a cancelled step's attempt runs", err, store.ErrReviewConflict)
 
 	// The running attempt ends: it is recorded, the step stays cancelled.
 	errs := h.record(succeed(claimed["a"], at(4*time.Second), `{"id":7}`))
@@ -120,6 +125,18 @@ func testCancelRun(h *harness) {
 		h.t.Errorf("the running attempt was not closed with its outcome: %+v", h.attempts(run.ID))
 	}
 	h.wantRunState(run.ID, store.StateCancelled)
+	if a := h.step(run.ID, "a"); a.LeaseOwner != "" || a.LastOutcome != store.OutcomeSuccess || a.Reason != store.ReasonRunCancelled {
+		h.t.Errorf("step a after its attempt: lease owner %q, last outcome %q, reason %q", a.LeaseOwner, a.LastOutcome, a.Reason)
+	}
+
+	// A replay runs again what cannot have happened (b, d), reuses a's completed key, and
+	// leaves c, whose outcome is unknown, cancelled with its key held.
+	rep, err := h.s.RunReplay(h.ctx, store.RunReplayParams{RunID: run.ID, Actor: "alice", Now: at(5 * time.Second)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	wantEqual(h.t, "replayed", fmt.Sprint(names(rep.Reset)), "[a b d]")
+	wantEqual(h.t, "c after the replay", h.step(run.ID, "c").State, store.StateCancelled)
 }
 
 func stepsOf(cs []*store.ClaimedStep) []*store.Step {
@@ -165,6 +182,12 @@ func testCancelledAttempt(h *harness) {
 		d := h.detailOf(h.only(h.stepEvents(h.step(tc.run.ID, "a")), store.EventCancelledAttemptRecorded))
 		wantEqual(h.t, "ledger", d["ledger"], any(tc.ledger))
 		wantEqual(h.t, "state", h.step(tc.run.ID, "a").State, store.StateCancelled)
+	}
+	// A replay resets the refused one, not the one whose effect may exist.
+	_, err := h.s.RunReplay(h.ctx, store.RunReplayParams{RunID: r2.ID, Actor: "alice", Now: at(3 * time.Second)})
+	h.wantErr("replay of a step cancelled after an unknown outcome", err, store.ErrNothingToReplay)
+	if _, err := h.s.RunReplay(h.ctx, store.RunReplayParams{RunID: r1.ID, Actor: "alice", Now: at(3 * time.Second)}); err != nil {
+		h.t.Errorf("replay of a step cancelled after a refusal: %v", err)
 	}
 	// A record from a worker that is not the one running it is still a lost lease.
 	h.wantLeaseLost(store.StepRecordParams{StepID: refused.Step.ID, Owner: "someone-else", Attempt: 1, Now: at(3 * time.Second),
