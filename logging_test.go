@@ -43,6 +43,11 @@ func TestLifecycleIsLoggedAtInfoAndWarn(t *testing.T) {
 		t.Fatalf("Reap = %d, %v", n, err)
 	}
 
+	// A person's decision is information.
+	if _, err := b.client.ReviewAbandon(b.ctx, onceflow.ReviewAction{RunID: 1, Step: "refused", Actor: "ops:ada", Note: "spam"}); err != nil {
+		t.Fatal(err)
+	}
+
 	found := map[string]map[string]any{}
 	for _, l := range records(t, &logs) {
 		msg, _ := l["msg"].(string)
@@ -53,6 +58,8 @@ func TestLifecycleIsLoggedAtInfoAndWarn(t *testing.T) {
 			found["unknown"] = l
 		case msg == "lease expired without a result; the step's outcome is unknown":
 			found["reaped"] = l
+		case msg == "review decision applied":
+			found["decision"] = l
 		}
 		for k, v := range l {
 			if _, isNumber := v.(float64); isNumber && (k == "duration" || k == "retry_in") {
@@ -68,6 +75,9 @@ func TestLifecycleIsLoggedAtInfoAndWarn(t *testing.T) {
 	}
 	if l := found["reaped"]; l == nil || l["level"] != "WARN" || l["effect_key"] != "refused:2" || l["lease_owner"] != "gone" {
 		t.Errorf("reaped line = %v\n%s", l, logs.String())
+	}
+	if l := found["decision"]; l == nil || l["level"] != "INFO" || l["action"] != "abandon" || l["actor"] != "ops:ada" || l["step_state"] != "failed" {
+		t.Errorf("review decision line = %v\n%s", l, logs.String())
 	}
 	if l := found["review"]; l != nil {
 		if _, err := time.ParseDuration(l["duration"].(string)); err != nil {
