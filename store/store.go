@@ -498,7 +498,9 @@ type Store interface {
 	StepRecord(ctx context.Context, p []StepRecordParams) ([]error, error)
 	// StepReapExpired turns processing steps whose lease expired before Now into the state
 	// Decide returns, closing their attempt with outcome unknown and keeping the key held.
-	// Event lease.expired. Returns how many steps it reaped.
+	// Event lease.expired. A step cancelled while its attempt ran whose lease expired keeps
+	// its state; its attempt is closed the same way and its lease ended (reason
+	// run_cancelled_effect_may_exist). Returns how many steps it reaped.
 	StepReapExpired(ctx context.Context, p StepReapParams) (int, error)
 
 	// AttemptListByRun returns a run's attempts in order.

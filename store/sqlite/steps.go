@@ -385,27 +385,29 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 	var reaped int
 	err := s.write(ctx, "step reap", func(w *writeTx) error {
 		reaped = 0
-		rows, err := w.query(stmtReapCandidates, ts(p.Now), limit)
-		if err != nil {
-			return err
-		}
 		type pair struct {
 			run *store.Run
 			st  *store.Step
 		}
 		var expired []pair
 		var runs []*store.Run
-		for rows.Next() {
-			st, r, err := scanStepRun(rows)
+		for _, q := range []stmtID{stmtReapCandidates, stmtReapCancelled} {
+			rows, err := w.query(q, ts(p.Now), limit)
 			if err != nil {
-				rows.Close()
 				return err
 			}
-			expired = append(expired, pair{r, st})
-			runs = append(runs, r)
-		}
-		if err := rows.Close(); err != nil {
-			return err
+			for rows.Next() {
+				st, r, err := scanStepRun(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				expired = append(expired, pair{r, st})
+				runs = append(runs, r)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
 		}
 		if err := w.addRuns(runs, false); err != nil {
 			return err

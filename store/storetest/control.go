@@ -13,6 +13,7 @@ var controlTests = []subtest{
 	{"CancelRun", testCancelRun},
 	{"CancelledAttemptKeepsWhatHappened", testCancelledAttempt},
 	{"CancelRefusals", testCancelRefusals},
+	{"CancelledRunningStepIsReaped", testCancelledReaped},
 	{"PauseAndResume", testPauseResume},
 }
 
@@ -254,4 +255,50 @@ func testPauseResume(h *harness) {
 	if _, err := h.s.WorkflowPause(h.ctx, store.WorkflowPauseParams{Workflow: "orders", Now: at(0)}); err == nil {
 		h.t.Error("a pause without an actor was accepted")
 	}
+}
+
+// A step cancelled while its attempt ran, whose worker then vanished, is reaped like any
+// other: the attempt ends with an unknown outcome, the lease ends, the step stays cancelled
+// with its key held.
+func testCancelledReaped(h *harness) {
+	run := h.run("r1", step("a"))
+	cs := h.claimOne(at(0), "w1")
+	h.cancel(run, at(time.Second))
+	n, err := h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(10 * time.Second), Limit: 10,
+		Decide: func(*store.Step) store.ReapDecision {
+			h.t.Fatal("Decide called for a cancelled step")
+			return store.ReapDecision{}
+		}})
+	if err != nil || n != 0 {
+		h.t.Fatalf("reap before the lease expired: %d, %v", n, err)
+	}
+	n, err = h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(time.Hour), Limit: 10,
+		Decide: func(*store.Step) store.ReapDecision {
+			h.t.Fatal("Decide called for a cancelled step")
+			return store.ReapDecision{}
+		}})
+	if err != nil || n != 1 {
+		h.t.Fatalf("reap of the vanished worker's cancelled step: %d, %v", n, err)
+	}
+	st := h.step(run.ID, "a")
+	if st.State != store.StateCancelled || st.Reason != store.ReasonCancelledEffectMayExist || st.LeaseOwner != "" || st.LastOutcome != store.OutcomeUnknown {
+		h.t.Errorf("step after the reap: %s/%s owner %q outcome %q", st.State, st.Reason, st.LeaseOwner, st.LastOutcome)
+	}
+	h.wantEffect(keyOf(run, "a"), store.EffectInFlight, st)
+	atts := h.attempts(run.ID)
+	if len(atts) != 1 || atts[0].Outcome != store.OutcomeUnknown || atts[0].EndedAt.IsZero() {
+		h.t.Errorf("attempts %+v", atts)
+	}
+	ev := h.only(h.stepEvents(st), store.EventLeaseExpired)
+	if h.detailOf(ev)["step_cancelled"] != true || ev.Actor != store.ActorReaper {
+		h.t.Errorf("lease.expired %s by %s", ev.Detail, ev.Actor)
+	}
+	h.wantRunState(run.ID, store.StateCancelled)
+	if n, err := h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(2 * time.Hour), Limit: 10,
+		Decide: func(*store.Step) store.ReapDecision { return store.ReapDecision{} }}); err != nil || n != 0 {
+		h.t.Errorf("second reap: %d, %v", n, err)
+	}
+	// The vanished worker's late success is still kept in the ledger.
+	h.wantLeaseLost(succeed(cs, at(3*time.Hour), `{"late":true}`))
+	h.wantEffect(keyOf(run, "a"), store.EffectCompleted, st)
 }
