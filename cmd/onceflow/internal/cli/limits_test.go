@@ -248,3 +248,46 @@ func TestDestinationLimitAcrossProcessesOnPostgres(t *testing.T) {
 		t.Logf("attempts by %d worker process(es): %v", len(workers), workers)
 	}
 }
+
+// A step's own limits: bound its requests whatever the host.
+func TestStepLimit(t *testing.T) {
+	dest := newGatedDestination(t)
+	dir := t.TempDir()
+	src := `name: a
+run_key: "{input.id}"
+steps:
+  - id: call
+    kind: http
+    effect_key: "a:{input.id}"
+    limits: {concurrency: 1}
+    http: {url: "{env.LIMIT_DEST}/a", body: {id: "{input.id}"}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "l.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 4,
+		env:  func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": dest.URL}[k], k == "LIMIT_DEST" },
+		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- a.client.Serve(ctx) }()
+	for i := range 4 {
+		if _, err := a.client.Start(ctx, "a", fmt.Sprint(i), map[string]any{"id": fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest.drain(t, 4, 1)
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
