@@ -76,6 +76,12 @@ type KeyUse struct {
 	Last string
 }
 
+// Seen reports whether anything is known about the key: a ledger row or an audit event.
+// A free key that was seen was used by a step and released (the destination refused, the
+// step was abandoned or cancelled); a key never seen was never used by any step (or its
+// records were purged by retention).
+func (r *KeyReport) Seen() bool { return r.Effect != nil || len(r.Events) > 0 }
+
 // Key reports on one effect key. An unknown key is not an error: its State is free and
 // it has no events.
 func (c *Client) Key(ctx context.Context, key string) (*KeyReport, error) {

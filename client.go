@@ -53,6 +53,10 @@ type Config struct {
 	PollInterval time.Duration
 	// ReapInterval is how often expired leases are looked for (default 5 s).
 	ReapInterval time.Duration
+	// PauseRefresh is how often Serve reads which workflows are paused, so that a pause
+	// made by another process applies here (default 2 s). A pause made through this client
+	// applies at once. Claims never query it.
+	PauseRefresh time.Duration
 	// EffectWait is how long a step waits before looking again at an effect key another
 	// step holds in flight (default 1 s).
 	EffectWait time.Duration
@@ -106,6 +110,9 @@ type Client struct {
 
 	serving  sync.Mutex // held while Serve runs
 	inflight inflight
+
+	pauseMu sync.Mutex
+	paused  map[string]bool // workflows not to claim (control.go)
 }
 
 // New returns a Client for cfg.
@@ -130,6 +137,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = 5 * time.Second
+	}
+	if cfg.PauseRefresh <= 0 {
+		cfg.PauseRefresh = 2 * time.Second
 	}
 	if cfg.EffectWait <= 0 {
 		cfg.EffectWait = time.Second
@@ -159,12 +169,13 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:       cfg,
 		store:     cfg.Store,
-		log:       slog.New(redact.Handler(cfg.Logger.Handler(), policy.Secrets())).With("worker", cfg.WorkerID),
+		log:       slog.New(durationHandler{next: redact.Handler(cfg.Logger.Handler(), policy.Secrets())}).With("worker", cfg.WorkerID),
 		redact:    policy,
 		metrics:   cfg.Metrics,
 		workflows: map[string]*workflowDef{},
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
+		paused:    map[string]bool{},
 	}
 	gc := func(kind string) groupcommit.Config {
 		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second,

@@ -148,12 +148,16 @@ func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, erro
 		Now:       now,
 		LeaseFor:  c.cfg.LeaseFor,
 		Limit:     limit,
-		Workflows: c.Workflows(),
+		Workflows: c.claimable(),
 		Prepare:   c.prepareMasked,
 		WaitFor:   c.cfg.EffectWait,
 	})
 	if err == nil {
 		c.claimed(now, res)
+		if res.Parked > 0 {
+			c.log.Warn("steps sent to review when claimed: a key conflict, or an effect key that cannot be built; see the review queue",
+				"steps", res.Parked)
+		}
 		if n := len(res.Claimed) + res.Reused + res.Skipped + res.Parked + res.Waiting; n > 0 {
 			c.observeCommit(CommitClaims, n, c.cfg.Clock().Sub(now), nil)
 		}
@@ -191,9 +195,32 @@ func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
 	}
 	c.scrub(c.masker(cs.Run, cs.Outputs), &p)
 	c.observeAttempt(st, p.Outcome, c.cfg.Clock().Sub(started))
-	log.Debug("step attempt finished", "outcome", p.Outcome, "next_state", p.NextState, "reason", p.Reason,
-		"duration", c.cfg.Clock().Sub(started), "error", p.Error)
-	c.record(log, p)
+	if c.record(log, p) {
+		logAttempt(log, p, c.cfg.Clock().Sub(started))
+	}
+}
+
+// logAttempt logs a recorded attempt at the level its decision deserves: a step that now
+// waits for a person, failed for good or whose outcome is unknown is a warning; a retry is
+// information; the rest is debug detail.
+func logAttempt(log *slog.Logger, p store.StepRecordParams, took time.Duration) {
+	args := []any{"outcome", p.Outcome, "next_state", p.NextState, "reason", p.Reason, "duration", took}
+	if p.Error != "" {
+		args = append(args, "error", p.Error)
+	}
+	switch {
+	case p.NextState == store.StateNeedsReview:
+		log.Warn("step waits for review", args...)
+	case p.NextState == store.StateFailed:
+		log.Warn("step failed", args...)
+	case p.Outcome == store.OutcomeUnknown:
+		log.Warn("attempt outcome unknown; the step will be retried with the same effect key",
+			append(args, "retry_in", p.NextAt.Sub(p.Now))...)
+	case p.NextState == store.StateRetrying:
+		log.Info("attempt failed; the step will be retried", append(args, "retry_in", p.NextAt.Sub(p.Now))...)
+	default:
+		log.Debug("step attempt finished", args...)
+	}
 }
 
 // callStep runs fn, turning a panic into a retryable error.
@@ -307,11 +334,13 @@ func encodeOutput(out any) (json.RawMessage, error) {
 }
 
 // record stores an attempt's result, retrying briefly if the database is unavailable. If
-// it cannot, the lease expires and the reaper retries the step with the same key.
+// it cannot, the lease expires and the reaper retries the step with the same key. It
+// reports whether the decision was applied to the step.
 func (c *Client) record(log interface {
 	Error(string, ...any)
 	Warn(string, ...any)
-}, p store.StepRecordParams) {
+	Info(string, ...any)
+}, p store.StepRecordParams) bool {
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
 		// Group-committed with the results of the other steps finishing now: this returns
@@ -321,17 +350,19 @@ func (c *Client) record(log interface {
 		cancel()
 		if err == nil {
 			switch {
+			case errors.Is(entryErr, store.ErrStepCancelled):
+				log.Info("attempt recorded; its run was cancelled while it ran, so the step stays cancelled", "outcome", p.Outcome)
 			case errors.Is(entryErr, store.ErrLeaseLost):
 				log.Warn("result recorded after the lease was lost", "error", entryErr)
 			case entryErr != nil:
 				log.Error("the attempt's record was refused", "error", entryErr)
 			}
 			c.poke()
-			return
+			return entryErr == nil
 		}
 		if i == 5 {
 			log.Error("could not record the attempt; the lease will expire and the step will be retried with the same effect key", "error", err)
-			return
+			return false
 		}
 		time.Sleep(delay)
 		delay *= 2
@@ -359,6 +390,9 @@ func (c *Client) heartbeat(ctx context.Context) {
 // is left due. It is for tests, scripts and one-shot processing; long-running processes
 // use Serve. Work must not run while Serve runs on the same client.
 func (c *Client) Work(ctx context.Context) (int, error) {
+	if err := c.refreshPauses(ctx); err != nil {
+		return 0, fmt.Errorf("onceflow: work: paused workflows: %w", err)
+	}
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {

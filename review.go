@@ -271,6 +271,13 @@ func resultOf(r *store.ReviewResult) *ReviewResult {
 	return &ReviewResult{RunID: r.Step.RunID, Step: r.Step.Name, StepState: r.Step.State, RunState: r.RunState, Ledger: r.Ledger}
 }
 
+// logDecision logs a person's decision about a review item, at info: what was decided, by
+// whom, and what the step and its run are now (the note is in the audit trail).
+func (c *Client) logDecision(action string, a ReviewAction, res *ReviewResult) {
+	c.log.Info("review decision applied", "action", action, "run_id", res.RunID, "step", res.Step, "actor", a.Actor,
+		"step_state", res.StepState, "run_state", res.RunState)
+}
+
 // ReviewRetry retries a parked step as it is: it gets a fresh attempt budget (the retry
 // policy counts attempts from now on) and is due at once, under the effect key it has. An
 // item whose effect may have happened is retried only with SendAgain. The action and its
@@ -288,7 +295,9 @@ func (c *Client) ReviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult
 		return nil, reviewError("retry", a.RunID, a.Step, err)
 	}
 	c.poke()
-	return resultOf(res), nil
+	out := resultOf(res)
+	c.logDecision("retry", a, out)
+	return out, nil
 }
 
 // ReviewResolve completes a parked step by hand, with a.Output as its output: its effect
@@ -323,7 +332,9 @@ func (c *Client) ReviewResolve(ctx context.Context, a ReviewAction) (*ReviewResu
 		return nil, reviewError("resolve", a.RunID, a.Step, err)
 	}
 	c.poke()
-	return resultOf(res), nil
+	done := resultOf(res)
+	c.logDecision("resolve", a, done)
+	return done, nil
 }
 
 // ReviewAbandon gives up on a parked step: it ends failed, the steps that need it are
@@ -341,7 +352,9 @@ func (c *Client) ReviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResu
 	if err != nil {
 		return nil, reviewError("abandon", a.RunID, a.Step, err)
 	}
-	return resultOf(res), nil
+	out := resultOf(res)
+	c.logDecision("abandon", a, out)
+	return out, nil
 }
 
 func (c *Client) storeAction(ctx context.Context, a ReviewAction) store.ReviewAction {

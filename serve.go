@@ -3,6 +3,7 @@ package onceflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -26,7 +27,11 @@ func (c *Client) Serve(ctx context.Context) error {
 	defer hardStop(nil)
 	sem := make(chan struct{}, c.cfg.Workers)
 
+	if err := c.refreshPauses(ctx); err != nil {
+		return fmt.Errorf("onceflow: serve: paused workflows: %w", err)
+	}
 	var loops sync.WaitGroup
+	loops.Go(func() { c.pauseLoop(ctx) })
 	loops.Go(func() { c.reapLoop(ctx) })
 	loops.Go(func() { c.notifyLoop(ctx) })
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))

@@ -15,6 +15,7 @@ import (
 	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/limit"
 )
 
 // Deps are what Build needs to back steps with real destinations.
@@ -38,8 +39,12 @@ type Deps struct {
 	// Fields); http steps mask them, and the workflow's own, in response excerpts.
 	Redact []string
 
-	fields  []string // Redact and the workflow's own, set by forWorkflow
-	closers *closers // connections made by the step kinds, closed by Close
+	fields   []string // Redact and the workflow's own, set by forWorkflow
+	workflow string   // the workflow being built, set by forWorkflow
+	closers  *closers // connections made by the step kinds, closed by Close
+	// limiter bounds the requests to each destination (limits:); StandardDeps sets one
+	// shared by every workflow it builds, and Build makes one otherwise.
+	limiter *limit.Limiter
 }
 
 // placeholder stands in for step functions while a definition is only checked.
@@ -57,6 +62,12 @@ func (d *Definition) skeleton() (onceflow.Workflow, error) {
 func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
 	var out []onceflow.Workflow
 	var ps Problems
+	if deps.limiter == nil && hasLimits(defs) {
+		deps.limiter = limit.New(limit.Options{})
+	}
+	if deps.limiter != nil {
+		ps = append(ps, checkLimitConflicts(defs, deps.limiter)...)
+	}
 	for _, d := range defs {
 		w, err := d.workflow(func(i int, s StepDef) (onceflow.StepFunc, error) {
 			fn, err := deps.forWorkflow(d).stepFunc(s)
@@ -74,6 +85,9 @@ func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
 	if len(ps) > 0 {
 		return nil, ps
 	}
+	if deps.limiter != nil {
+		registerLimits(defs, deps.limiter)
+	}
 	return out, nil
 }
 
@@ -88,6 +102,10 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 			return nil, err
 		}
 		spec.Fields = deps.fields
+		spec.Limiter = deps.limiter
+		if s.Limits != nil {
+			spec.LimitKeys = []string{limit.StepKey(deps.workflow, s.ID)}
+		}
 		env := deps.Env
 		if env == nil {
 			env = func(string) (string, bool) { return "", false }

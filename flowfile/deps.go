@@ -1,11 +1,14 @@
 package flowfile
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/emailstep"
+	"github.com/onceflow/onceflow/internal/limit"
 	"github.com/onceflow/onceflow/internal/transitionstep"
 	"github.com/onceflow/onceflow/store"
 )
@@ -32,6 +35,13 @@ type Options struct {
 func StandardDeps(o Options) (Deps, error) {
 	policy := &egress.Policy{Allow: o.AllowNet, MaxRedirects: o.MaxRedirects}
 	deps := Deps{HTTPClient: policy.Client(0), Env: o.Env, Funcs: o.Funcs}
+	// One limiter for every workflow built with these deps, so that a host's limit holds
+	// for all of them; shared with other processes through the store when it can.
+	lo := limit.Options{Owner: processName()}
+	if g, ok := o.Store.(limit.Gate); ok {
+		lo.Gate = g
+	}
+	deps.limiter = limit.New(lo)
 	getenv := func(k string) string { v, _ := o.Env(k); return v }
 	if getenv(emailstep.EnvAddr) != "" {
 		srv, err := emailstep.ServerFromEnv(getenv)
@@ -59,4 +69,13 @@ func StandardDeps(o Options) (Deps, error) {
 	}
 	brokerDeps(&deps, o.Env)
 	return deps, nil
+}
+
+// processName names this process in shared limit slots: host and process id.
+func processName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

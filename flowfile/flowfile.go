@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +43,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/webhook"
 )
@@ -74,33 +74,41 @@ func (ps Problems) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Duration is a time.Duration written as "250ms", "30s", "5m", "2h" or "7d".
+// Duration is a time.Duration written in onceflow's one duration syntax, the same as the
+// command's flags: "250ms", "30s", "30m", "36h", "1h30m", "90d", "2w", "1d12h".
 type Duration time.Duration
 
-// UnmarshalYAML parses a duration.
-func (d *Duration) UnmarshalYAML(b []byte) error {
-	s := strings.Trim(strings.TrimSpace(string(b)), `"'`)
+// UnmarshalYAML parses a duration; an error carries the value's line and column.
+func (d *Duration) UnmarshalYAML(n ast.Node) error {
+	var s string
+	if sc, ok := n.(ast.ScalarNode); ok {
+		s = fmt.Sprint(sc.GetValue())
+	} else {
+		s = n.String()
+	}
 	v, err := parseDuration(s)
 	if err != nil {
-		return err
+		pe := &positionedError{msg: err.Error()}
+		if tk := n.GetToken(); tk != nil && tk.Position != nil {
+			pe.line, pe.col = tk.Position.Line, tk.Position.Column
+		}
+		return pe
 	}
 	*d = Duration(v)
 	return nil
 }
 
+// positionedError is a value's own decoding error, at the value's position.
+type positionedError struct {
+	line, col int
+	msg       string
+}
+
+func (e *positionedError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
+
+// parseDuration reads a duration of a workflow file (see internal/duration).
 func parseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days < 0 {
-			return 0, fmt.Errorf("duration %q: write a whole number of days such as 30d", s)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("duration %q: write it as 250ms, 30s, 5m, 2h or 7d", s)
-	}
-	return v, nil
+	return duration.Parse(s)
 }
 
 // Definition is one workflow file.
@@ -126,6 +134,8 @@ type Definition struct {
 	// Queue starts runs from the messages of a NATS JetStream or RabbitMQ queue (see
 	// QueueDef).
 	Queue *QueueDef `yaml:"queue"`
+	// Limits bound the requests sent to hosts (see LimitDef).
+	Limits []LimitDef `yaml:"limits"`
 
 	file string
 	ast  *ast.File
@@ -184,6 +194,8 @@ type StepDef struct {
 
 	// Notify overrides the workflow's notify block for this step.
 	Notify *NotifyDef `yaml:"notify"`
+	// Limits bound this http step's own requests (see LimitDef; no host).
+	Limits *LimitDef `yaml:"limits"`
 }
 
 // RetryDef is a retry policy.
@@ -342,6 +354,10 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 }
 
 func yamlProblem(file string, err error) Problem {
+	var pe *positionedError
+	if errors.As(err, &pe) {
+		return Problem{File: file, Line: pe.line, Col: pe.col, Message: pe.msg}
+	}
 	var ye yaml.Error
 	if errors.As(err, &ye) && ye.GetToken() != nil {
 		pos := ye.GetToken().Position
@@ -412,6 +428,7 @@ func (d *Definition) check() Problems {
 	ps = append(ps, d.checkNotify()...)
 	ps = append(ps, d.checkSecrets()...)
 	ps = append(ps, d.checkRefs()...)
+	ps = append(ps, d.checkLimits()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
 	wf, err := d.skeleton()
 	if err == nil {

@@ -137,7 +137,9 @@ func TestYAMLErrorsHavePositions(t *testing.T) {
 		{"unknown field", "name: a\nstepz: []\n", ":2:1: unknown field \"stepz\""},
 		{"duplicate key", "name: a\nname: b\n", ":2:1: mapping key \"name\" already defined"},
 		{"wrong type", "name: a\nsteps: 3\n", ":2:8:"},
-		{"bad duration", "name: a\nsteps:\n  - id: s\n    kind: go\n    func: f\n    timeout: soon\n", "duration \"soon\""},
+		{"bad duration", "name: a\nsteps:\n  - id: s\n    kind: go\n    func: f\n    timeout: soon\n", ":6:14: \"soon\" is not a duration: it cannot be read; write a whole number and a unit, such as 90d"},
+		{"duration without unit", "name: a\nsteps:\n  - id: s\n    kind: go\n    func: f\n    retry: {initial: 30}\n", ":6:22: \"30\" is not a duration: it has no unit"},
+		{"days in a file", "name: a\nsteps:\n  - id: s\n    kind: go\n    func: f\n    timeout: 1.5d\n", ":6:14: \"1.5d\" is not a duration: use a whole number of days"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

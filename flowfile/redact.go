@@ -11,6 +11,7 @@ import (
 // personal-data fields in their response excerpts.
 func (deps Deps) forWorkflow(d *Definition) Deps {
 	deps.fields = append(append([]string(nil), deps.Redact...), d.Redact...)
+	deps.workflow = d.Name
 	return deps
 }
 

@@ -44,7 +44,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		def, ok := s.defs[name]
+		def, ok := s.definition(name)
 		if !ok || def.RunKey == "" {
 			return newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required",
 				"send an Idempotency-Key header naming this business event (for example the form submission id)")

@@ -50,6 +50,11 @@ type Options struct {
 	// consumer that cannot reach its broker) makes it answer 503 with the error's text, so
 	// the text must carry no credentials. Default: the database alone decides.
 	Ready func(ctx context.Context) error
+	// Reload, when set, serves POST /v1/admin/reload (scope admin): it reloads the
+	// workflow definitions and returns what changed, or the problems that kept the old
+	// definitions in place (see Reloader and Server.SetDefinitions). Default: the route
+	// answers 501 reload-unavailable.
+	Reload Reloader
 }
 
 // NewHandler returns the JSON API and the webhook endpoints of client as an http.Handler.
@@ -87,6 +92,6 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	return newServer(config{
 		Client: client, Store: client.Store(), Definitions: opts.Workflows, Tokens: opts.Tokens, Env: opts.Env,
 		MaxBody: opts.MaxBody, MaxDepth: opts.MaxDepth, Logger: opts.Logger, Now: opts.Now, Redact: redact.ClientPolicy(client),
-		MetricsHandler: opts.MetricsHandler, Metrics: opts.Metrics, Ready: opts.Ready,
+		MetricsHandler: opts.MetricsHandler, Metrics: opts.Metrics, Ready: opts.Ready, Reload: opts.Reload,
 	}), nil
 }

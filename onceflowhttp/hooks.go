@@ -69,7 +69,7 @@ func CheckWebhooks(defs []*flowfile.Definition, env func(string) (string, bool))
 // provider's event id as run key. A repeated delivery is answered 200 and starts nothing.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	def, ok := s.hooks[name]
+	def, ok := s.hook(name)
 	if !ok {
 		return newProblem(http.StatusNotFound, "webhook-not-found", "Webhook not found", fmt.Sprintf("no workflow declares the webhook %q", name))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
@@ -118,8 +119,8 @@ func filterFrom(q map[string][]string) (onceflow.ReviewFilter, error) {
 		return f, err
 	}
 	if v := get("older_than"); v != "" {
-		if f.OlderThan, err = time.ParseDuration(v); err != nil || f.OlderThan <= 0 {
-			return f, newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "older_than must be a positive duration such as 90m or 24h")
+		if f.OlderThan, err = duration.ParsePositive(v); err != nil {
+			return f, newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "older_than: "+err.Error())
 		}
 	}
 	if v := get("limit"); v != "" {
@@ -401,8 +402,8 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	f := onceflow.ReviewFilter{Workflow: body.Filter.Workflow, Step: body.Filter.Step, Reason: body.Filter.Reason, Entity: body.Filter.Entity,
 		RunID: body.Filter.Run, Limit: body.Filter.Limit}
 	if body.Filter.OlderThan != "" {
-		if f.OlderThan, err = time.ParseDuration(body.Filter.OlderThan); err != nil || f.OlderThan <= 0 {
-			return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "filter.older_than must be a positive duration such as 90m or 24h")
+		if f.OlderThan, err = duration.ParsePositive(body.Filter.OlderThan); err != nil {
+			return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "filter.older_than: "+err.Error())
 		}
 	}
 	req := onceflow.BulkRequest{Filter: f, Action: onceflow.BulkAction(r.PathValue("action")), Actor: actor(r), Note: body.Note,

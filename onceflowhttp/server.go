@@ -105,6 +105,10 @@ type config struct {
 	// consumer that cannot reach its broker) makes the answer 503 with the error's text,
 	// which must carry no secret, as the problem's detail.
 	Ready func(ctx context.Context) error
+	// Reload, when set, serves POST /v1/admin/reload (scope admin): it reloads the
+	// workflow definitions and returns what changed, or the problems that kept the old
+	// definitions in place (see Reloader).
+	Reload Reloader
 }
 
 // Metrics receives what the server measures. Its labels are workflow names and outcomes
@@ -119,13 +123,14 @@ type Metrics interface {
 // Server is the API and the webhooks of one onceflow.Client, as an http.Handler; NewHandler
 // returns it.
 type Server struct {
-	cfg   config
-	log   *slog.Logger
-	defs  map[string]*flowfile.Definition
-	hooks map[string]*flowfile.Definition
-	mux   *http.ServeMux
-	h     http.Handler // mux, each request logged
+	cfg config
+	log *slog.Logger
+	mux *http.ServeMux
+	h   http.Handler // mux, each request logged
 
+	defsMu sync.RWMutex // guards defs, hooks and hooksBroken, which SetDefinitions replaces
+	defs   map[string]*flowfile.Definition
+	hooks  map[string]*flowfile.Definition
 	// hooksBroken names the webhooks whose secrets are missing or malformed (see
 	// CheckWebhooks); /readyz fails while there is one.
 	hooksBroken []string
@@ -152,23 +157,15 @@ func newServer(cfg config) *Server {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
-	s := &Server{cfg: cfg, log: cfg.Logger, defs: map[string]*flowfile.Definition{}, hooks: map[string]*flowfile.Definition{},
-		mux: http.NewServeMux(), inFlight: map[string]bool{}}
-	for _, d := range cfg.Definitions {
-		s.defs[d.Name] = d
-		if d.Webhook != nil {
-			s.hooks[d.Webhook.Name] = d
-			if _, err := hookConfig(d.Webhook, cfg.Env); err != nil {
-				s.hooksBroken = append(s.hooksBroken, d.Webhook.Name)
-			}
-		}
-	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{}}
+	s.SetDefinitions(cfg.Definitions)
 	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
 	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
 	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeRead, s.handle(s.getRun)))
 	s.mux.Handle("GET /v1/runs", s.auth(ScopeRead, s.handle(s.listRuns)))
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
+	s.adminRoutes()  // reload (admin.go)
 	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
 	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -257,9 +254,12 @@ func (s *Server) releaseKey(workflow, key string) {
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
-	if len(s.hooksBroken) > 0 {
+	s.defsMu.RLock()
+	broken := s.hooksBroken
+	s.defsMu.RUnlock()
+	if len(broken) > 0 {
 		return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready",
-			fmt.Sprintf("the signing secrets of webhook(s) %s are missing or malformed; set them and restart", strings.Join(s.hooksBroken, ", ")))
+			fmt.Sprintf("the signing secrets of webhook(s) %s are missing or malformed; set them and restart", strings.Join(broken, ", ")))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()

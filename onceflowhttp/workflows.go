@@ -53,7 +53,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	}{Workflows: []workflowView{}}
 	for _, name := range s.servedWorkflows() {
 		v := workflowView{Name: name, Links: workflowLinks{Start: "/v1/workflows/" + name + "/runs", Runs: "/v1/runs?workflow=" + url.QueryEscape(name)}}
-		if d, ok := s.defs[name]; ok {
+		if d, ok := s.definition(name); ok {
 			v.Description, v.RunKey, v.Entity, v.RequiredInput = d.Description, d.RunKey, d.Entity, d.Input.Required
 			for _, st := range d.Steps {
 				v.Steps = append(v.Steps, st.ID)

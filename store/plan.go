@@ -318,6 +318,16 @@ type ReapPlan struct {
 
 // PlanReap asks decide about an expired step and builds what the reaper writes.
 func PlanReap(now time.Time, run *Run, st *Step, decide func(*Step) ReapDecision) (*ReapPlan, error) {
+	if st.State == StateCancelled {
+		// Cancelled while its attempt ran, and the worker vanished: the attempt ends with an
+		// unknown outcome and the step stays cancelled, its key held.
+		plan := &ReapPlan{State: StateCancelled, NextAt: now, Reason: ReasonCancelledEffectMayExist,
+			Error: fmt.Sprintf("lease held by %q expired at %s without a result; the outcome is unknown", st.LeaseOwner, st.LeaseExpiresAt.Format(time.RFC3339Nano))}
+		plan.Events = []*Event{StepEvent(EventLeaseExpired, now, run, st, ActorReaper, ReasonLeaseExpired, map[string]any{
+			"owner": st.LeaseOwner, "lease_expired_at": st.LeaseExpiresAt, "step_cancelled": true,
+		})}
+		return plan, nil
+	}
 	dec := decide(st)
 	if dec.State != StateRetrying && dec.State != StateNeedsReview {
 		return nil, fmt.Errorf("reap decision for step %d: state %q is not retrying or needs_review", st.ID, dec.State)

@@ -58,14 +58,17 @@ func StepEffectMayExist(st *Step) bool {
 
 // ReplayResets reports whether RunReplay makes a step pending again: a step in
 // needs_review whose effect cannot have happened (see StepEffectMayExist), a failed step,
-// and a cancelled one. Completed and skipped steps are kept as they are, and pending,
+// and a cancelled one unless its effect may have happened (reason
+// run_cancelled_effect_may_exist: its key stays held and it is not acted on again). Completed and skipped steps are kept as they are, and pending,
 // retrying and processing steps are left alone. The replay preview applies the same rule.
 func ReplayResets(st *Step) bool {
 	switch st.State {
 	case StateNeedsReview:
 		return !StepEffectMayExist(st)
-	case StateFailed, StateCancelled:
+	case StateFailed:
 		return true
+	case StateCancelled:
+		return st.Reason != ReasonCancelledEffectMayExist
 	}
 	return false
 }
@@ -281,6 +284,10 @@ func ReplayCheck(p RunReplayParams, steps []*Step) ([]*Step, error) {
 	for _, st := range steps {
 		if st.State == StateProcessing {
 			return nil, fmt.Errorf("run %d step %q is processing (worker %s); replay when it has finished: %w", p.RunID, st.Name, st.LeaseOwner, ErrReviewConflict)
+		}
+		if st.State == StateCancelled && st.LeaseOwner != "" && st.LeaseExpiresAt.After(p.Now) {
+			return nil, fmt.Errorf("run %d step %q was cancelled while its attempt ran, and the attempt is still running (worker %s); replay when it has finished: %w",
+				p.RunID, st.Name, st.LeaseOwner, ErrReviewConflict)
 		}
 		if st.Name == p.Step {
 			found = true

@@ -435,6 +435,7 @@ type LeaderAttemptParams struct {
 // Store is the contract every backend implements. All methods are safe for concurrent use
 // by many goroutines and, where the backend allows, by many processes.
 type Store interface {
+	ControlStore
 	EntityStore
 	IncidentStore
 	RetentionStore
@@ -485,7 +486,9 @@ type Store interface {
 	// StepHeartbeat extends the leases the owner still holds and returns the IDs it no
 	// longer holds.
 	StepHeartbeat(ctx context.Context, p StepHeartbeatParams) (lost []int64, err error)
-	// StepRecord applies attempt results. Each entry is compare-and-set on (StepID, Owner,
+	// StepRecord applies attempt results. A step cancelled with its run while the attempt
+	// ran is not changed: its entry's error is ErrStepCancelled, and the attempt, the ledger
+	// and the events are recorded (see ControlStore.RunCancel). Each entry is compare-and-set on (StepID, Owner,
 	// Attempt, processing); its error is ErrLeaseLost when that fails, in which case only
 	// the attempt row is closed, an event lease.lost is appended and, for a success, the
 	// result is kept in the ledger (lease.lost_result_kept) so the effect is not repeated.
@@ -499,7 +502,9 @@ type Store interface {
 	StepRecord(ctx context.Context, p []StepRecordParams) ([]error, error)
 	// StepReapExpired turns processing steps whose lease expired before Now into the state
 	// Decide returns, closing their attempt with outcome unknown and keeping the key held.
-	// Event lease.expired. Returns how many steps it reaped.
+	// Event lease.expired. A step cancelled while its attempt ran whose lease expired keeps
+	// its state; its attempt is closed the same way and its lease ended (reason
+	// run_cancelled_effect_may_exist). Returns how many steps it reaped.
 	StepReapExpired(ctx context.Context, p StepReapParams) (int, error)
 
 	// AttemptListByRun returns a run's attempts in order.

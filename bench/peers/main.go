@@ -48,6 +48,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/onceflow/onceflow/internal/duration"
 )
 
 const defaultDB = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -116,7 +118,7 @@ func main() {
 	flag.IntVar(&opts.Rounds, "rounds", 1, "rounds, alternating River and onceflow; figures are averaged")
 	flag.IntVar(&opts.Pool, "pool", 0, "pool_max_conns of each side's pool (0: the URL's or pgx's default)")
 	flag.BoolVar(&opts.Keep, "keep", false, "keep the schemas instead of dropping them")
-	flag.DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "longest one side's measurement may take")
+	flag.Var(duration.NewFlag(&opts.Timeout, 10*time.Minute), "timeout", "longest one side's measurement may take (such as 10m or 1h)")
 	flag.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -26,6 +26,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/limit"
 	"github.com/onceflow/onceflow/internal/redact"
 )
 
@@ -69,6 +70,12 @@ type Spec struct {
 	// Fields lists paths of personal data ("email", "customer.name") masked in stored
 	// excerpts (see package redact).
 	Fields []string
+	// Limiter, when set, bounds the requests to each destination: every request first
+	// waits for the limits of its host (limit.Limiter.HostKeys) and of LimitKeys, and a 429
+	// with Retry-After slows all of them down, not only this step.
+	Limiter *limit.Limiter
+	// LimitKeys are the step's own limits (limit.StepKey).
+	LimitKeys []string
 }
 
 // Env looks up an environment variable.
@@ -377,6 +384,30 @@ func renderBody(v any, data map[string]any) (any, error) {
 // refused by the egress policy → permanent (destination_blocked); failed before the
 // request was written → retryable; after → unknown.
 func (s *Step) send(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	var keys []string
+	if l := s.spec.Limiter; l != nil {
+		keys = append(l.HostKeys(req.URL.Host), s.spec.LimitKeys...)
+		// Waiting for the destination's limits happens before the request is sent, and
+		// within the step's time, not the request's.
+		release, err := l.Acquire(req.Context(), keys...)
+		if err != nil {
+			return nil, nil, &onceflow.StepError{Class: onceflow.Retryable,
+				Err: fmt.Errorf("%s %s: not sent: waiting for the destination's limit: %w", req.Method, redactURL(req), err)}
+		}
+		defer release()
+	}
+	resp, body, err := s.sendNow(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests && len(keys) > 0 {
+		// The destination asked to slow down: every request to it waits, not only ours.
+		if d := retryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+			_ = s.spec.Limiter.Slow(context.WithoutCancel(ctx), d, keys...)
+		}
+	}
+	return resp, body, err
+}
+
+// sendNow performs req, now.
+func (s *Step) sendNow(req *http.Request) (*http.Response, []byte, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), s.spec.Timeout)
 	defer cancel()
 	wrote := false

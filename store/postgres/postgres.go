@@ -111,6 +111,8 @@ type Store struct {
 	eventMarkKey int32
 	// channel is the LISTEN/NOTIFY channel that says steps may be due in this schema.
 	channel string
+	// destinations remembers the destinations whose slot and bucket rows exist (limits.go).
+	destinations sync.Map
 
 	mu        sync.Mutex
 	closed    bool

@@ -23,7 +23,7 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	var reaped int
+	var reaped, cancelled int
 	err := s.tx(ctx, "step reap", func(t *txn) error {
 		var err error
 		reaped, err = reap(ctx, t, &p)
@@ -32,7 +32,58 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 	if err != nil {
 		return 0, err
 	}
-	return reaped, nil
+	// In a transaction of its own, so that each takes its locks in its own order.
+	err = s.tx(ctx, "step reap cancelled", func(t *txn) error {
+		var err error
+		cancelled, err = reapCancelled(ctx, t, &p)
+		return err
+	})
+	if err != nil {
+		return reaped, err
+	}
+	return reaped + cancelled, nil
+}
+
+// reapCancelled ends the leases of steps cancelled while their attempt ran whose worker
+// vanished: the attempt is closed with outcome unknown, the step stays cancelled, its key
+// held. Rare, so one statement per step.
+func reapCancelled(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
+	type expired struct {
+		run *store.Run
+		st  *store.Step
+	}
+	exp, err := lockingScan(ctx, t, func(row pgx.CollectableRow) (*expired, error) {
+		st, r, err := scanStepRun(row)
+		return &expired{run: r, st: st}, err
+	}, lockingScanSQL(`s.state = 'cancelled' AND s.lease_owner <> '' AND s.lease_expires_at < $1`, "s.lease_expires_at, s.id", "$2"), p.Now, p.Limit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range exp {
+		plan, err := store.PlanReap(p.Now, e.run, e.st, p.Decide)
+		if err != nil {
+			return 0, err
+		}
+		tag, err := t.Exec(ctx, `UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = 'unknown', last_error = $1, reason = $2, updated_at = $3
+			WHERE id = $4 AND state = 'cancelled' AND lease_owner = $5 AND attempt = $6`,
+			clean(plan.Error), plan.Reason, p.Now, e.st.ID, e.st.LeaseOwner, e.st.Attempt)
+		if err != nil {
+			return 0, err
+		}
+		if tag.RowsAffected() != 1 {
+			continue
+		}
+		if _, err := t.Exec(ctx, `UPDATE attempts SET ended_at = $1, outcome = 'unknown', error = $2 WHERE step_id = $3 AND number = $4 AND ended_at IS NULL`,
+			p.Now, clean(plan.Error), e.st.ID, e.st.Attempt); err != nil {
+			return 0, err
+		}
+		for _, ev := range plan.Events {
+			t.event(ev)
+		}
+		n++
+	}
+	return n, nil
 }
 
 func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {

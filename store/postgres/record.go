@@ -59,8 +59,11 @@ type recordEntry struct {
 	// processing under their attempt, as they would one call later.
 	cas     bool
 	applied bool
-	st      *store.Step
-	run     *store.Run
+	// cancelled is set for an entry whose step was cancelled, with its run, while the
+	// attempt ran (store.PlanCancelledRecord).
+	cancelled bool
+	st        *store.Step
+	run       *store.Run
 	// plan is what PlanRecord decided, for an entry that applied.
 	plan   store.RecordPlan
 	events []*store.Event
@@ -102,6 +105,23 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 			// A completion notifies when it released a dependent (counted below).
 			notify = notify || (plan.Due && plan.Dependents != store.DependentsRelease)
 		default:
+			if effect, ev, ok := store.PlanCancelledRecord(p, e.run, e.st, e.errText); ok {
+				e.cancelled = true
+				results[e.i] = store.CancelledError(p)
+				e.events = append(e.events, ev)
+				// The step stays cancelled; it keeps what its attempt ended with, and its
+				// lease ends.
+				t.queue(`UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = $1, last_error = $2, reason = $7, updated_at = $3
+					WHERE id = $4 AND state = 'cancelled' AND lease_owner = $5 AND attempt = $6`,
+					string(p.Outcome), e.errText, p.Now, p.StepID, p.Owner, p.Attempt, store.CancelledRecordReason(p))
+				switch effect {
+				case store.EffectComplete:
+					fx.complete(e, p.SuccessOutput())
+				case store.EffectRelease:
+					fx.release(e.st)
+				}
+				continue
+			}
 			results[e.i] = store.LeaseLostError(p)
 			e.events = append(e.events, store.LostRecordEvent(p, e.run, e.st))
 			if p.Outcome == store.OutcomeSuccess {
@@ -126,7 +146,7 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		for _, ev := range e.events {
 			t.event(ev)
 		}
-		if fx.kept[e] && !e.applied {
+		if fx.kept[e] && !e.applied && !e.cancelled {
 			t.event(store.LostResultKeptEvent(e.p, e.run, e.st))
 		}
 		if !e.applied {

@@ -136,7 +136,7 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 	err := s.tx(ctx, "step heartbeat", func(t *txn) error {
 		clear(held)
 		rows, err := t.Query(ctx, `UPDATE steps SET lease_expires_at = $1, updated_at = $2
-			WHERE lease_owner = $3 AND state = 'processing' AND id = ANY($4) RETURNING id`,
+			WHERE lease_owner = $3 AND state IN ('processing', 'cancelled') AND id = ANY($4) RETURNING id`,
 			p.Now.Add(p.LeaseFor), p.Now, p.Owner, p.StepIDs)
 		if err != nil {
 			return err

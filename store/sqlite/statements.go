@@ -42,6 +42,7 @@ const (
 	stmtAttemptRecord
 	stmtStepHeartbeat
 	stmtReapCandidates
+	stmtReapCancelled
 	stmtStepReap
 	stmtAttemptReap
 	// The multi-row inserts, one statement per size in bulkSizes.
@@ -125,12 +126,16 @@ var stmtSQL = func() [numStmts]string {
 		stmtAttemptRecord: `UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, response_status = ?, response_excerpt = ?
 			WHERE step_id = ? AND number = ? AND worker = ?`,
 		stmtStepHeartbeat: `UPDATE steps SET lease_expires_at = ?, updated_at = ?
-			WHERE lease_owner = ? AND state = 'processing' AND id IN (SELECT value FROM json_each(?)) RETURNING id`,
+			WHERE lease_owner = ? AND state IN ('processing', 'cancelled') AND id IN (SELECT value FROM json_each(?)) RETURNING id`,
+		// Steps cancelled while their attempt ran, whose worker vanished.
+		stmtReapCancelled: `SELECT ` + stepColumns + `, ` + runColumns + `
+			FROM steps s JOIN runs r ON r.id = s.run_id
+			WHERE s.state = 'cancelled' AND s.lease_owner <> '' AND s.lease_expires_at < ? ORDER BY s.lease_expires_at LIMIT ?`,
 		stmtReapCandidates: `SELECT ` + stepColumns + `, ` + runColumns + `
 			FROM steps s JOIN runs r ON r.id = s.run_id
 			WHERE s.state = 'processing' AND s.lease_expires_at < ? ORDER BY s.lease_expires_at LIMIT ?`,
 		stmtStepReap: `UPDATE steps SET state = ?, next_at = ?, lease_owner = '', lease_expires_at = 0, last_outcome = 'unknown',
-			last_error = ?, reason = ?, updated_at = ? WHERE id = ? AND state = 'processing' AND lease_owner = ? AND attempt = ?`,
+			last_error = ?, reason = ?, updated_at = ? WHERE id = ? AND state IN ('processing', 'cancelled') AND lease_owner = ? AND attempt = ?`,
 		stmtAttemptReap: `UPDATE attempts SET ended_at = ?, outcome = 'unknown', error = ? WHERE step_id = ? AND number = ? AND ended_at = 0`,
 	}
 	for i, n := range bulkSizes {

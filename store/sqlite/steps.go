@@ -255,8 +255,11 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 				return fmt.Errorf("step %d: %w", ps[i].StepID, err)
 			}
 			results[i] = nil
-			if lost {
+			switch lost {
+			case lostLease:
 				results[i] = store.LeaseLostError(&ps[i])
+			case lostCancelled:
+				results[i] = store.CancelledError(&ps[i])
 			}
 		}
 		return nil
@@ -267,30 +270,37 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 	return results, nil
 }
 
-// recordOne applies one attempt result as store.PlanRecord decides; lost reports that the
+// Why a record's compare-and-set did not apply.
+const (
+	applied       = 0
+	lostLease     = 1 // another owner or attempt holds the step, or it is no longer processing
+	lostCancelled = 2 // the step was cancelled with its run while the attempt ran
+)
+
+// recordOne applies one attempt result as store.PlanRecord decides; lost says why the
 // compare-and-set on the step did not apply.
-func recordOne(w *writeTx, p *store.StepRecordParams) (lost bool, err error) {
+func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
 	now := ts(p.Now)
 	if _, err := w.exec(stmtAttemptRecord, now, string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
-		return false, err
+		return applied, err
 	}
 	// The step as the transaction read it: its run, name and key do not change here.
 	ss := w.steps[p.StepID]
 	if ss == nil || ss.state != store.StateProcessing {
-		return true, recordLost(w, p)
+		return recordLost(w, p)
 	}
 	output := p.RecordOutput()
 	n, err := w.execN(stmtStepRecord, string(p.NextState), ts(p.RecordNextAt()), string(p.Outcome), output, p.Error, p.Reason, now,
 		p.StepID, p.Owner, p.Attempt)
 	if err != nil {
-		return false, err
+		return applied, err
 	}
 	if n == 0 {
-		return true, recordLost(w, p)
+		return recordLost(w, p)
 	}
 	rs, err := w.run(ss.runID)
 	if err != nil {
-		return false, err
+		return applied, err
 	}
 	ss.set(p.NextState, output)
 	st := &store.Step{ID: p.StepID, RunID: ss.runID, Name: ss.name, EffectKey: ss.effectKey, State: p.NextState, Attempt: p.Attempt}
@@ -298,11 +308,11 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost bool, err error) {
 	switch plan.Effect {
 	case store.EffectComplete:
 		if _, err := w.exec(stmtEffectComplete, output, now, ts(p.RetainUntil), st.EffectKey, st.ID); err != nil {
-			return false, err
+			return applied, err
 		}
 	case store.EffectRelease:
 		if _, err := w.exec(stmtEffectRelease, st.EffectKey, st.ID); err != nil {
-			return false, err
+			return applied, err
 		}
 	}
 	w.event(plan.Event)
@@ -315,34 +325,52 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost bool, err error) {
 		err = w.skipDependents(rs.run, p.Now)
 	}
 	if err != nil {
-		return false, err
+		return applied, err
 	}
-	return false, w.refresh(st.RunID, p.Now, p.RecordActor())
+	return applied, w.refresh(st.RunID, p.Now, p.RecordActor())
 }
 
 // recordLost handles the result of an attempt whose lease is gone: the attempt row keeps
-// what really happened, and a success is kept in the ledger so it is not repeated.
-func recordLost(w *writeTx, p *store.StepRecordParams) error {
+// what really happened, and a success is kept in the ledger so it is not repeated. For a
+// step cancelled while the attempt ran, the ledger keeps what happened
+// (store.PlanCancelledRecord).
+func recordLost(w *writeTx, p *store.StepRecordParams) (int, error) {
 	st, err := scanStep(w.queryRow(stmtStepGet, p.StepID))
 	if err != nil {
-		return err
+		return lostLease, err
 	}
 	rs, err := w.run(st.RunID)
 	if err != nil {
-		return err
+		return lostLease, err
+	}
+	if effect, ev, ok := store.PlanCancelledRecord(p, rs.run, st, p.Error); ok {
+		w.event(ev)
+		// The step stays cancelled; it keeps what its attempt ended with, and its lease ends.
+		if _, err := w.tx.ExecContext(w.ctx, `UPDATE steps SET lease_owner = '', lease_expires_at = 0, last_outcome = ?, last_error = ?, reason = ?, updated_at = ?
+			WHERE id = ? AND state = 'cancelled' AND lease_owner = ? AND attempt = ?`,
+			string(p.Outcome), p.Error, store.CancelledRecordReason(p), ts(p.Now), st.ID, p.Owner, p.Attempt); err != nil {
+			return lostCancelled, err
+		}
+		switch effect {
+		case store.EffectComplete:
+			_, err = w.exec(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
+		case store.EffectRelease:
+			_, err = w.exec(stmtEffectRelease, st.EffectKey, st.ID)
+		}
+		return lostCancelled, err
 	}
 	w.event(store.LostRecordEvent(p, rs.run, st))
 	if p.Outcome != store.OutcomeSuccess {
-		return nil
+		return lostLease, nil
 	}
 	n, err := w.execN(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
 	if err != nil {
-		return err
+		return lostLease, err
 	}
 	if n == 1 {
 		w.event(store.LostResultKeptEvent(p, rs.run, st))
 	}
-	return nil
+	return lostLease, nil
 }
 
 // StepReapExpired implements store.Store.
@@ -357,27 +385,29 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 	var reaped int
 	err := s.write(ctx, "step reap", func(w *writeTx) error {
 		reaped = 0
-		rows, err := w.query(stmtReapCandidates, ts(p.Now), limit)
-		if err != nil {
-			return err
-		}
 		type pair struct {
 			run *store.Run
 			st  *store.Step
 		}
 		var expired []pair
 		var runs []*store.Run
-		for rows.Next() {
-			st, r, err := scanStepRun(rows)
+		for _, q := range []stmtID{stmtReapCandidates, stmtReapCancelled} {
+			rows, err := w.query(q, ts(p.Now), limit)
 			if err != nil {
-				rows.Close()
 				return err
 			}
-			expired = append(expired, pair{r, st})
-			runs = append(runs, r)
-		}
-		if err := rows.Close(); err != nil {
-			return err
+			for rows.Next() {
+				st, r, err := scanStepRun(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				expired = append(expired, pair{r, st})
+				runs = append(runs, r)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
 		}
 		if err := w.addRuns(runs, false); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow/cmd/onceflow/internal/bench"
+	"github.com/onceflow/onceflow/internal/duration"
 )
 
 type benchFlags struct {
@@ -104,7 +105,7 @@ them, and bench exits with status 1.`,
 	fl.Float64Var(&f.repeatShare, "repeat-share", 0.1, "share of ingest requests that repeat an acknowledged key, 0 to 1")
 	fl.IntVar(&f.ledgerEffects, "ledger-effects", benchDefaults.ledgerEffects[0], "completed effects loaded before the ledger scenario (quick 10000)")
 	fl.IntVar(&f.backlog, "backlog", benchDefaults.backlog[0], "pending runs loaded before the backlog scenario (quick 5000)")
-	fl.DurationVar(&f.duration, "duration", benchDefaults.duration[0], "how long ingest sends requests and dedupe repeats starts (quick 1s); how long backlog serves at least (default 5s, quick 1s)")
+	fl.Var(duration.NewFlag(&f.duration, benchDefaults.duration[0]), "duration", "how long ingest sends requests and dedupe repeats starts (quick 1s); how long backlog serves at least (default 5s, quick 1s)")
 	return cmd
 }
 

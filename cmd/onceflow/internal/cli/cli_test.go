@@ -20,6 +20,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A test that needs the command as a process of its own (to send it signals) runs this
+	// test binary with ONCEFLOW_TEST_COMMAND set to the command's arguments, as JSON.
+	if args := os.Getenv("ONCEFLOW_TEST_COMMAND"); args != "" {
+		var list []string
+		if err := json.Unmarshal([]byte(args), &list); err != nil {
+			fmt.Fprintln(os.Stderr, "ONCEFLOW_TEST_COMMAND:", err)
+			os.Exit(2)
+		}
+		os.Args = append([]string{"onceflow"}, list...)
+		Main()
+	}
 	checkAPI() // every API request of these tests is checked against the OpenAPI document
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(reportAPIProblems(code)) }))
 }

@@ -3,14 +3,35 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
 
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
 )
+
+// Exit statuses of keys show: what happened to the business action, for scripts.
+const (
+	keyCompleted = exitOK // the action happened; it is never performed again
+	keyInFlight  = 3      // a step holds the key: acting, retrying or waiting for review
+	keyNeverSeen = 4      // no step ever used the key (or retention purged its records)
+	keyReleased  = 5      // steps used the key, none completed it, none holds it now
+)
+
+// keyStatus names a report's answer and its exit status.
+func keyStatus(rep *onceflow.KeyReport) (string, int) {
+	switch {
+	case rep.State == string(store.EffectCompleted):
+		return "completed", keyCompleted
+	case rep.State == string(store.EffectInFlight):
+		return "in_flight", keyInFlight
+	case rep.Seen():
+		return "released", keyReleased
+	}
+	return "never_seen", keyNeverSeen
+}
 
 func newKeysCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -24,6 +45,14 @@ func newKeysCommand(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show KEY",
 		Short: "Show an effect key: completed or not, when, by which run and step, with which result, and its events",
+		Long: `show answers whether the business action named by an effect key happened: completed (by
+which run and step, when, with which result), in flight (a step holds it), released (steps
+used it but none completed it: the destination refused, or a person abandoned or cancelled
+the step) or never seen (no step ever used it, or retention purged its records), with the
+steps that used it and its audit events.
+
+Exit status: 0 completed, 3 in flight, 4 never seen, 5 released; 1 for an error and 2 for a
+usage mistake. With --json, the object's "status" field says the same.`,
 		Example: `  onceflow keys show lead-create:8812
   onceflow keys show invoice:1001 --json`,
 		Args: exactArgs("KEY"),
@@ -65,25 +94,49 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskF
 		if err := recordUnmasked(ctx, s.store, mf.actor, runID, workflow, "effect key "+key); err != nil {
 			return err
 		}
+	} else {
+		if rep.Effect != nil && len(rep.Effect.Result) > 0 {
+			masked := *rep.Effect
+			masked.Result = mask(masked.RunID, masked.Workflow).JSON(masked.Result)
+			rep.Effect = &masked
+		}
+		for _, e := range rep.Events {
+			e.Why = policy.ForRun(e.Workflow).Text(e.Why)
+		}
 	}
-	if rep.Effect != nil && len(rep.Effect.Result) > 0 && !mf.unmasked {
-		masked := *rep.Effect
-		masked.Result = mask(masked.RunID, masked.Workflow).JSON(masked.Result)
-		rep.Effect = &masked
+	status, code := keyStatus(rep)
+	if err := writeKey(g, key, rep, status, asJSON, mask); err != nil {
+		return err
 	}
+	if code != exitOK {
+		return &statusError{code: code}
+	}
+	return nil
+}
+
+// keyJSON is keys show --json: the API's key view and the status the exit code gives.
+type keyJSON struct {
+	Status string `json:"status"`
+	*views.Key
+}
+
+// writeKey prints what keys show answers, its outputs masked by mask.
+func writeKey(g *globals, key string, rep *onceflow.KeyReport, status string, asJSON bool, mask func(int64, string) *redact.Masker) error {
 	if asJSON {
 		out := views.NewKey(rep, mask, nil)
-		return writeJSON(g.stdout, out)
+		return writeJSON(g.stdout, keyJSON{Status: status, Key: &out})
 	}
 	w := g.stdout
 	e := rep.Effect
-	switch rep.State {
-	case string(store.EffectCompleted):
+	switch status {
+	case "completed":
 		fmt.Fprintf(w, "key %s: completed — the business action happened and is never performed again\n", key)
-	case string(store.EffectInFlight):
+	case "in_flight":
 		fmt.Fprintf(w, "key %s: in flight — a step holds it and is acting, retrying or waiting for review\n", key)
+	case "released":
+		fmt.Fprintf(w, "key %s: released — steps used it but none completed it (the destination refused, or the step was abandoned or cancelled); no step holds it\n", key)
 	default:
-		fmt.Fprintf(w, "key %s: free — not completed (never performed, or the destination refused it)\n", key)
+		fmt.Fprintf(w, "key %s: never seen — no step ever used this key (or retention purged its records)\n", key)
 	}
 	if e != nil {
 		tw := newTable(w)
@@ -111,11 +164,6 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskF
 	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(rep.Events))
 	if len(rep.Events) == 0 {
 		return nil
-	}
-	if !mf.unmasked {
-		for _, e := range rep.Events {
-			e.Why = policy.ForRun(e.Workflow).Text(e.Why)
-		}
 	}
 	return writeAudit(w, rep.Events, true)
 }

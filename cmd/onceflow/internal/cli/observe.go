@@ -105,6 +105,7 @@ func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
 	if len(a.triggers) > 0 {
 		opts.Ready = a.queuesReady
 	}
+	opts.Reload = a.reloadWorkflows
 	if a.metrics != nil {
 		opts.Metrics = a.metrics
 		if a.metricsOnAPI {
@@ -115,6 +116,7 @@ func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.reload.setServer(h)
 	return wrapHandler(h), nil
 }
 

@@ -6,17 +6,16 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/store"
 )
 
 type purgeFlags struct {
-	olderThan string
+	olderThan time.Duration
 	dryRun    bool
 	json      bool
 	batch     int
@@ -52,31 +51,12 @@ the events happened and the ledger keys completed.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.olderThan, "older-than", "", "also delete runs that finished longer ago than this, such as 90d or 36h (default: keep every run)")
+	fl.Var(&duration.Flag{D: &f.olderThan, Positive: true}, "older-than", "also delete runs that finished longer ago than this, such as 90d or 36h (default: keep every run)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "report what would be deleted, and delete nothing")
 	fl.BoolVar(&f.json, "json", false, "print the report as one JSON object")
 	fl.IntVar(&f.batch, "batch-size", store.DefaultPurgeBatch, "the most runs, and the most ledger rows, one transaction deletes")
 	fl.StringVar(&f.actor, "actor", "", "who purges, for the audit trail (default: the user running the command)")
 	return cmd
-}
-
-// parseAge reads an age such as 90d, 2w, 36h or 45m.
-func parseAge(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			v, err := strconv.Atoi(n)
-			if err != nil || v <= 0 {
-				return 0, fmt.Errorf("%q is not a positive whole number of %s", s, map[string]string{"d": "days, such as 90d", "w": "weeks, such as 2w"}[suffix])
-			}
-			return time.Duration(v) * unit, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not a positive age; write it as 90d, 2w, 36h or 45m", s)
-	}
-	return d, nil
 }
 
 // defaultActor names the user running the command.
@@ -100,12 +80,8 @@ type purgeView struct {
 
 func purge(ctx context.Context, g *globals, f purgeFlags, now time.Time) error {
 	p := store.RetentionPurgeParams{Now: now, DryRun: f.dryRun, BatchSize: f.batch, Actor: f.actor}
-	if f.olderThan != "" {
-		age, err := parseAge(f.olderThan)
-		if err != nil {
-			return usagef("--older-than %v", err)
-		}
-		p.RunsBefore = now.Add(-age)
+	if f.olderThan > 0 {
+		p.RunsBefore = now.Add(-f.olderThan)
 	}
 	if f.batch <= 0 {
 		return usagef("--batch-size must be at least 1, got %d", f.batch)

@@ -163,12 +163,3 @@ func TestPurgeUsage(t *testing.T) {
 		t.Errorf("purge of a missing database: exit %d, %q", r.code, r.stderr)
 	}
 }
-
-func TestParseAge(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]time.Duration{"90d": 90 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "36h": 36 * time.Hour, "45m": 45 * time.Minute} {
-		if got, err := parseAge(in); err != nil || got != want {
-			t.Errorf("parseAge(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"os"
@@ -48,10 +49,11 @@ transaction and reported on its own line.`,
 
 // filterFlags select review items.
 type filterFlags struct {
-	workflow, step, reason, entity, olderThan string
-	run                                       int64
-	limit                                     int
-	all                                       bool
+	workflow, step, reason, entity string
+	olderThan                      time.Duration
+	run                            int64
+	limit                          int
+	all                            bool
 }
 
 func (f *filterFlags) add(cmd *cobra.Command, bulk bool) {
@@ -61,7 +63,7 @@ func (f *filterFlags) add(cmd *cobra.Command, bulk bool) {
 	fl.StringVar(&f.reason, "reason", "", "only items with this reason (permanent_error, attempts_exhausted, key_conflict, outcome_unknown, invalid_key, destination_blocked, …)")
 	fl.StringVar(&f.entity, "entity", "", "only items about this entity, such as order:1001")
 	fl.Int64Var(&f.run, "run", 0, "only items of this run")
-	fl.StringVar(&f.olderThan, "older-than", "", "only items parked longer ago than this, such as 30m or 24h")
+	fl.Var(&duration.Flag{D: &f.olderThan, Positive: true}, "older-than", "only items parked longer ago than this, such as 30m, 24h or 7d")
 	if bulk {
 		fl.IntVar(&f.limit, "limit", 0, "act on at most this many items (default: every item selected)")
 		fl.BoolVar(&f.all, "all", false, "act on every item of the queue (without a filter flag)")
@@ -71,7 +73,7 @@ func (f *filterFlags) add(cmd *cobra.Command, bulk bool) {
 }
 
 func (f *filterFlags) any() bool {
-	return f.workflow != "" || f.step != "" || f.reason != "" || f.entity != "" || f.olderThan != "" || f.run != 0
+	return f.workflow != "" || f.step != "" || f.reason != "" || f.entity != "" || f.olderThan != 0 || f.run != 0
 }
 
 func (f *filterFlags) filter() (onceflow.ReviewFilter, error) {
@@ -82,13 +84,7 @@ func (f *filterFlags) filter() (onceflow.ReviewFilter, error) {
 	if f.limit < 0 {
 		return rf, usagef("--limit must not be negative")
 	}
-	if f.olderThan != "" {
-		d, err := time.ParseDuration(f.olderThan)
-		if err != nil || d <= 0 {
-			return rf, usagef("--older-than %q is not a positive duration such as 30m or 24h", f.olderThan)
-		}
-		rf.OlderThan = d
-	}
+	rf.OlderThan = f.olderThan
 	return rf, nil
 }
 
@@ -133,7 +129,7 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 		return nil, err
 	}
 	if workflows != "" {
-		defs, err := flowfile.LoadDir(workflows)
+		defs, err := flowfile.Load(workflows)
 		if err != nil {
 			st.Close()
 			return nil, err

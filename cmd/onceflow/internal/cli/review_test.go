@@ -195,9 +195,9 @@ func TestReviewResolveAndKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &k); err != nil || k.State != "completed" || k.Effect.RunID != f.runID || compact(t, k.Effect.Result) != `{"id":77}` || len(k.Events) == 0 {
 		t.Errorf("keys show --json: %v %s", err, r.stdout)
 	}
-	r = runOK(t, "keys", "show", "never:1", "--db", f.db)
-	if !strings.Contains(r.stdout, "key never:1: free") || !strings.Contains(r.stdout, "EVENTS (0)") {
-		t.Errorf("free key: %s", r.stdout)
+	r = run(t, "keys", "show", "never:1", "--db", f.db)
+	if r.code != keyNeverSeen || !strings.Contains(r.stdout, "key never:1: never seen") || !strings.Contains(r.stdout, "EVENTS (0)") {
+		t.Errorf("unknown key: exit %d, %s", r.code, r.stdout)
 	}
 
 	r = runOK(t, "audit", "--entity", "order:1001", "--db", f.db, "--json")

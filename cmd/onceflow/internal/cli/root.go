@@ -48,6 +48,10 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.code // the command printed its answer; the status is part of it
+	}
 	fmt.Fprintf(stderr, "onceflow: %s\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -64,6 +68,12 @@ type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
+
+// statusError ends a command that succeeded with an exit status that answers a question
+// (keys show: 3 in flight, 4 never seen, 5 released), printing nothing more.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func usagef(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
@@ -119,6 +129,7 @@ Try it with no setup:  onceflow demo`,
 		newVersionCommand(g),
 		newSchemaCommand(g),
 	)
+	root.AddCommand(newPauseCommand(g), newResumeCommand(g), newPausedCommand(g))
 	return root
 }
 

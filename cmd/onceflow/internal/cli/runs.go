@@ -23,7 +23,7 @@ func newRunsCommand(g *globals) *cobra.Command {
 		Args:  cobra.ArbitraryArgs,
 		RunE:  groupRunE,
 	}
-	cmd.AddCommand(newRunsListCommand(g), newRunsShowCommand(g))
+	cmd.AddCommand(newRunsListCommand(g), newRunsShowCommand(g), newRunsCancelCommand(g))
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
@@ -36,6 +37,13 @@ type serveFlags struct {
 	uiAddr          string
 	uiSecureCookies bool
 	uiSession       time.Duration
+	// lease and grace tune the engine (Config.LeaseFor, Config.ShutdownGrace).
+	lease, grace time.Duration
+}
+
+// tuneEngine applies the engine's duration flags to cfg.
+func (f *serveFlags) tuneEngine(cfg *onceflow.Config) {
+	cfg.LeaseFor, cfg.ShutdownGrace = f.lease, f.grace
 }
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -55,7 +63,11 @@ API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-sep
 scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
 ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
-opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).`,
+opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).
+
+On SIGHUP, and on POST /v1/admin/reload (scope admin), serve reads the workflow files again:
+if every file is valid the new definitions replace the running ones at once; otherwise the
+running ones stay and every problem is logged (and listed in the API's answer).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), g, f)
@@ -75,6 +87,8 @@ func stepFlags(cmd *cobra.Command, f *serveFlags) {
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().Var(&duration.Flag{D: &f.lease, Positive: true}, "lease", "how long a claimed step stays this worker's without a heartbeat (default 30s)")
+	cmd.Flags().Var(&duration.Flag{D: &f.grace, Positive: true}, "shutdown-grace", "how long running steps may finish after SIGINT or SIGTERM (default 30s)")
 	observeFlags(cmd, f)
 }
 
@@ -98,6 +112,8 @@ type app struct {
 	triggers []queueTrigger
 	// deps holds the connections of sql, nats and amqp steps; close closes them.
 	deps flowfile.Deps
+	// reload reloads the workflow files (reload.go).
+	reload reloadState
 }
 
 // close releases the connections the app's steps opened.
@@ -188,6 +204,7 @@ func newApp(c appConfig) (*app, error) {
 		}
 	}
 	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps}
+	a.reload = newReloadState(c.workflows, deps, defs, notify)
 	if err := a.registerRejects(); err != nil {
 		return nil, err
 	}
@@ -239,7 +256,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	defer st.Close()
 	m := metrics.New(metrics.Config{Store: st, Logger: log})
 	a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-		redact: f.redact, secrets: processSecrets(loc, tokens), metrics: m})
+		redact: f.redact, secrets: processSecrets(loc, tokens), metrics: m, tune: f.tuneEngine})
 	if err != nil {
 		return err
 	}
@@ -275,6 +292,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if len(tokens) == 0 {
 		log.Warn("no API tokens configured: the /v1 API answers 401 until ONCEFLOW_API_TOKENS is set; webhooks work")
 	}
+	a.reloadOnHangup(ctx)
 	log.Info("onceflow serving", "addr", "http://"+ln.Addr().String(), "db", loc.URL(), "workflows", a.client.Workflows())
 	return a.run(ctx, ln, tokens)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/metrics"
 )
 
@@ -18,7 +19,8 @@ receives SIGINT or SIGTERM, like serve but without the HTTP API. Run any number 
 on any number of machines, against one PostgreSQL database (--db postgres://…): each step is
 claimed by one worker at a time, a worker that dies has its steps taken over when its lease
 expires, and one worker at a time reaps expired leases. With --metrics-addr it serves
-Prometheus metrics at /metrics on that address.`,
+Prometheus metrics at /metrics on that address. On SIGHUP it reads the workflow files again,
+as serve does.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -36,7 +38,7 @@ Prometheus metrics at /metrics on that address.`,
 				m = metrics.New(metrics.Config{Store: st, Logger: log})
 			}
 			a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-				redact: f.redact, secrets: processSecrets(loc, nil), metrics: m})
+				redact: f.redact, secrets: processSecrets(loc, nil), metrics: m, tune: f.tuneEngine})
 			if err != nil {
 				return err
 			}
@@ -49,6 +51,7 @@ Prometheus metrics at /metrics on that address.`,
 				}
 				defer stop()
 			}
+			a.reloadOnHangup(ctx)
 			log.Info("onceflow worker running", "worker", a.client.WorkerID(), "db", loc.URL(), "workflows", a.client.Workflows())
 			return a.client.Serve(ctx)
 		},
@@ -63,5 +66,7 @@ func newLogger(g *globals, level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q is not debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: l})), nil
+	// Durations print as "1.2s", not as nanoseconds.
+	return slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: l,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return onceflow.DurationText(a) }})), nil
 }

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"reflect"
+	"sync"
+	"syscall"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/onceflowhttp"
+)
+
+// reloadState is what reloading an app's workflow files needs: where they are, how their
+// steps are built, and what may not change without a restart.
+type reloadState struct {
+	mu     sync.Mutex // one reload at a time
+	dir    string
+	deps   flowfile.Deps
+	env    map[string]bool // environment variables the files read at start
+	notify notifyShape
+	server *onceflowhttp.Server
+}
+
+// notifyShape is what a NotifyConfig says, without its functions: reloading may not
+// change it (its channels are built once, and the notifier's cursors depend on it).
+type notifyShape struct {
+	Policies []onceflow.NotifyPolicy
+	Channels []string
+}
+
+func shapeOf(n onceflow.NotifyConfig) notifyShape {
+	s := notifyShape{Policies: n.Policies}
+	for _, ch := range n.Channels {
+		s.Channels = append(s.Channels, ch.Name)
+	}
+	return s
+}
+
+func newReloadState(dir string, deps flowfile.Deps, defs []*flowfile.Definition, notify onceflow.NotifyConfig) reloadState {
+	return reloadState{dir: dir, deps: deps, env: envNames(defs), notify: shapeOf(notify)}
+}
+
+func (r *reloadState) setServer(s *onceflowhttp.Server) {
+	r.mu.Lock()
+	r.server = s
+	r.mu.Unlock()
+}
+
+func envNames(defs []*flowfile.Definition) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range defs {
+		for _, n := range d.EnvNames() {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// reloadWorkflows reads the workflow files again and, only if all of them are valid,
+// puts them in place of the running definitions, in the engine and in the API. Otherwise
+// it changes nothing and returns flowfile.Problems saying why. It is the API's Reloader
+// and what SIGHUP does.
+func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, error) {
+	r := &a.reload
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defs, err := flowfile.Load(r.dir)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
+	// Values a file reads from the environment are secrets, masked everywhere; the masks
+	// are set when the process starts, so a file may not start reading a new variable.
+	var ps flowfile.Problems
+	for _, d := range defs {
+		for _, n := range d.EnvNames() {
+			if !r.env[n] {
+				ps = append(ps, flowfile.Problem{File: d.File(), Message: "reads the environment variable " + n +
+					", which no workflow file read when onceflow started: its value would not be masked; restart onceflow to use it"})
+			}
+		}
+	}
+	notify, err := flowfile.BuildNotify(defs, r.deps)
+	switch {
+	case err != nil:
+		ps = append(ps, asProblems(r.dir, err)...)
+	case !reflect.DeepEqual(shapeOf(notify), r.notify):
+		ps = append(ps, flowfile.Problem{File: r.dir, Message: "the notify: settings changed; they take effect when onceflow restarts, so restart it (or undo the change) to reload"})
+	}
+	if len(ps) > 0 {
+		return onceflowhttp.ReloadResult{}, ps
+	}
+	// Last, as it declares the files' limits when they are all valid.
+	wfs, err := flowfile.Build(defs, r.deps)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
+	ch, err := a.client.ReplaceWorkflows(wfs)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
+	if r.server != nil {
+		r.server.SetDefinitions(defs)
+	}
+	a.defs = defs
+	return onceflowhttp.ReloadResult{Workflows: a.client.Workflows(), Added: ch.Added, Removed: ch.Removed, Replaced: ch.Replaced}, nil
+}
+
+// asProblems returns err as flowfile.Problems: itself if it is, else one problem at where.
+func asProblems(where string, err error) flowfile.Problems {
+	var ps flowfile.Problems
+	if errors.As(err, &ps) {
+		return ps
+	}
+	var out flowfile.Problems
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			out = append(out, flowfile.Problem{File: where, Message: e.Error()})
+		}
+		return out
+	}
+	return flowfile.Problems{{File: where, Message: err.Error()}}
+}
+
+// reloadOnHangup reloads the app's workflows on every SIGHUP until ctx ends, logging what
+// changed or, for a refused reload, every problem; the old definitions then keep running.
+// It returns once the signal is being caught.
+func (a *app) reloadOnHangup(ctx context.Context) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				res, err := a.reloadWorkflows(ctx)
+				if err != nil {
+					var problems []string
+					for _, p := range asProblems(a.reload.dir, err) {
+						problems = append(problems, p.String())
+					}
+					a.log.Error("SIGHUP: workflows not reloaded; the definitions loaded before keep running", "problems", problems)
+					continue
+				}
+				a.log.Info("SIGHUP: workflows reloaded", "workflows", res.Workflows, "added", res.Added, "removed", res.Removed,
+					"replaced", res.Replaced)
+			}
+		}
+	}()
+}

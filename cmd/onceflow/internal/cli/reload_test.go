@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// command is the onceflow command running as a process of its own (this test binary in
+// the mode TestMain gives it), with its log lines collected.
+type command struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []map[string]any
+	more  chan struct{} // a line arrived
+	done  chan struct{}
+}
+
+func startCommand(t *testing.T, env []string, args ...string) *command {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	c := &command{t: t, more: make(chan struct{}, 1), done: make(chan struct{})}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(append(os.Environ(), "ONCEFLOW_TEST_COMMAND="+string(b)), env...)
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				m = map[string]any{"msg": sc.Text()}
+			}
+			c.mu.Lock()
+			c.lines = append(c.lines, m)
+			c.mu.Unlock()
+			select {
+			case c.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		<-c.done
+		_ = c.cmd.Wait()
+	})
+	return c
+}
+
+// waitLog waits for the n-th (1-based) log line whose msg is msg and returns it.
+func (c *command) waitLog(msg string, n int) map[string]any {
+	c.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		c.mu.Lock()
+		seen := 0
+		for _, l := range c.lines {
+			if l["msg"] == msg {
+				if seen++; seen == n {
+					c.mu.Unlock()
+					return l
+				}
+			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.more:
+		case <-c.done:
+			c.t.Fatalf("the command ended before logging %q:\n%v", msg, c.lines)
+		case <-deadline:
+			c.t.Fatalf("no log line %q after 30s:\n%v", msg, c.lines)
+		}
+	}
+}
+
+const reloadWorkflow = `name: %s
+run_key: "{input.id}"
+steps:
+  - id: call
+    kind: http
+    effect_key: "%s:{input.id}"
+    http: {url: "{env.RELOAD_DEST}/%s", body: {id: "{input.id}"}}
+`
+
+func workflowFile(name string) string {
+	return strings.ReplaceAll(reloadWorkflow, "%s", name)
+}
+
+// serve --workflows DIR reloads its files on SIGHUP and on POST /v1/admin/reload: a valid
+// set replaces the running definitions; a bad file keeps them running, says why in the log
+// and in the API's answer, and leaves nothing half-loaded.
+func TestReloadOnHangupAndAPI(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	}))
+	defer dest.Close()
+
+	dir := t.TempDir()
+	write := func(name, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", workflowFile("a"))
+	const admin, ingest = "admin-secret-0123456789", "ingest-secret-0123456789"
+	c := startCommand(t, []string{"RELOAD_DEST=" + dest.URL, "ONCEFLOW_API_TOKENS=ops:admin:" + admin + ",site:ingest:" + ingest},
+		"serve", "--db", "sqlite://"+filepath.Join(t.TempDir(), "r.db"), "--workflows", dir, "--addr", "127.0.0.1:0",
+		"--allow-net", "127.0.0.1/32")
+	base := c.waitLog("onceflow serving", 1)["addr"].(string)
+
+	call := func(method, path, token, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if strings.HasSuffix(path, "/runs") {
+			req.Header.Set("Idempotency-Key", "key-"+body)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	start := func(workflow, id string) int {
+		code, _ := call("POST", "/v1/workflows/"+workflow+"/runs", ingest, `{"id": "`+id+`"}`)
+		return code
+	}
+	if code := start("a", "1"); code != http.StatusCreated {
+		t.Fatalf("start a: %d", code)
+	}
+	if code := start("b", "1"); code != http.StatusNotFound {
+		t.Fatalf("start b before it exists: %d", code)
+	}
+
+	// SIGHUP with a new valid file: b is served and its steps run.
+	write("b.yaml", workflowFile("b"))
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	l := c.waitLog("SIGHUP: workflows reloaded", 1)
+	if added, _ := l["added"].([]any); len(added) != 1 || added[0] != "b" {
+		t.Errorf("reload log line: %v", l)
+	}
+	if code := start("b", "1"); code != http.StatusCreated {
+		t.Fatalf("start b after SIGHUP: %d", code)
+	}
+
+	// SIGHUP with a broken file and a broken change to b: nothing changes, the log says why.
+	write("c.yaml", "name: c\nsteps:\n  - id: call\n    kind: http\n    effect_key: \"c:{input.id}\"\n    timeout: soon\n")
+	write("b.yaml", workflowFile("b")+"    needs: [zz]\n")
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	l = c.waitLog("SIGHUP: workflows not reloaded; the definitions loaded before keep running", 1)
+	problems, _ := l["problems"].([]any)
+	joined := ""
+	for _, p := range problems {
+		joined += p.(string) + "\n"
+	}
+	if l["level"] != "ERROR" || !strings.Contains(joined, filepath.Join(dir, "c.yaml")+`:6:14: "soon" is not a duration`) {
+		t.Errorf("refused reload log line: %v", l)
+	}
+	if code := start("b", "2"); code != http.StatusCreated {
+		t.Fatalf("b stopped working after a refused reload: %d", code)
+	}
+	if code := start("c", "1"); code != http.StatusNotFound {
+		t.Fatalf("the broken c was served: %d", code)
+	}
+
+	// The API answers the same, with every problem; only an admin token may ask.
+	if code, _ := call("POST", "/v1/admin/reload", ingest, ""); code != http.StatusForbidden {
+		t.Errorf("reload with an ingest token: %d", code)
+	}
+	code, body := call("POST", "/v1/admin/reload", admin, "")
+	ps, _ := body["problems"].([]any)
+	if code != http.StatusUnprocessableEntity || len(ps) < 2 {
+		t.Fatalf("reload of bad files: %d %v", code, body)
+	}
+	first := ps[0].(map[string]any)
+	if !strings.HasSuffix(first["file"].(string), "b.yaml") || first["line"] != float64(8) || !strings.Contains(first["message"].(string), `needs "zz"`) {
+		t.Errorf("problem = %v", first)
+	}
+
+	// Fixed: the API reloads and says what changed.
+	write("b.yaml", workflowFile("b"))
+	write("c.yaml", workflowFile("c"))
+	code, body = call("POST", "/v1/admin/reload", admin, "")
+	if code != http.StatusOK || len(body["added"].([]any)) != 1 || body["added"].([]any)[0] != "c" || len(body["workflows"].([]any)) != 3 {
+		t.Fatalf("reload of fixed files: %d %v", code, body)
+	}
+	if code := start("c", "1"); code != http.StatusCreated {
+		t.Fatalf("start c after the API reload: %d", code)
+	}
+	// Every run's step reached the destination once.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		done := hits["/a"] == 1 && hits["/b"] == 2 && hits["/c"] == 1
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("destination hits %v, want a:1 b:2 c:1", hits)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an observable condition
+	}
+}

@@ -1,0 +1,171 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+var _ store.ControlStore = (*Store)(nil)
+
+// RunCancel implements store.ControlStore.
+func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.RunCancelResult, error) {
+	if p.Actor == "" {
+		return nil, errors.New("sqlite: run cancel: the actor is required")
+	}
+	var res *store.RunCancelResult
+	err := s.write(ctx, "run cancel", func(w *writeTx) error {
+		tx := w.tx
+		run, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, p.RunID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %d: %w", p.RunID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		steps, err := stepsOfRun(ctx, tx, p.RunID)
+		if err != nil {
+			return err
+		}
+		res = &store.RunCancelResult{}
+		now := ts(p.Now)
+		var cancelled, running []string
+		for _, st := range steps {
+			if !store.Cancellable(st) {
+				continue
+			}
+			// A running step keeps its lease owner and attempt, so that the attempt's result
+			// is recognised and recorded when it comes.
+			reason := store.CancelReason(st)
+			r, err := tx.ExecContext(ctx, `UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ? WHERE id = ? AND state = ?`,
+				reason, now, st.ID, string(st.State))
+			if err != nil {
+				return err
+			}
+			if n, _ := r.RowsAffected(); n != 1 {
+				return fmt.Errorf("step %q changed meanwhile: %w", st.Name, store.ErrReviewConflict)
+			}
+			keep := store.CancelKeepsKey(st)
+			if st.EffectKey != "" && !keep {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`, st.EffectKey, st.ID); err != nil {
+					return err
+				}
+			}
+			d := map[string]any{"previous_state": string(st.State), "key_held": keep && st.EffectKey != ""}
+			if p.Note != "" {
+				d["note"] = p.Note
+			}
+			prev := st.State
+			st.State, st.Reason = store.StateCancelled, reason
+			w.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, reason, d))
+			if prev == store.StateProcessing {
+				running = append(running, st.Name)
+				res.Running = append(res.Running, st)
+			} else {
+				cancelled = append(cancelled, st.Name)
+				res.Cancelled = append(res.Cancelled, st)
+			}
+		}
+		if len(cancelled)+len(running) == 0 {
+			return fmt.Errorf("run %d is %s; no step is left to cancel: %w", p.RunID, run.State, store.ErrRunFinished)
+		}
+		w.event(store.RunCancelEvent(p, run, cancelled, running))
+		if err := w.refresh(run.ID, p.Now, p.Actor); err != nil {
+			return err
+		}
+		if err := w.flush(); err != nil {
+			return err
+		}
+		res.Run, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, run.ID))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// stepsOfRun reads a run's steps in insertion order.
+func stepsOfRun(ctx context.Context, tx *sql.Tx, runID int64) ([]*store.Step, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+stepColumns+` FROM steps s WHERE s.run_id = ? ORDER BY s.id`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var steps []*store.Step
+	for rows.Next() {
+		st, err := scanStep(rows)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, st)
+	}
+	return steps, rows.Err()
+}
+
+// WorkflowPause implements store.ControlStore.
+func (s *Store) WorkflowPause(ctx context.Context, p store.WorkflowPauseParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("sqlite: %w", err)
+	}
+	changed := false
+	err := s.write(ctx, "workflow pause", func(w *writeTx) error {
+		r, err := w.tx.ExecContext(ctx, `INSERT INTO workflow_pauses (workflow, paused_at, actor, note) VALUES (?, ?, ?, ?) ON CONFLICT (workflow) DO NOTHING`,
+			p.Workflow, ts(p.Now), p.Actor, p.Note)
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		if changed = n == 1; changed {
+			w.event(store.WorkflowPauseEvent(store.EventWorkflowPaused, p))
+		}
+		return w.flush()
+	})
+	return changed, err
+}
+
+// WorkflowResume implements store.ControlStore.
+func (s *Store) WorkflowResume(ctx context.Context, p store.WorkflowPauseParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("sqlite: %w", err)
+	}
+	changed := false
+	err := s.write(ctx, "workflow resume", func(w *writeTx) error {
+		r, err := w.tx.ExecContext(ctx, `DELETE FROM workflow_pauses WHERE workflow = ?`, p.Workflow)
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		if changed = n == 1; changed {
+			w.event(store.WorkflowPauseEvent(store.EventWorkflowResumed, p))
+		}
+		return w.flush()
+	})
+	return changed, err
+}
+
+// WorkflowPauseList implements store.ControlStore.
+func (s *Store) WorkflowPauseList(ctx context.Context) ([]store.WorkflowPause, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT workflow, paused_at, actor, note FROM workflow_pauses ORDER BY workflow`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: workflow pause list: %w", err)
+	}
+	defer rows.Close()
+	var out []store.WorkflowPause
+	for rows.Next() {
+		var wp store.WorkflowPause
+		var at int64
+		if err := rows.Scan(&wp.Workflow, &at, &wp.Actor, &wp.Note); err != nil {
+			return nil, fmt.Errorf("sqlite: workflow pause list: %w", err)
+		}
+		wp.Since = fromTS(at)
+		out = append(out, wp)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: workflow pause list: %w", err)
+	}
+	return out, nil
+}
