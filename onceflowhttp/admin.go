@@ -73,7 +73,7 @@ func (s *Server) adminRoutes() {
 	s.mux.Handle("POST /v1/runs/{id}/cancel", admin(s.runCancel))
 	s.mux.Handle("POST /v1/workflows/{name}/pause", admin(s.workflowPause))
 	s.mux.Handle("POST /v1/workflows/{name}/resume", admin(s.workflowPause))
-	s.mux.Handle("GET /v1/pauses", admin(s.pauseList))
+	s.mux.Handle("GET /v1/pauses", s.auth(ScopeRead, s.handle(s.pauseList)))
 }
 
 // noteBody is the body of cancel, pause and resume: an optional note for the audit trail.
