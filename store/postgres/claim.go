@@ -280,7 +280,7 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 		case store.ClaimReuse:
 			w.add(c, plan, "effect_reused", st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
 		case store.ClaimWait:
-			w.add(c, plan, store.ReasonEffectInFlight, st.Attempt, nil, &plan.NextAt, nil, false)
+			w.add(c, plan, plan.Reason, st.Attempt, nil, &plan.NextAt, nil, false)
 		case store.ClaimTake:
 			w.add(c, plan, "", st.Attempt-1, nil, nil, nil, false)
 			if plan.UpdateFingerprint {

@@ -110,7 +110,7 @@ var stmtSQL = func() [numStmts]string {
 		stmtStepSkip: `UPDATE steps SET state = 'skipped', reason = ?, updated_at = ? WHERE id = ?`,
 		stmtStepReuse: `UPDATE steps SET state = 'completed', effect_key = ?, fingerprint = ?, output = ?, reason = 'effect_reused',
 			lease_owner = '', lease_expires_at = 0, updated_at = ? WHERE id = ?`,
-		stmtStepWait: `UPDATE steps SET next_at = ?, effect_key = ?, fingerprint = ?, reason = 'effect_in_flight', updated_at = ? WHERE id = ?`,
+		stmtStepWait: `UPDATE steps SET next_at = ?, effect_key = ?, fingerprint = ?, reason = ?, updated_at = ? WHERE id = ?`,
 		stmtStepTake: `UPDATE steps SET state = 'processing', attempt = ?, effect_key = ?, fingerprint = ?, lease_owner = ?, lease_expires_at = ?,
 			reason = '', updated_at = ? WHERE id = ? AND state IN ('pending', 'retrying') AND attempt = ?`,
 		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?

@@ -53,6 +53,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Retention", retentionTests},
 		{"Incident", incidentTests},
 		{"Batch", batchTests},
+		{"Schedule", scheduleTests},
+		{"Delay", delayTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
