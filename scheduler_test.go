@@ -234,7 +234,9 @@ func TestScheduleTriggerUsesTheTickKey(t *testing.T) {
 func TestRegisterScheduleRefuses(t *testing.T) {
 	b := setup(t)
 	b.register(t, reportWorkflow("report"))
-	fetch := func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error) { return onceflow.FanOutPage{}, nil }
+	fetch := func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error) {
+		return onceflow.FanOutPage{}, nil
+	}
 	for _, tc := range []struct {
 		s     onceflow.Schedule
 		field string
