@@ -119,6 +119,8 @@ type Definition struct {
 	Redact []string `yaml:"redact"`
 	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
 	Notify *NotifyDef `yaml:"notify"`
+	// Schedule starts the workflow on the clock (see ScheduleDef).
+	Schedule *ScheduleDef `yaml:"schedule"`
 
 	file string
 	ast  *ast.File
@@ -166,6 +168,10 @@ type StepDef struct {
 	OnUnknown   string    `yaml:"on_unknown"`
 	Retention   string    `yaml:"retention"`
 	Timeout     Duration  `yaml:"timeout"`
+	// Delay makes the step wait after the steps it needs ("24h"); NotBefore until a time
+	// from the input or an earlier output ("{input.appointment_at} - 24h").
+	Delay     string `yaml:"delay"`
+	NotBefore string `yaml:"not_before"`
 
 	HTTP       *HTTPDef       `yaml:"http"`
 	Email      *EmailDef      `yaml:"email"`
@@ -386,6 +392,10 @@ func (d *Definition) check() Problems {
 	}
 	for i, s := range d.Steps {
 		ps = append(ps, d.checkStep(i, s)...)
+		ps = append(ps, d.checkDelay(i, s)...)
+	}
+	if d.Schedule != nil {
+		ps = append(ps, d.checkSchedule()...)
 	}
 	ps = append(ps, d.checkNotify()...)
 	// The engine's own rules (IDs, needs, cycles, key templates), placed at their fields.
