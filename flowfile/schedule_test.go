@@ -153,7 +153,9 @@ func TestForEachFetch(t *testing.T) {
 				return nil, err
 			}
 			for _, it := range page.Items {
-				var v struct{ CustomerID string `json:"customer_id"` }
+				var v struct {
+					CustomerID string `json:"customer_id"`
+				}
 				_ = json.Unmarshal(it, &v)
 				ids = append(ids, v.CustomerID)
 			}
