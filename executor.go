@@ -104,6 +104,12 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 	}
 	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
 	if due, err := dueTime(sd, cand, sc); err != nil {
+		// A time the run does not have may belong to a step whose condition is false.
+		if sd.When != nil {
+			if ok, werr := sd.When(sc); werr == nil && !ok {
+				return store.EffectSpec{Skip: "condition_false"}, nil
+			}
+		}
 		return store.EffectSpec{}, &store.PrepareError{Reason: "not_before_invalid", Err: err}
 	} else if due.After(c.cfg.Clock()) {
 		return store.EffectSpec{WaitUntil: due}, nil

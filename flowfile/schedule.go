@@ -352,3 +352,15 @@ func lookupPath(doc any, path string) any {
 	}
 	return doc
 }
+
+// OutlineSchedules is BuildSchedules for programs that list or trigger schedules without
+// fetching lists: a for_each fetch fails if it is ever called.
+func OutlineSchedules(defs []*Definition) []onceflow.Schedule {
+	var out []onceflow.Schedule
+	for _, d := range defs {
+		if d.Schedule != nil {
+			out = append(out, d.scheduleSkeleton())
+		}
+	}
+	return out
+}

@@ -153,6 +153,7 @@ func New(cfg Config) *Server {
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
 	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeAdmin, s.handle(s.getRun)))
 	s.mux.Handle("GET /v1/runs", s.auth(ScopeAdmin, s.handle(s.listRuns)))
+	s.mux.Handle("GET /v1/schedules", s.auth(ScopeAdmin, s.handle(s.listSchedules)))
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
 	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
 	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {

@@ -115,6 +115,7 @@ Try it with no setup:  onceflow demo`,
 		newDemoCommand(g),
 		newBenchCommand(g),
 		newPurgeCommand(g),
+		newSchedulesCommand(g),
 		newVersionCommand(g),
 	)
 	return root

@@ -193,7 +193,11 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 	tw = newTable(w)
 	fmt.Fprintln(tw, "NAME\tSTATE\tATTEMPT\tEFFECT KEY\tREASON\tLAST ERROR")
 	for _, st := range steps {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(st.Reason), dash(clip(st.LastError, 80)))
+		reason := st.Reason
+		if due := dueAt(st); due != nil {
+			reason += " until " + timeText(*due)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(reason), dash(clip(st.LastError, 80)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -262,7 +266,18 @@ type stepView struct {
 	LastOutcome store.Outcome   `json:"last_outcome"`
 	LastError   string          `json:"last_error"`
 	Output      json.RawMessage `json:"output"`
-	UpdatedAt   time.Time       `json:"updated_at"`
+	// DueAt is when a step waiting for its delay, not_before time or retry becomes due.
+	DueAt     *time.Time `json:"due_at,omitempty"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// dueAt is when a step that waits for a time becomes due; nil for any other.
+func dueAt(st *store.Step) *time.Time {
+	if st.State == store.StateRetrying || (st.State == store.StatePending && st.Reason == store.ReasonDelayed) {
+		t := st.NextAt
+		return &t
+	}
+	return nil
 }
 
 func viewStep(st *store.Step) stepView {
@@ -271,7 +286,7 @@ func viewStep(st *store.Step) stepView {
 		needs = []string{}
 	}
 	return stepView{ID: st.ID, Name: st.Name, Needs: needs, State: st.State, Attempt: st.Attempt, EffectKey: st.EffectKey,
-		Reason: st.Reason, LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), UpdatedAt: st.UpdatedAt}
+		Reason: st.Reason, LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), DueAt: dueAt(st), UpdatedAt: st.UpdatedAt}
 }
 
 type attemptView struct {

@@ -155,6 +155,9 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
+	if err := registerSchedules(client, defs, deps); err != nil {
+		return nil, err
+	}
 	return &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics}, nil
 }
 

@@ -1,0 +1,66 @@
+package onceflowhttp
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+)
+
+// GET /v1/schedules lists each schedule with its next ticks in its zone and the last tick
+// fired with its run; it needs an admin token.
+func TestListSchedules(t *testing.T) {
+	b := setup(t)
+	if err := b.client.Register(onceflow.Workflow{Name: "report", Steps: []onceflow.Step{{ID: "send",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.RegisterSchedule(onceflow.Schedule{Name: "nightly", Workflow: "report", Cron: "30 2 * * *",
+		Timezone: "Europe/Berlin", CatchUp: onceflow.CatchUpNone}); err != nil {
+		t.Fatal(err)
+	}
+	if a := b.do(http.MethodGet, "/v1/schedules", ingestToken, nil, ""); a.status != http.StatusForbidden && a.status != http.StatusUnauthorized {
+		t.Fatalf("ingest token: %d", a.status)
+	}
+	tick := time.Date(2026, 11, 30, 2, 30, 0, 0, time.FixedZone("CET", 3600))
+	run, err := b.client.TriggerSchedule(t.Context(), "nightly", tick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.FireSchedules(t.Context()); err != nil { // first sight: records the state
+		t.Fatal(err)
+	}
+	a := b.do(http.MethodGet, "/v1/schedules?next=2", adminToken, nil, "")
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	list := a.json["schedules"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("schedules %v", list)
+	}
+	s := list[0].(map[string]any)
+	if s["name"] != "nightly" || s["timezone"] != "Europe/Berlin" || s["catch_up"] != "none" || s["run_key"] != onceflow.DefaultScheduleRunKey {
+		t.Errorf("schedule %v", s)
+	}
+	next := s["next"].([]any)
+	if len(next) != 2 {
+		t.Fatalf("next %v", next)
+	}
+	for _, n := range next {
+		at, err := time.Parse(time.RFC3339, n.(string))
+		if err != nil || at.In(time.FixedZone("", 0)).IsZero() {
+			t.Fatalf("next tick %v: %v", n, err)
+		}
+		if _, off := at.Zone(); off != 3600 && off != 7200 {
+			t.Errorf("next tick %v is not in the schedule's zone", n)
+		}
+	}
+	if run.RunKey != "nightly:2026-11-30T02:30:00+01:00" {
+		t.Errorf("trigger run key %s", run.RunKey)
+	}
+	if a := b.do(http.MethodGet, "/v1/schedules?next=1000", adminToken, nil, ""); a.status != http.StatusBadRequest {
+		t.Errorf("next=1000: %d", a.status)
+	}
+}
