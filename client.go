@@ -83,6 +83,10 @@ type Config struct {
 	// ScheduleInterval is how often the scheduler leader looks for due ticks (default 1 s);
 	// the leadership lasts three intervals without renewal.
 	ScheduleInterval time.Duration
+	// ScheduleClock, if set, is the clock schedules read to decide which ticks are due,
+	// instead of Clock (runs are still started at Clock's time). A demo or a test brings
+	// the next tick forward with it.
+	ScheduleClock func() time.Time
 	// ScheduleLate is how late a tick may be fired and still count as on time (default
 	// 1 minute); a tick later than that was missed and its schedule's CatchUp decides.
 	ScheduleLate time.Duration

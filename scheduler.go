@@ -83,11 +83,19 @@ type tickDecision struct {
 	reason string
 }
 
+// scheduleNow is the time schedules read: Config.ScheduleClock, else Config.Clock.
+func (c *Client) scheduleNow() time.Time {
+	if c.cfg.ScheduleClock != nil {
+		return c.cfg.ScheduleClock()
+	}
+	return c.cfg.Clock()
+}
+
 func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
-	now := c.cfg.Clock()
+	now, at := c.scheduleNow(), c.cfg.Clock()
 	st, err := c.store.ScheduleGet(ctx, sd.Name)
 	if errors.Is(err, store.ErrNotFound) {
-		_, err = c.store.ScheduleAdvance(ctx, store.ScheduleAdvanceParams{Name: sd.Name, To: now, Now: now})
+		_, err = c.store.ScheduleAdvance(ctx, store.ScheduleAdvanceParams{Name: sd.Name, To: now, Now: at})
 		return err
 	}
 	if err != nil {
@@ -97,12 +105,12 @@ func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
 	if len(decisions) == 0 {
 		return nil
 	}
-	adv := store.ScheduleAdvanceParams{Name: sd.Name, From: st.Through, To: decisions[len(decisions)-1].at, Now: now}
+	adv := store.ScheduleAdvanceParams{Name: sd.Name, From: st.Through, To: decisions[len(decisions)-1].at, Now: at}
 	entity := "schedule:" + sd.Name
 	event := func(typ string, d tickDecision, runID int64, detail map[string]any) *store.Event {
 		detail["schedule"], detail["tick"], detail["timezone"] = sd.Name, d.at.In(sd.clock.loc).Format(time.RFC3339), sd.clock.loc.String()
 		detail["policy"] = string(sd.CatchUp)
-		return &store.Event{At: now, Type: typ, RunID: runID, Workflow: sd.Workflow, Entity: entity, Actor: store.ActorScheduler,
+		return &store.Event{At: at, Type: typ, RunID: runID, Workflow: sd.Workflow, Entity: entity, Actor: store.ActorScheduler,
 			Reason: d.reason, Detail: store.EncodeDetail(detail)}
 	}
 	skips := 0

@@ -128,9 +128,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	shorten(defs, Speedup)
 	env := ds.env()
 	env["PAYMENTS_WEBHOOK_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	bill, err := startBilling("bill_" + randomHex(12))
+	if err != nil {
+		return nil, err
+	}
+	defer bill.close()
+	env["BILLING_URL"], env["BILLING_TOKEN"] = bill.url, bill.token
 	admin := onceflowhttp.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
 	website := onceflowhttp.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}
-	stk, err := startStack(stackConfig{store: st, defs: defs, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger})
+	stackCfg := stackConfig{store: st, defs: defs, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger}
+	stk, err := startStack(stackCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +222,34 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, err
 	}
+	if settled {
+		// A restart in the middle of the monthly fan-out: stop onceflow as a deploy would,
+		// and start it again on the same database.
+		restart := func() error {
+			if err := stk.shutdown(); err != nil {
+				return fmt.Errorf("demo: stop onceflow: %w", err)
+			}
+			next, err := startStack(stackCfg)
+			if err != nil {
+				return err
+			}
+			stk, sum.API = next, next.url
+			return nil
+		}
+		sched, err := newScheduler(st, defs, stk.deps)
+		if err != nil {
+			return nil, err
+		}
+		inv, err := playInvoices(sctx, st, bill, sched, restart, progress)
+		switch {
+		case err == nil:
+			sum.Invoices = &inv
+		case interrupted() != nil:
+			return nil, interrupted()
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		}
+	}
 	if err := stop(); err != nil {
 		return nil, fmt.Errorf("demo: stop onceflow: %w", err)
 	}
@@ -234,6 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	sc.check()
+	checkInvoices(sum)
 	return sum, nil
 }
 
