@@ -101,6 +101,9 @@ func TestScheduleCatchUp(t *testing.T) {
 				t.Fatalf("events: %d late, %d skipped; want %d, %d", len(late), len(skipped), tc.late, tc.skipped)
 			}
 			for _, e := range skipped {
+				if !strings.Contains(onceflow.Explain(e), "skipped by policy") {
+					t.Errorf("explanation %q", onceflow.Explain(e))
+				}
 				if e.Reason != tc.skippedReasons || e.RunID != 0 {
 					t.Errorf("skipped event reason %q run %d, want %q and no run", e.Reason, e.RunID, tc.skippedReasons)
 				}
@@ -115,6 +118,9 @@ func TestScheduleCatchUp(t *testing.T) {
 				d := detailOf(t, late[0])
 				if d["late_by"] != "4h30m0s" {
 					t.Errorf("first late tick late_by %v, want 4h30m0s", d["late_by"])
+				}
+				if x := onceflow.Explain(late[0]); !strings.Contains(x, "tick 2026-11-02T11:00:00+01:00 (Europe/Berlin) of schedule report started late by 4h30m0s") {
+					t.Errorf("explanation %q", x)
 				}
 			}
 		})
