@@ -2,7 +2,9 @@ package onceflowhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,5 +64,41 @@ func TestListSchedules(t *testing.T) {
 	}
 	if a := b.do(http.MethodGet, "/v1/schedules?next=1000", adminToken, nil, ""); a.status != http.StatusBadRequest {
 		t.Errorf("next=1000: %d", a.status)
+	}
+}
+
+// A run that only waits for a delayed step says until when, and so does the step.
+func TestRunWaitingForDelay(t *testing.T) {
+	b := setup(t)
+	noop := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	if err := b.client.Register(onceflow.Workflow{Name: "follow", Steps: []onceflow.Step{
+		{ID: "crm", Do: noop}, {ID: "call", Needs: []string{"crm"}, Delay: 24 * time.Hour, Do: noop},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.client.Start(t.Context(), "follow", "lead-1", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := b.client.Work(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	a := b.do(http.MethodGet, "/v1/runs/"+strconv.FormatInt(run.ID, 10), adminToken, nil, "")
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d", a.status)
+	}
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(a.json["waiting_until"]))
+	if err != nil || until.Sub(run.CreatedAt) < 24*time.Hour || until.Sub(run.CreatedAt) > 25*time.Hour {
+		t.Fatalf("waiting_until %v (%v), run created %s", a.json["waiting_until"], err, run.CreatedAt)
+	}
+	call := a.json["steps"].([]any)[1].(map[string]any)
+	if call["state"] != "pending" || call["reason"] != "delayed" || call["next_at"] != a.json["waiting_until"] {
+		t.Errorf("call step %v", call)
 	}
 }

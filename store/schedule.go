@@ -73,3 +73,24 @@ type ScheduleStore interface {
 	// advanced it). The events are appended in the same transaction.
 	ScheduleAdvance(ctx context.Context, p ScheduleAdvanceParams) (bool, error)
 }
+
+// WaitingUntil returns when a run whose steps are steps next has something to do, if all
+// it waits for is time: the earliest due time of its steps waiting for a delay or
+// not_before (reason delayed). It is zero when no step waits for time or another step is
+// running, retrying or ready.
+func WaitingUntil(steps []*Step) time.Time {
+	var due time.Time
+	for _, st := range steps {
+		switch {
+		case st.State == StateProcessing || st.State == StateRetrying:
+			return time.Time{}
+		case st.State == StatePending && st.Waiting == 0 && st.Reason != ReasonDelayed:
+			return time.Time{}
+		case st.State == StatePending && st.Reason == ReasonDelayed:
+			if due.IsZero() || st.NextAt.Before(due) {
+				due = st.NextAt
+			}
+		}
+	}
+	return due
+}

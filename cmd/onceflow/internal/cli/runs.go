@@ -124,6 +124,8 @@ type runDetail struct {
 	Steps    []stepView    `json:"steps"`
 	Attempts []attemptView `json:"attempts"`
 	Events   []eventView   `json:"events"`
+	// WaitingUntil is when a run that only waits for a delayed step goes on.
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
 }
 
 func runsShow(ctx context.Context, g *globals, id int64, asJSON bool) error {
@@ -171,6 +173,9 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool) error {
 	for _, e := range events {
 		d.Events = append(d.Events, viewEvent(e))
 	}
+	if due := store.WaitingUntil(steps); !due.IsZero() {
+		d.WaitingUntil = &due
+	}
 	if asJSON {
 		return writeJSON(g.stdout, d)
 	}
@@ -181,6 +186,9 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 	fmt.Fprintf(w, "run %d  %s  (run key %s)\n", run.ID, run.Workflow, run.RunKey)
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  state\t%s\n", run.State)
+	if due := store.WaitingUntil(steps); !due.IsZero() {
+		fmt.Fprintf(tw, "  waiting\tuntil %s, when a delayed step is due\n", timeText(due))
+	}
 	fmt.Fprintf(tw, "  entity\t%s\n", dash(run.Entity))
 	fmt.Fprintf(tw, "  created\t%s\n", timeText(run.CreatedAt))
 	fmt.Fprintf(tw, "  updated\t%s\n", timeText(run.UpdatedAt))

@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 const nightlyYAML = `name: nightly-sync
@@ -67,5 +73,53 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 	r = run(t, "validate", filepath.Join(dir, "bad.yaml"))
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "bad.yaml:4:13: timezone \"America/Gotham\" is not an IANA time zone") {
 		t.Errorf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// runs show says when a step waiting for its delay is due, and when the run goes on.
+func TestRunsShowDelayedStep(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	if err := c.Register(onceflow.Workflow{Name: "follow", Steps: []onceflow.Step{
+		{ID: "crm", Do: noop}, {ID: "call", Needs: []string{"crm"}, Delay: 24 * time.Hour, Do: noop},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.Start(ctx, "follow", "lead-1", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n > 0; {
+		if n, err = c.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runOK(t, "runs", "show", strconv.FormatInt(run.ID, 10), "--db", "sqlite://"+path)
+	if !strings.Contains(r.stdout, "delayed until ") || !strings.Contains(r.stdout, "waiting  until ") {
+		t.Errorf("runs show:\n%s", r.stdout)
+	}
+	r = runOK(t, "runs", "show", strconv.FormatInt(run.ID, 10), "--db", "sqlite://"+path, "--json")
+	var d struct {
+		WaitingUntil *time.Time `json:"waiting_until"`
+		Steps        []struct {
+			Name  string     `json:"name"`
+			DueAt *time.Time `json:"due_at"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.WaitingUntil == nil || d.Steps[1].DueAt == nil || !d.WaitingUntil.Equal(*d.Steps[1].DueAt) || d.WaitingUntil.Sub(run.CreatedAt) < 24*time.Hour {
+		t.Errorf("runs show --json: waiting_until %v, call due %v", d.WaitingUntil, d.Steps[1].DueAt)
 	}
 }
