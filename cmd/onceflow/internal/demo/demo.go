@@ -13,7 +13,10 @@
 // examples on a fresh SQLite database, posts every website form twice (a double click,
 // some at the same instant), delivers every payment event two or three times, sends a
 // second event about some payments already handled, and sends events for orders the shop
-// had cancelled. When every run is completed or waits for review it stops onceflow and
+// had cancelled. Then the monthly-invoices schedule fires its next tick on a clock brought
+// forward and fans out over a simulated billing system's customers; onceflow is restarted
+// in the middle of the list, and the billing system counts invoices per customer and
+// period. When every run is completed or waits for review it stops onceflow and
 // checks, from the services' own counts, that no business action was carried out twice
 // and none that onceflow recorded is missing.
 //
