@@ -356,5 +356,19 @@ func (c *Client) fireTick(ctx context.Context, sd *scheduleDef, t Tick) (*Run, e
 		}
 		key = k
 	}
-	return c.startAs(ctx, wf, key, input, store.ActorScheduler)
+	run, err := c.startAs(ctx, wf, key, input, store.ActorScheduler)
+	var ce *RunConflictError
+	if errors.As(err, &ce) {
+		// The tick ran with another input (the schedule was changed since): it ran, and is
+		// not started again.
+		c.log.Warn("schedule tick already started with another input; not started again", "schedule", sd.Name,
+			"run_id", ce.RunID, "run_key", key)
+		existing, gerr := c.GetRun(ctx, ce.RunID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		existing.Duplicate = true
+		return existing, nil
+	}
+	return run, err
 }

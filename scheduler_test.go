@@ -408,3 +408,29 @@ func TestStepDelayAndNotBefore(t *testing.T) {
 		t.Errorf("%d step.delayed events, want 2", n)
 	}
 }
+
+// A tick whose run exists with another input (the schedule changed since it ran) is not
+// started again, and does not stop the schedule.
+func TestScheduleTickRanWithAnotherInput(t *testing.T) {
+	b := setup(t)
+	b.register(t, reportWorkflow("report"))
+	if err := b.client.RegisterSchedule(onceflow.Schedule{Workflow: "report", Cron: "0 * * * *", CatchUp: onceflow.CatchUpAll}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, "report", "report:2026-03-01T10:00:00Z", map[string]any{"schedule": "an older definition"})
+	b.fire(t) // first sight at 09:00
+	b.clock.Set(time.Date(2026, 3, 1, 11, 0, 10, 0, time.UTC))
+	b.fire(t)
+	keys := b.runKeys(t, "report")
+	if !equal(keys, []string{"report:2026-03-01T10:00:00Z", "report:2026-03-01T11:00:00Z"}) {
+		t.Fatalf("runs %v", keys)
+	}
+	late := b.events(t, store.EventListParams{Entity: "schedule:report"})
+	if len(late) != 1 || late[0].Type != store.EventScheduleTickLate || late[0].RunID != 1 {
+		t.Fatalf("events %v: want the 10:00 tick recorded late with the run that exists", eventTypes(late, ""))
+	}
+	st, err := b.store.ScheduleGet(b.ctx, "report")
+	if err != nil || !st.Through.Equal(time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)) {
+		t.Fatalf("schedule state %+v %v: want it past both ticks", st, err)
+	}
+}
