@@ -138,7 +138,7 @@ func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
 			c.log.Info("schedule tick fired", "schedule", sd.Name, "tick", d.at.In(sd.clock.loc).Format(time.RFC3339), "run_id", run.ID, "late", d.late)
 		}
 	}
-	if more := skips - maxSkipEvents + skippedMore; more > 0 {
+	if more := max(skips-maxSkipEvents, 0) + skippedMore; more > 0 {
 		adv.Events = append(adv.Events, event(store.EventScheduleTickSkipped, tickDecision{at: decisions[0].at, reason: "catch_up_summary"}, 0,
 			map[string]any{"more_ticks_skipped": more}))
 	}

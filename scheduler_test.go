@@ -434,3 +434,24 @@ func TestScheduleTickRanWithAnotherInput(t *testing.T) {
 		t.Fatalf("schedule state %+v %v: want it past both ticks", st, err)
 	}
 }
+
+// A per-second schedule down for three hours skips more ticks than the audit lists one by
+// one: the rest are counted in one event, and the schedule goes on from now.
+func TestScheduleLongDowntime(t *testing.T) {
+	b := setup(t)
+	b.register(t, reportWorkflow("report"))
+	if err := b.client.RegisterSchedule(onceflow.Schedule{Workflow: "report", Cron: "* * * * * *", CatchUp: onceflow.CatchUpNone}); err != nil {
+		t.Fatal(err)
+	}
+	b.fire(t)
+	b.clock.Advance(3 * time.Hour)
+	b.fire(t)
+	evs := b.events(t, store.EventListParams{Entity: "schedule:report", Limit: 10000})
+	missed := 3*3600 - 61 // ticks up to a minute old, both ends included, are on time
+	if len(evs) != 101 || detailOf(t, evs[100])["more_ticks_skipped"] != float64(missed-100) {
+		t.Fatalf("%d events, last %s", len(evs), evs[len(evs)-1].Detail)
+	}
+	if n := len(b.runKeys(t, "report")); n != 61 {
+		t.Fatalf("%d runs, want the 61 on-time ticks", n)
+	}
+}
