@@ -110,7 +110,9 @@ func (c *Client) startItems(ctx context.Context, sd *scheduleDef, tick Tick, ite
 	for i, raw := range items {
 		item, err := keytmpl.Decode(raw)
 		if _, ok := item.(map[string]any); err != nil || !ok {
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("item %d is not a JSON object", i+1))
+			mu.Unlock()
 			continue
 		}
 		input := map[string]any{"schedule": tick.data(), "item": item}
@@ -119,7 +121,9 @@ func (c *Client) startItems(ctx context.Context, sd *scheduleDef, tick Tick, ite
 			err = ValidateKey("run key", key)
 		}
 		if err != nil {
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("item %d: run key: %w", i+1, err))
+			mu.Unlock()
 			continue
 		}
 		sem <- struct{}{}

@@ -264,7 +264,7 @@ func TestRegisterScheduleRefuses(t *testing.T) {
 
 // customers is a paged list of n customers, size per page, cursor = index of the next
 // page's first item.
-func customers(n, size int, fail *atomic.Int32) func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error) {
+func customers(n, size int, fail *atomic.Int32, bad *atomic.Bool) func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error) {
 	return func(_ context.Context, _ onceflow.Tick, cursor string) (onceflow.FanOutPage, error) {
 		if fail != nil && fail.Load() > 0 {
 			fail.Add(-1)
@@ -277,6 +277,10 @@ func customers(n, size int, fail *atomic.Int32) func(context.Context, onceflow.T
 		var page onceflow.FanOutPage
 		for i := from; i < n && i < from+size; i++ {
 			page.Items = append(page.Items, json.RawMessage(fmt.Sprintf(`{"customer_id": "c%03d", "plan": "pro"}`, i)))
+			if bad != nil && bad.Load() && i%10 == 0 {
+				// Broken entries amid good ones: no customer id, not an object.
+				page.Items = append(page.Items, json.RawMessage(`{"plan": "pro"}`), json.RawMessage(`"c999"`))
+			}
 		}
 		if from+size < n {
 			page.Next = fmt.Sprint(from + size)
@@ -292,9 +296,10 @@ func TestScheduleFanOut(t *testing.T) {
 	b := setup(t)
 	b.register(t, onceflow.Workflow{Name: "invoice", Entity: "customer:{input.item.customer_id}", Steps: []onceflow.Step{{ID: "issue", Do: noop}}})
 	var fail atomic.Int32
+	var bad atomic.Bool
 	if err := b.client.RegisterSchedule(onceflow.Schedule{Name: "invoices", Workflow: "invoice", Cron: "0 9 1 * *", Timezone: "Europe/Berlin",
 		RunKey:  "invoice:{item.customer_id}:{schedule.period}:subscription",
-		ForEach: &onceflow.FanOut{Fetch: customers(120, 50, &fail), Retry: onceflow.RetryPolicy{MaxAttempts: 3, Initial: time.Second}}}); err != nil {
+		ForEach: &onceflow.FanOut{Fetch: customers(120, 50, &fail, &bad), Retry: onceflow.RetryPolicy{MaxAttempts: 3, Initial: time.Second}}}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Set(time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC))
@@ -339,6 +344,21 @@ func TestScheduleFanOut(t *testing.T) {
 	}
 	if n := len(b.runKeys(t, "invoice")); n != 240 {
 		t.Fatalf("after the retry: %d invoice runs, want 240", n)
+	}
+	// A list with broken entries: every good item is started, and the walk waits for a
+	// person with the bad ones named.
+	bad.Store(true)
+	b.clock.Set(time.Date(2027, 1, 1, 8, 0, 5, 0, time.UTC))
+	b.fire(t)
+	for b.work(t) > 0 {
+	}
+	if n := len(b.runKeys(t, "invoice")); n != 360 {
+		t.Fatalf("list with broken entries: %d invoice runs, want 360", n)
+	}
+	runs, _ = b.store.RunList(b.ctx, store.RunListParams{Workflow: "invoices.for-each", RunKey: "invoices:2027-01-01T09:00:00+01:00"})
+	walk := b.steps(t, runs[0].ID)["for-each"]
+	if walk.State != store.StateNeedsReview || !strings.Contains(walk.LastError, "24 of 144 items could not be started") {
+		t.Fatalf("walk over broken entries: %s %q", walk.State, walk.LastError)
 	}
 }
 
