@@ -378,4 +378,10 @@ func checkInvoices(sum *Summary) {
 		Detail: strings.Join(problems, "; ")}
 	sum.Invariants = append(sum.Invariants, inv)
 	sum.InvariantsOK = sum.InvariantsOK && inv.OK
+	if s != nil {
+		db := " --db " + sum.DBURL
+		sum.Next = append(sum.Next,
+			Hint{Command: "onceflow runs list --workflow " + invoiceWorkflow + db, Why: "one invoice run per customer for " + s.Period},
+			Hint{Command: "onceflow runs list --entity schedule:" + invoiceSchedule + db, Why: "the walk of the customer list, taken up again after the restart"})
+	}
 }
