@@ -347,6 +347,13 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 			rs.release(c.Run.ID, c.Step.Name, p.Now)
 		case store.ClaimWait:
 			res.Waiting++
+			if r := rs.byID[c.Run.ID]; r != nil {
+				for _, st := range r.steps {
+					if st.id == c.Step.ID {
+						st.delayed = plan.Reason == store.ReasonDelayed
+					}
+				}
+			}
 		case store.ClaimTake:
 			res.Claimed = append(res.Claimed, &store.ClaimedStep{Run: c.Run, Step: c.Step, Outputs: c.Outputs, PreviousOutcome: c.Step.LastOutcome})
 			rs.set(c.Run.ID, c.Step.ID, store.StateProcessing)

@@ -88,9 +88,10 @@ var stmtSQL = func() [numStmts]string {
 		stmtRunsByIDs:   `SELECT r.id, r.workflow, r.entity, r.state FROM runs r WHERE r.id IN (SELECT value FROM json_each(?))`,
 		stmtRunsOfSteps: `SELECT r.id, r.workflow, r.entity, r.state FROM runs r
 			WHERE r.id IN (SELECT s.run_id FROM steps s WHERE s.id IN (SELECT value FROM json_each(?)))`,
-		stmtStepsOfRuns: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, NULL FROM steps s
+		stmtStepsOfRuns: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, NULL, s.reason = 'delayed' FROM steps s
 			WHERE s.run_id IN (SELECT value FROM json_each(?))`,
-		stmtStepsOfRunsWithOutputs: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, CASE WHEN s.state = 'completed' THEN s.output END
+		stmtStepsOfRunsWithOutputs: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, CASE WHEN s.state = 'completed' THEN s.output END,
+			s.reason = 'delayed'
 			FROM steps s WHERE s.run_id IN (SELECT value FROM json_each(?))`,
 		stmtClaimCandidates: `SELECT ` + stepColumns + `, ` + runColumns + `
 			FROM steps s JOIN runs r ON r.id = s.run_id

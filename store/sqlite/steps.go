@@ -178,6 +178,9 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res
 		if _, err := w.exec(stmtStepWait, ts(plan.NextAt), st.EffectKey, st.Fingerprint, plan.Reason, now, st.ID); err != nil {
 			return nil, err
 		}
+		if s := w.steps[st.ID]; s != nil {
+			s.delayed = plan.Reason == store.ReasonDelayed
+		}
 	case store.ClaimTake:
 		if plan.UpdateFingerprint {
 			if _, err := w.exec(stmtEffectFingerprint, spec.Fingerprint, spec.Key); err != nil {

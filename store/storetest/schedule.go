@@ -156,8 +156,15 @@ func testDelayDependent(h *harness) {
 	wantEqual(h.t, "waiting", res.Waiting, 1)
 	b = h.wantStep(run.ID, "b", store.StatePending, 0, store.ReasonDelayed)
 	h.wantTime("due", b.NextAt, released.Add(24*time.Hour))
+	// Nothing to do but wait: the run is pending again, and says so in its trail.
+	h.wantRunState(run.ID, store.StatePending)
+	evs := ofType(h.runEvents(run.ID), store.EventRunStateChanged)
+	if d := h.detailOf(evs[len(evs)-1]); d["from"] != string(store.StateProcessing) || d["to"] != string(store.StatePending) {
+		h.t.Fatalf("last run.state_changed %v, want processing → pending", d)
+	}
 	res = h.claim(store.StepClaimParams{Owner: "w1", Now: released.Add(24*time.Hour - time.Second), LeaseFor: time.Minute, Limit: 10, Prepare: prepare})
 	wantEqual(h.t, "claimed early", len(res.Claimed), 0)
 	res = h.claim(store.StepClaimParams{Owner: "w1", Now: released.Add(24 * time.Hour), LeaseFor: time.Minute, Limit: 10, Prepare: prepare})
 	wantEqual(h.t, "claimed at due", len(res.Claimed), 1)
+	h.wantRunState(run.ID, store.StateProcessing)
 }
