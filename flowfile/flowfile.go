@@ -298,6 +298,7 @@ func LoadFiles(files ...string) ([]*Definition, error) {
 			hooks[d.Webhook.Name] = d.file
 		}
 	}
+	all = append(all, checkScheduleNames(defs)...)
 	if len(all) > 0 {
 		return nil, all
 	}

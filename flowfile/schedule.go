@@ -364,3 +364,24 @@ func OutlineSchedules(defs []*Definition) []onceflow.Schedule {
 	}
 	return out
 }
+
+// checkScheduleNames reports two files naming the same schedule (a schedule is named after
+// its workflow unless it says otherwise).
+func checkScheduleNames(defs []*Definition) Problems {
+	var ps Problems
+	seen := map[string]string{}
+	for _, d := range defs {
+		if d.Schedule == nil {
+			continue
+		}
+		name := d.Schedule.Name
+		if name == "" {
+			name = d.Name
+		}
+		if prev, ok := seen[name]; ok {
+			ps = append(ps, d.problemAt("$.schedule", "schedule %q is also defined in %s; give one of them another name", name, prev))
+		}
+		seen[name] = d.file
+	}
+	return ps
+}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -197,5 +199,21 @@ func TestForEachFetch(t *testing.T) {
 	_, err = walk(deps, &ForEachDef{URL: "{env.BILLING_URL}/customers?period=2026-10", Items: "data"})
 	if err == nil || !errors.As(err, &perm) || perm.Class != onceflow.Permanent {
 		t.Errorf("400 answer: %v, want a permanent error", err)
+	}
+}
+
+func TestScheduleNamesUnique(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := "name: a\nschedule:\n  name: nightly\n  cron: \"@daily\"\nsteps:\n  - id: s\n    kind: go\n    func: f\n"
+	b := strings.Replace(strings.Replace(a, "name: a", "name: b", 1), "@daily", "@hourly", 1)
+	for n, src := range map[string]string{"a.yaml": a, "b.yaml": b} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "b.yaml:3:7: schedule \"nightly\" is also defined in "+filepath.Join(dir, "a.yaml")) {
+		t.Fatalf("LoadDir: %v", err)
 	}
 }
