@@ -285,6 +285,18 @@ func Explain(e *store.Event) string {
 			w(" with input revision %s", r)
 		}
 		note()
+	case store.EventStepDelayed:
+		w("waits until %s before it runs (delay or not_before); its condition is evaluated then", when("due_at"))
+	case store.EventScheduleTickLate:
+		w("tick %s (%s) of schedule %s started late by %s, after a time nothing fired ticks (catch_up: %s): run key %s",
+			str("tick"), str("timezone"), str("schedule"), str("late_by"), str("policy"), str("run_key"))
+	case store.EventScheduleTickSkipped:
+		if more := str("more_ticks_skipped"); more != "" {
+			w("%s more missed ticks of schedule %s skipped by policy (catch_up: %s)", more, str("schedule"), str("policy"))
+		} else {
+			w("tick %s (%s) of schedule %s, missed by %s, skipped by policy (catch_up: %s, %s)",
+				str("tick"), str("timezone"), str("schedule"), str("missed_by"), str("policy"), e.Reason)
+		}
 	case store.EventEntityTransitioned:
 		w("entity %s moved %s → %s", str("entity"), str("from"), str("to"))
 	case store.EventEntityRefused:

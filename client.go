@@ -84,6 +84,16 @@ type Config struct {
 	// the ones that arrive while a transaction commits are written together in the next,
 	// and each caller returns once the transaction holding its own item has committed.
 	MaxBatch int
+	// ScheduleInterval is how often the scheduler leader looks for due ticks (default 1 s);
+	// the leadership lasts three intervals without renewal.
+	ScheduleInterval time.Duration
+	// ScheduleClock, if set, is the clock schedules read to decide which ticks are due,
+	// instead of Clock (runs are still started at Clock's time). A demo or a test brings
+	// the next tick forward with it.
+	ScheduleClock func() time.Time
+	// ScheduleLate is how late a tick may be fired and still count as on time (default
+	// 1 minute); a tick later than that was missed and its schedule's CatchUp decides.
+	ScheduleLate time.Duration
 	// CommitConcurrency is how many such transactions of each kind may commit at once
 	// (default 1: SQLite has one writer, and on PostgreSQL with its default pool more
 	// concurrent batches measured slower, as they contend for connections and locks).
@@ -101,6 +111,7 @@ type Client struct {
 	mu        sync.RWMutex
 	workflows map[string]*workflowDef
 	names     []string
+	schedules map[string]*scheduleDef
 
 	wake chan struct{}
 
@@ -143,6 +154,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.EffectWait <= 0 {
 		cfg.EffectWait = time.Second
+	}
+	if cfg.ScheduleInterval <= 0 {
+		cfg.ScheduleInterval = time.Second
+	}
+	if cfg.ScheduleLate <= 0 {
+		cfg.ScheduleLate = time.Minute
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 30 * time.Second
@@ -281,10 +298,16 @@ func runFrom(r *store.Run, dup bool) *Run {
 // commit. New runs started concurrently are written together, one transaction for all that
 // arrive while the previous one commits (see Config.MaxBatch).
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
+	return c.startAs(ctx, workflow, runKey, input, "api")
+}
+
+// startAs is Start with the actor the audit events name.
+func (c *Client) startAs(ctx context.Context, workflow, runKey string, input any, actor string) (*Run, error) {
 	p, err := c.runInsertParams(workflow, runKey, input)
 	if err != nil {
 		return nil, err
 	}
+	p.Actor = actor
 	known, err := c.store.RunGetByKey(ctx, workflow, runKey)
 	switch {
 	case err == nil:

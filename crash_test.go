@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childWorker())
 	case "starter":
 		os.Exit(childStarter())
+	case "fanout", "delay":
+		os.Exit(childScheduled(os.Getenv("ONCEFLOW_TEST_CHILD")))
 	}
 	goleak.VerifyTestMain(m)
 }

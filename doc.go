@@ -69,6 +69,16 @@
 // released by a result recorded in this process is claimed at once. A run key that is
 // already known is answered from an index lookup, without waiting for the writer.
 //
+// # Schedules and delays
+//
+// Client.RegisterSchedule starts a workflow on the clock: a cron expression in an IANA time
+// zone, one run per tick with a run key rendered from the tick's nominal time, so that no
+// number of processes, restarts or clock corrections starts a tick twice. One process at a
+// time fires ticks (the scheduler leadership); ticks missed while none ran are started or
+// skipped as Schedule.CatchUp says, each decision in the audit trail. A FanOut starts one
+// run per item of a list fetched when the tick fires. Step.Delay and Step.NotBefore make a
+// step wait, durably, before it runs.
+//
 // # Working the review queue
 //
 // Client.ReviewList lists the parked steps with their reasons. A person retries one with

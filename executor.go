@@ -103,6 +103,17 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 			Err: fmt.Errorf("workflow %q has no step %q in this worker's definition", cand.Step.Workflow, cand.Step.Name)}
 	}
 	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
+	if due, err := dueTime(sd, cand, sc); err != nil {
+		// A time the run does not have may belong to a step whose condition is false.
+		if sd.When != nil {
+			if ok, werr := sd.When(sc); werr == nil && !ok {
+				return store.EffectSpec{Skip: "condition_false"}, nil
+			}
+		}
+		return store.EffectSpec{}, &store.PrepareError{Reason: "not_before_invalid", Err: err}
+	} else if due.After(c.cfg.Clock()) {
+		return store.EffectSpec{WaitUntil: due}, nil
+	}
 	if sd.When != nil {
 		ok, err := sd.When(sc)
 		if err != nil {
@@ -138,6 +149,25 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 		spec.Fingerprint = hex.EncodeToString(sum[:])
 	}
 	return spec, nil
+}
+
+// dueTime is when a candidate may run: Delay after it first became due (its NextAt before
+// it ever waited or ran) and not before NotBefore; zero when neither applies.
+func dueTime(sd *stepDef, cand *store.ClaimCandidate, sc *StepContext) (time.Time, error) {
+	var due time.Time
+	if st := cand.Step; sd.Delay > 0 && st.Attempt == 0 && st.Reason == "" {
+		due = st.NextAt.Add(sd.Delay)
+	}
+	if sd.NotBefore != nil {
+		t, err := sd.NotBefore(sc)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t.After(due) {
+			due = t
+		}
+	}
+	return due, nil
 }
 
 // claim hands out up to limit due steps to this client.

@@ -10,8 +10,9 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// Serve claims and executes due steps, keeps their leases alive, reaps expired leases and
-// sends failure notifications (Config.Notify), until ctx ends. It then stops claiming,
+// Serve claims and executes due steps, keeps their leases alive, reaps expired leases,
+// fires the ticks of registered schedules and sends failure notifications (Config.Notify),
+// until ctx ends. It then stops claiming,
 // lets running steps finish for up to ShutdownGrace, interrupts the rest and releases them
 // for a retry with the same effect key, and returns nil. Only one Serve runs per client at
 // a time.
@@ -34,6 +35,7 @@ func (c *Client) Serve(ctx context.Context) error {
 	loops.Go(func() { c.pauseLoop(ctx) })
 	loops.Go(func() { c.reapLoop(ctx) })
 	loops.Go(func() { c.notifyLoop(ctx) })
+	loops.Go(func() { c.scheduleLoop(ctx) })
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	loops.Go(func() { c.heartbeatLoop(hbCtx) })
 

@@ -94,6 +94,13 @@ type Step struct {
 	// Timeout bounds one attempt (default 5 minutes). An attempt that times out has an
 	// unknown outcome.
 	Timeout time.Duration
+	// Delay postpones the step: it becomes due Delay after the steps it needs completed
+	// (after the run started, for a step without needs). NotBefore, if set, returns the
+	// earliest time it may run, from the input and the outputs of the steps it needs. The
+	// step waits pending, with its due time stored (a restart neither loses the timer nor
+	// fires it early), and When is evaluated only once it is due.
+	Delay     time.Duration
+	NotBefore func(sc *StepContext) (time.Time, error)
 	// Retention is how long the effect ledger remembers the step's completed effect key,
 	// counted from when it completes; 0 (the default) is forever. Once it has passed, a
 	// purge (store.RetentionStore, onceflow purge) may forget the key, and a run that
@@ -233,6 +240,9 @@ func compile(w Workflow) (*workflowDef, error) {
 		}
 		if s.Retry.MaxAttempts < 0 || s.Retry.Initial < 0 || s.Retry.Max < 0 || s.Retry.Multiplier < 0 {
 			bad(s.ID, "retry", "retry policy values must not be negative")
+		}
+		if s.Delay < 0 {
+			bad(s.ID, "delay", "Delay must not be negative")
 		}
 		if s.Retention < 0 {
 			bad(s.ID, "retention", "Retention must not be negative; 0 keeps the effect key forever")

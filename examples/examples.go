@@ -3,7 +3,11 @@
 //   - website-lead.yaml: a website form becomes a CRM lead, a welcome e-mail, a WhatsApp
 //     notice and a sales task;
 //   - payment-webhook.yaml: a signed payment webhook marks an order paid, reserves its
-//     stock, issues the invoice and e-mails a receipt.
+//     stock, issues the invoice and e-mails a receipt;
+//   - monthly-invoices.yaml: a monthly schedule fans out over the customers of a billing
+//     system and issues one invoice per customer, period and invoice type;
+//   - lead-follow-up.yaml: a follow-up a day after a lead came in, unless it was already
+//     contacted, and a reminder before the appointment it booked (delay, not_before).
 //
 // The files are embedded so that programs run exactly the files people read: `onceflow
 // demo` serves them against simulated services, and `onceflow serve --workflows examples`

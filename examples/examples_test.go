@@ -10,7 +10,7 @@ import (
 // Every embedded example is a valid workflow file, and no two define the same workflow.
 func TestExamplesAreValid(t *testing.T) {
 	files := examples.Files()
-	for _, want := range []string{"website-lead.yaml", "payment-webhook.yaml", "order-events.yaml"} {
+	for _, want := range []string{"website-lead.yaml", "payment-webhook.yaml", "order-events.yaml", "monthly-invoices.yaml", "lead-follow-up.yaml"} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("%s is not embedded (have %d files)", want, len(files))
 		}

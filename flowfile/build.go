@@ -147,6 +147,7 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 		}
 		st := onceflow.Step{ID: s.ID, Needs: s.Needs, EffectKey: s.EffectKey, Do: do, Timeout: time.Duration(s.Timeout)}
 		st.Retention = retentionOf(s.Retention)
+		d.applyDelay(i, s, &st)
 		if s.Retry != nil {
 			st.Retry = onceflow.RetryPolicy{MaxAttempts: s.Retry.MaxAttempts, Initial: time.Duration(s.Retry.Initial),
 				Max: time.Duration(s.Retry.Max), Multiplier: s.Retry.Multiplier}

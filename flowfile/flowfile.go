@@ -136,6 +136,8 @@ type Definition struct {
 	Queue *QueueDef `yaml:"queue"`
 	// Limits bound the requests sent to hosts (see LimitDef).
 	Limits []LimitDef `yaml:"limits"`
+	// Schedule starts the workflow on the clock (see ScheduleDef).
+	Schedule *ScheduleDef `yaml:"schedule"`
 
 	file string
 	ast  *ast.File
@@ -183,6 +185,10 @@ type StepDef struct {
 	OnUnknown   string    `yaml:"on_unknown"`
 	Retention   string    `yaml:"retention"`
 	Timeout     Duration  `yaml:"timeout"`
+	// Delay makes the step wait after the steps it needs ("24h"); NotBefore until a time
+	// from the input or an earlier output ("{input.appointment_at} - 24h").
+	Delay     string `yaml:"delay"`
+	NotBefore string `yaml:"not_before"`
 
 	HTTP       *HTTPDef       `yaml:"http"`
 	Email      *EmailDef      `yaml:"email"`
@@ -320,6 +326,7 @@ func LoadFiles(files ...string) ([]*Definition, error) {
 			hooks[d.Webhook.Name] = d.file
 		}
 	}
+	all = append(all, checkScheduleNames(defs)...)
 	if len(all) > 0 {
 		return nil, all
 	}
@@ -424,6 +431,10 @@ func (d *Definition) check() Problems {
 	}
 	for i, s := range d.Steps {
 		ps = append(ps, d.checkStep(i, s)...)
+		ps = append(ps, d.checkDelay(i, s)...)
+	}
+	if d.Schedule != nil {
+		ps = append(ps, d.checkSchedule()...)
 	}
 	ps = append(ps, d.checkNotify()...)
 	ps = append(ps, d.checkSecrets()...)

@@ -110,7 +110,9 @@ type runView struct {
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
 	Steps     []stepView      `json:"steps,omitempty"`
-	Links     links           `json:"links"`
+	// WaitingUntil is when a run that only waits for a delayed step goes on.
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
+	Links        links      `json:"links"`
 }
 
 type stepView struct {
@@ -186,6 +188,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 			sv.Tries = append(sv.Tries, av)
 		}
 		v.Steps = append(v.Steps, sv)
+	}
+	if due := store.WaitingUntil(steps); !due.IsZero() {
+		v.WaitingUntil = &due
 	}
 	s.maskRun(run, steps, &v)
 	return writeJSON(w, http.StatusOK, v)

@@ -164,6 +164,7 @@ func newServer(cfg config) *Server {
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
 	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeRead, s.handle(s.getRun)))
 	s.mux.Handle("GET /v1/runs", s.auth(ScopeRead, s.handle(s.listRuns)))
+	s.mux.Handle("GET /v1/schedules", s.auth(ScopeRead, s.handle(s.listSchedules)))
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
 	s.adminRoutes()  // reload (admin.go)
 	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))

@@ -17,8 +17,16 @@ type workflowView struct {
 	RequiredInput []string     `json:"required_input,omitempty"`
 	Steps         []string     `json:"steps,omitempty"`
 	Webhook       *webhookView `json:"webhook,omitempty"`
-	// A workflow's schedules, once workflows have them, are listed here beside its webhook.
-	Links workflowLinks `json:"links"`
+	// Schedule, when the file has one, says when the workflow starts on the clock (GET
+	// /v1/schedules has its next ticks).
+	Schedule *scheduleRef  `json:"schedule,omitempty"`
+	Links    workflowLinks `json:"links"`
+}
+
+type scheduleRef struct {
+	Name     string `json:"name"`
+	Cron     string `json:"cron"`
+	Timezone string `json:"timezone,omitempty"`
 }
 
 type webhookView struct {
@@ -60,6 +68,13 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 			}
 			if h := d.Webhook; h != nil {
 				v.Webhook = &webhookView{Name: h.Name, Path: "/hooks/" + h.Name, Scheme: h.Scheme, EventTypes: h.EventTypes}
+			}
+			if sc := d.Schedule; sc != nil {
+				name := sc.Name
+				if name == "" {
+					name = d.Name
+				}
+				v.Schedule = &scheduleRef{Name: name, Cron: sc.Cron, Timezone: sc.Timezone}
 			}
 		}
 		out.Workflows = append(out.Workflows, v)

@@ -33,7 +33,8 @@ const (
 	// ClaimReuse: the key was completed with the same request; the step completes with the
 	// ledger's result and releases the steps that need it.
 	ClaimReuse
-	// ClaimWait: another step holds the key; the step stays due at ClaimPlan.NextAt.
+	// ClaimWait: another step holds the key, or the step waits for its due time
+	// (EffectSpec.WaitUntil); the step stays due at ClaimPlan.NextAt with ClaimPlan.Reason.
 	ClaimWait
 	// ClaimTake: this step holds the key; it is claimed (attempt+1, processing under the
 	// lease, an attempt row). Its events apply only if the compare-and-set on the step
@@ -59,13 +60,13 @@ type ClaimPlan struct {
 }
 
 // PlanPrepare runs p.Prepare for a candidate and decides what needs no ledger row: a
-// candidate whose Prepare failed is parked, one whose condition is false is skipped. For any
-// other it returns nil and the spec, and the backend takes the effect row and calls
-// PlanClaim. It sets the step's EffectKey and Fingerprint.
+// candidate whose Prepare failed is parked, one that must wait (EffectSpec.WaitUntil) waits,
+// one whose condition is false is skipped. For any other it returns nil and the spec, and
+// the backend takes the effect row and calls PlanClaim. It sets the step's EffectKey and Fingerprint.
 func PlanPrepare(p *StepClaimParams, c *ClaimCandidate) (*ClaimPlan, EffectSpec) {
 	run, st := c.Run, c.Step
 	spec, err := p.Prepare(c)
-	if err == nil && spec.Key == "" && spec.Skip == "" {
+	if err == nil && spec.Key == "" && spec.Skip == "" && !spec.WaitUntil.After(p.Now) {
 		err = errors.New("the effect key is empty")
 	}
 	if err != nil {
@@ -76,6 +77,15 @@ func PlanPrepare(p *StepClaimParams, c *ClaimCandidate) (*ClaimPlan, EffectSpec)
 		}
 		return &ClaimPlan{Action: ClaimPark, Reason: reason, Error: err.Error(),
 			Events: []*Event{StepEvent(EventStepNeedsReview, p.Now, run, st, ActorEngine, reason, map[string]any{"error": err.Error()})}}, spec
+	}
+	if spec.WaitUntil.After(p.Now) {
+		plan := &ClaimPlan{Action: ClaimWait, Spec: spec, Reason: ReasonDelayed, NextAt: spec.WaitUntil}
+		if st.Reason != ReasonDelayed || !st.NextAt.Equal(spec.WaitUntil) { // else: already said so
+			plan.Events = []*Event{StepEvent(EventStepDelayed, p.Now, run, st, ActorEngine, ReasonDelayed, map[string]any{
+				"due_at": spec.WaitUntil, "wait": spec.WaitUntil.Sub(p.Now).String(),
+			})}
+		}
+		return plan, spec
 	}
 	if spec.Skip != "" {
 		return &ClaimPlan{Action: ClaimSkip, Spec: spec, Reason: spec.Skip,
@@ -113,7 +123,7 @@ func PlanClaim(p *StepClaimParams, c *ClaimCandidate, spec EffectSpec, eff *Effe
 			StepEvent(EventStepCompleted, p.Now, run, st, ActorEngine, "effect_reused", d),
 		}
 	case eff.StepID != st.ID:
-		plan.Action = ClaimWait
+		plan.Action, plan.Reason = ClaimWait, ReasonEffectInFlight
 		wait := p.WaitFor
 		if wait <= 0 {
 			wait = time.Second

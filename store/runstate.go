@@ -4,6 +4,8 @@ package store
 type StepStatus struct {
 	State   State
 	Waiting int
+	// Delayed is set for a pending step that waits for its due time (reason delayed).
+	Delayed bool
 }
 
 // DeriveRunState computes a run's state from its steps. Backends call it inside the
@@ -14,9 +16,10 @@ type StepStatus struct {
 //   - otherwise, while work can progress (a step processing, retrying, or pending with
 //     nothing left to wait for): processing if any step is processing or has finished,
 //     retrying if every active step is retrying, pending before anything has started;
+//   - otherwise pending while a step waits for its due time (a delay, not_before);
 //   - otherwise failed if any step failed, cancelled if any was cancelled, else completed.
 func DeriveRunState(steps []StepStatus) State {
-	var review, processing, retrying, ready, failed, cancelled, started bool
+	var review, processing, retrying, ready, delayed, failed, cancelled, started bool
 	for _, s := range steps {
 		switch s.State {
 		case StateNeedsReview:
@@ -26,7 +29,10 @@ func DeriveRunState(steps []StepStatus) State {
 		case StateRetrying:
 			retrying = true
 		case StatePending:
-			if s.Waiting == 0 {
+			switch {
+			case s.Waiting == 0 && s.Delayed:
+				delayed = true
+			case s.Waiting == 0:
 				ready = true
 			}
 		case StateFailed:
@@ -49,6 +55,8 @@ func DeriveRunState(steps []StepStatus) State {
 		if started {
 			return StateProcessing
 		}
+		return StatePending
+	case delayed:
 		return StatePending
 	case failed:
 		return StateFailed

@@ -13,6 +13,10 @@ func TestDeriveRunState(t *testing.T) {
 		want  State
 	}{
 		{"nothing started", []StepStatus{pending, blocked}, StatePending},
+		{"waiting for a delayed step after a completed one", []StepStatus{st(StateCompleted), {State: StatePending, Delayed: true}, blocked}, StatePending},
+		{"a delayed step beside a ready one", []StepStatus{st(StateCompleted), {State: StatePending, Delayed: true}, pending}, StateProcessing},
+		{"a delayed step beside a retrying one", []StepStatus{st(StateRetrying), {State: StatePending, Delayed: true}}, StateRetrying},
+		{"a delayed step beside review", []StepStatus{st(StateNeedsReview), {State: StatePending, Delayed: true}}, StateNeedsReview},
 		{"one pending", []StepStatus{pending}, StatePending},
 		{"processing", []StepStatus{st(StateProcessing), blocked}, StateProcessing},
 		{"ready after a completed step", []StepStatus{st(StateCompleted), pending}, StateProcessing},

@@ -309,6 +309,11 @@ type EffectSpec struct {
 	// do the steps that need it (reason dependency_skipped). Key and Fingerprint are
 	// ignored.
 	Skip string
+	// WaitUntil, when after the claim's Now, postpones the step (a delay or a not_before
+	// time): it stays pending, due at WaitUntil, with reason delayed and, the first time,
+	// an event step.delayed. Nothing else is decided: Skip, Key and Fingerprint are
+	// ignored, and Prepare is asked again when the step is due.
+	WaitUntil time.Time
 }
 
 // PrepareError is returned by Prepare when a step cannot be prepared (a template field is
@@ -440,6 +445,7 @@ type Store interface {
 	IncidentStore
 	RetentionStore
 	ReviewStore
+	ScheduleStore
 	StatsStore
 
 	// Migrate brings the schema to the newest version. It is idempotent and safe to call

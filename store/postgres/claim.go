@@ -280,7 +280,7 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 		case store.ClaimReuse:
 			w.add(c, plan, "effect_reused", st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
 		case store.ClaimWait:
-			w.add(c, plan, store.ReasonEffectInFlight, st.Attempt, nil, &plan.NextAt, nil, false)
+			w.add(c, plan, plan.Reason, st.Attempt, nil, &plan.NextAt, nil, false)
 		case store.ClaimTake:
 			w.add(c, plan, "", st.Attempt-1, nil, nil, nil, false)
 			if plan.UpdateFingerprint {
@@ -347,6 +347,13 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 			rs.release(c.Run.ID, c.Step.Name, p.Now)
 		case store.ClaimWait:
 			res.Waiting++
+			if r := rs.byID[c.Run.ID]; r != nil {
+				for _, st := range r.steps {
+					if st.id == c.Step.ID {
+						st.delayed = plan.Reason == store.ReasonDelayed
+					}
+				}
+			}
 		case store.ClaimTake:
 			res.Claimed = append(res.Claimed, &store.ClaimedStep{Run: c.Run, Step: c.Step, Outputs: c.Outputs, PreviousOutcome: c.Step.LastOutcome})
 			rs.set(c.Run.ID, c.Step.ID, store.StateProcessing)

@@ -31,8 +31,11 @@ import (
 const urlEnv = "ONCEFLOW_TEST_POSTGRES_URL"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "worker" {
+	switch os.Getenv(childEnv) {
+	case "worker":
 		os.Exit(childWorker())
+	case "scheduler":
+		os.Exit(childScheduler())
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -360,19 +360,19 @@ func refreshRunState(ctx context.Context, t *txn, runID int64, at time.Time, act
 	if err != nil {
 		return err
 	}
-	rows, err := t.Query(ctx, `SELECT DISTINCT state, waiting = 0 FROM steps WHERE run_id = $1`, runID)
+	rows, err := t.Query(ctx, `SELECT DISTINCT state, waiting = 0, reason = 'delayed' FROM steps WHERE run_id = $1`, runID)
 	if err != nil {
 		return err
 	}
 	var statuses []store.StepStatus
 	var state string
-	var ready bool
-	_, err = pgx.ForEachRow(rows, []any{&state, &ready}, func() error {
+	var ready, delayed bool
+	_, err = pgx.ForEachRow(rows, []any{&state, &ready, &delayed}, func() error {
 		w := 1
 		if ready {
 			w = 0
 		}
-		statuses = append(statuses, store.StepStatus{State: store.State(state), Waiting: w})
+		statuses = append(statuses, store.StepStatus{State: store.State(state), Waiting: w, Delayed: delayed})
 		return nil
 	})
 	if err != nil {

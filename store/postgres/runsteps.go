@@ -52,6 +52,8 @@ type stepStatus struct {
 	state   store.State
 	waiting int
 	attempt int
+	// delayed is set for a pending step waiting for its due time (reason delayed).
+	delayed bool
 	// output is the output of a completed step, when read with the outputs.
 	output json.RawMessage
 
@@ -89,7 +91,7 @@ func (rs *runSet) ids() []int64 {
 }
 
 // stepStatusColumns are the columns of steps that load reads, before the output.
-const stepStatusColumns = `id, run_id, name, needs, state, waiting, attempt`
+const stepStatusColumns = `id, run_id, name, needs, state, waiting, attempt, reason = 'delayed'`
 
 // stepStatusSQL reads the steps of the runs $1, with the outputs of the completed ones.
 // Send it after the runs are locked, so that it sees every change committed to their steps.
@@ -107,13 +109,14 @@ func (rs *runSet) load(rows pgx.Rows) error {
 	var name, state string
 	var needs []string
 	var waiting, attempt int
+	var delayed bool
 	var output []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &runID, &name, &needs, &state, &waiting, &attempt, &output}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &runID, &name, &needs, &state, &waiting, &attempt, &delayed, &output}, func() error {
 		r := rs.byID[runID]
 		if r == nil {
 			return nil
 		}
-		st := &stepStatus{id: id, name: name, needs: needs, state: store.State(state), waiting: waiting, attempt: attempt}
+		st := &stepStatus{id: id, name: name, needs: needs, state: store.State(state), waiting: waiting, attempt: attempt, delayed: delayed}
 		if output != nil {
 			st.output = json.RawMessage(slices.Clone(output))
 		}
@@ -248,7 +251,7 @@ func (rs *runSet) refresh(t *txn, runID int64, at time.Time, actor string) {
 	}
 	r.scratch = r.scratch[:0]
 	for _, st := range r.steps {
-		r.scratch = append(r.scratch, store.StepStatus{State: st.state, Waiting: st.waiting})
+		r.scratch = append(r.scratch, store.StepStatus{State: st.state, Waiting: st.waiting, Delayed: st.delayed})
 	}
 	next := store.DeriveRunState(r.scratch)
 	if next == r.run.State {

@@ -89,9 +89,10 @@ var stmtSQL = func() [numStmts]string {
 		stmtRunsByIDs:   `SELECT r.id, r.workflow, r.entity, r.state FROM runs r WHERE r.id IN (SELECT value FROM json_each(?))`,
 		stmtRunsOfSteps: `SELECT r.id, r.workflow, r.entity, r.state FROM runs r
 			WHERE r.id IN (SELECT s.run_id FROM steps s WHERE s.id IN (SELECT value FROM json_each(?)))`,
-		stmtStepsOfRuns: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, NULL FROM steps s
+		stmtStepsOfRuns: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, NULL, s.reason = 'delayed' FROM steps s
 			WHERE s.run_id IN (SELECT value FROM json_each(?))`,
-		stmtStepsOfRunsWithOutputs: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, CASE WHEN s.state = 'completed' THEN s.output END
+		stmtStepsOfRunsWithOutputs: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, CASE WHEN s.state = 'completed' THEN s.output END,
+			s.reason = 'delayed'
 			FROM steps s WHERE s.run_id IN (SELECT value FROM json_each(?))`,
 		stmtClaimCandidates: `SELECT ` + stepColumns + `, ` + runColumns + `
 			FROM steps s JOIN runs r ON r.id = s.run_id
@@ -111,7 +112,7 @@ var stmtSQL = func() [numStmts]string {
 		stmtStepSkip: `UPDATE steps SET state = 'skipped', reason = ?, updated_at = ? WHERE id = ?`,
 		stmtStepReuse: `UPDATE steps SET state = 'completed', effect_key = ?, fingerprint = ?, output = ?, reason = 'effect_reused',
 			lease_owner = '', lease_expires_at = 0, updated_at = ? WHERE id = ?`,
-		stmtStepWait: `UPDATE steps SET next_at = ?, effect_key = ?, fingerprint = ?, reason = 'effect_in_flight', updated_at = ? WHERE id = ?`,
+		stmtStepWait: `UPDATE steps SET next_at = ?, effect_key = ?, fingerprint = ?, reason = ?, updated_at = ? WHERE id = ?`,
 		stmtStepTake: `UPDATE steps SET state = 'processing', attempt = ?, effect_key = ?, fingerprint = ?, lease_owner = ?, lease_expires_at = ?,
 			reason = '', updated_at = ? WHERE id = ? AND state IN ('pending', 'retrying') AND attempt = ?`,
 		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?

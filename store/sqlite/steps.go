@@ -175,8 +175,11 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res
 		}
 	case store.ClaimWait:
 		res.Waiting++
-		if _, err := w.exec(stmtStepWait, ts(plan.NextAt), spec.Key, spec.Fingerprint, now, st.ID); err != nil {
+		if _, err := w.exec(stmtStepWait, ts(plan.NextAt), st.EffectKey, st.Fingerprint, plan.Reason, now, st.ID); err != nil {
 			return nil, err
+		}
+		if s := w.steps[st.ID]; s != nil {
+			s.delayed = plan.Reason == store.ReasonDelayed
 		}
 	case store.ClaimTake:
 		if plan.UpdateFingerprint {

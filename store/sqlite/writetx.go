@@ -62,6 +62,7 @@ type stepStatus struct {
 	isParsed  bool
 	state     store.State
 	waiting   int
+	delayed   bool            // pending, waiting for its due time
 	output    json.RawMessage // completed steps, when loaded with outputs
 }
 
@@ -245,7 +246,7 @@ func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
 		st := &stepStatus{}
 		var state string
 		var output []byte
-		if err := rows.Scan(&st.id, &st.runID, &st.name, &st.needs, &state, &st.waiting, &st.effectKey, &output); err != nil {
+		if err := rows.Scan(&st.id, &st.runID, &st.name, &st.needs, &state, &st.waiting, &st.effectKey, &output, &st.delayed); err != nil {
 			return err
 		}
 		st.state = store.State(state)
@@ -324,7 +325,7 @@ func (w *writeTx) refresh(runID int64, at time.Time, actor string) error {
 	}
 	rs.scratch = rs.scratch[:0]
 	for _, st := range rs.steps {
-		rs.scratch = append(rs.scratch, store.StepStatus{State: st.state, Waiting: st.waiting})
+		rs.scratch = append(rs.scratch, store.StepStatus{State: st.state, Waiting: st.waiting, Delayed: st.delayed})
 	}
 	next := store.DeriveRunState(rs.scratch)
 	if next == rs.run.State {

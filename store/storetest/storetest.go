@@ -54,6 +54,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Incident", incidentTests},
 		{"Batch", batchTests},
 		{"Control", controlTests},
+		{"Schedule", scheduleTests},
+		{"Delay", delayTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -126,6 +126,7 @@ Try it with no setup:  onceflow demo`,
 		newDemoCommand(g),
 		newBenchCommand(g),
 		newPurgeCommand(g),
+		newSchedulesCommand(g),
 		newVersionCommand(g),
 		newSchemaCommand(g),
 	)

@@ -126,6 +126,8 @@ type runDetail struct {
 	Steps    []stepView    `json:"steps"`
 	Attempts []attemptView `json:"attempts"`
 	Events   []eventView   `json:"events"`
+	// WaitingUntil is when a run that only waits for a delayed step goes on.
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
 }
 
 func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFlags) error {
@@ -189,6 +191,9 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFla
 	for _, e := range events {
 		d.Events = append(d.Events, viewEvent(e))
 	}
+	if due := store.WaitingUntil(steps); !due.IsZero() {
+		d.WaitingUntil = &due
+	}
 	if asJSON {
 		return writeJSON(g.stdout, d)
 	}
@@ -199,6 +204,9 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 	fmt.Fprintf(w, "run %d  %s  (run key %s)\n", run.ID, run.Workflow, run.RunKey)
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  state\t%s\n", run.State)
+	if due := store.WaitingUntil(steps); !due.IsZero() {
+		fmt.Fprintf(tw, "  waiting\tuntil %s, when a delayed step is due\n", timeText(due))
+	}
 	fmt.Fprintf(tw, "  entity\t%s\n", dash(run.Entity))
 	fmt.Fprintf(tw, "  created\t%s\n", timeText(run.CreatedAt))
 	fmt.Fprintf(tw, "  updated\t%s\n", timeText(run.UpdatedAt))
@@ -211,7 +219,11 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 	tw = newTable(w)
 	fmt.Fprintln(tw, "NAME\tSTATE\tATTEMPT\tEFFECT KEY\tREASON\tLAST ERROR")
 	for _, st := range steps {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(st.Reason), dash(clip(st.LastError, 80)))
+		reason := st.Reason
+		if due := dueAt(st); due != nil {
+			reason += " until " + timeText(*due)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(reason), dash(clip(st.LastError, 80)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -280,7 +292,18 @@ type stepView struct {
 	LastOutcome store.Outcome   `json:"last_outcome"`
 	LastError   string          `json:"last_error"`
 	Output      json.RawMessage `json:"output"`
-	UpdatedAt   time.Time       `json:"updated_at"`
+	// DueAt is when a step waiting for its delay, not_before time or retry becomes due.
+	DueAt     *time.Time `json:"due_at,omitempty"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// dueAt is when a step that waits for a time becomes due; nil for any other.
+func dueAt(st *store.Step) *time.Time {
+	if st.State == store.StateRetrying || (st.State == store.StatePending && st.Reason == store.ReasonDelayed) {
+		t := st.NextAt
+		return &t
+	}
+	return nil
 }
 
 func viewStep(st *store.Step) stepView {
@@ -289,7 +312,7 @@ func viewStep(st *store.Step) stepView {
 		needs = []string{}
 	}
 	return stepView{ID: st.ID, Name: st.Name, Needs: needs, State: st.State, Attempt: st.Attempt, EffectKey: st.EffectKey,
-		Reason: st.Reason, LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), UpdatedAt: st.UpdatedAt}
+		Reason: st.Reason, LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), DueAt: dueAt(st), UpdatedAt: st.UpdatedAt}
 }
 
 type attemptView struct {

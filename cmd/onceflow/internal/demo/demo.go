@@ -13,7 +13,10 @@
 // examples on a fresh SQLite database, posts every website form twice (a double click,
 // some at the same instant), delivers every payment event two or three times, sends a
 // second event about some payments already handled, and sends events for orders the shop
-// had cancelled. When every run is completed or waits for review it stops onceflow and
+// had cancelled. Then the monthly-invoices schedule fires its next tick on a clock brought
+// forward and fans out over a simulated billing system's customers; onceflow is restarted
+// in the middle of the list, and the billing system counts invoices per customer and
+// period. When every run is completed or waits for review it stops onceflow and
 // checks, from the services' own counts, that no business action was carried out twice
 // and none that onceflow recorded is missing.
 //
@@ -128,9 +131,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	shorten(defs, Speedup)
 	env := ds.env()
 	env["PAYMENTS_WEBHOOK_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
+	bill, err := startBilling("bill_" + randomHex(12))
+	if err != nil {
+		return nil, err
+	}
+	defer bill.close()
+	env["BILLING_URL"], env["BILLING_TOKEN"] = bill.url, bill.token
 	admin := onceflowhttp.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
 	website := onceflowhttp.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}
-	stk, err := startStack(stackConfig{store: st, defs: defs, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger})
+	stackCfg := stackConfig{store: st, defs: defs, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger}
+	stk, err := startStack(stackCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +225,34 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, err
 	}
+	if settled {
+		// A restart in the middle of the monthly fan-out: stop onceflow as a deploy would,
+		// and start it again on the same database.
+		restart := func() error {
+			if err := stk.shutdown(); err != nil {
+				return fmt.Errorf("demo: stop onceflow: %w", err)
+			}
+			next, err := startStack(stackCfg)
+			if err != nil {
+				return err
+			}
+			stk, sum.API = next, next.url
+			return nil
+		}
+		sched, err := newScheduler(st, defs, stk.deps)
+		if err != nil {
+			return nil, err
+		}
+		inv, err := playInvoices(sctx, st, bill, sched, restart, progress)
+		switch {
+		case err == nil:
+			sum.Invoices = &inv
+		case interrupted() != nil:
+			return nil, interrupted()
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		}
+	}
 	if err := stop(); err != nil {
 		return nil, fmt.Errorf("demo: stop onceflow: %w", err)
 	}
@@ -234,6 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	sc.check()
+	checkInvoices(sum)
 	return sum, nil
 }
 

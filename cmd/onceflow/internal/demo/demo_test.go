@@ -43,6 +43,9 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 	if !sum.InvariantsOK {
 		t.Fatalf("invariants failed: %v", sum.Failures())
 	}
+	if inv := sum.Invoices; inv == nil || !inv.Restarted || inv.Runs != inv.Customers || len(inv.PerCustomerPeriod) != 1 || inv.PerCustomerPeriod["1"] != inv.Customers {
+		t.Fatalf("monthly invoices: %+v; want every customer invoiced once for the period, across a restart", inv)
+	}
 	if len(sum.Destinations) != 5 {
 		t.Fatalf("%d destinations, want crm, whatsapp, stock, invoicing and smtp", len(sum.Destinations))
 	}

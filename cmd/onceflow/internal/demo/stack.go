@@ -49,10 +49,6 @@ func startStack(c stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	wfs, err := flowfile.Build(c.defs, deps)
-	if err != nil {
-		return nil, err
-	}
 	client, err := onceflow.New(onceflow.Config{
 		Store:          c.store,
 		Workers:        c.workers,
@@ -68,10 +64,8 @@ func startStack(c stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range wfs {
-		if err := client.Register(w); err != nil {
-			return nil, err
-		}
+	if err := registerAll(client, c.defs, deps); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

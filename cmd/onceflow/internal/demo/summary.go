@@ -43,8 +43,10 @@ type Summary struct {
 	Engine             EngineStats         `json:"engine"`
 	// OrdersByState counts the shop's orders by their state at the end.
 	OrdersByState map[string]int `json:"orders_by_state"`
-	Invariants    []Invariant    `json:"invariants"`
-	InvariantsOK  bool           `json:"invariants_ok"`
+	// Invoices is what the monthly-invoices schedule did (nil if it did not get to run).
+	Invoices     *InvoiceStats `json:"invoices"`
+	Invariants   []Invariant   `json:"invariants"`
+	InvariantsOK bool          `json:"invariants_ok"`
 	// Next lists commands to look at what happened; ShowRun is a run worth looking at.
 	Next        []Hint        `json:"next"`
 	ShowRun     int64         `json:"-"`
@@ -279,6 +281,17 @@ func (s *Summary) WriteText(w io.Writer) error {
 		sort.Strings(ents)
 		fmt.Fprintf(w, "  %d payment event(s) for cancelled orders changed nothing (%s): mark_paid refused the\n"+
 			"  transition and was skipped, and with it the reservation, the invoice and the receipt.\n", len(ents), strings.Join(ents, ", "))
+	}
+
+	if v := s.Invoices; v != nil {
+		fmt.Fprintf(w, "\nMonthly invoices: the schedule's tick %s fired (its clock brought forward) and walked the\n"+
+			"  billing system's %d customers in %d list requests; onceflow was restarted in the middle of the list.\n"+
+			"  %d invoice runs, %d invoices issued, %d sent, %d repeated keys answered from the first result.\n"+
+			"  Invoices per customer for period %s:", v.Tick, v.Customers, v.ListRequests, v.Runs, v.Invoices, v.InvoicesSent, v.Repeated, v.Period)
+		for _, n := range sortedKeys(v.PerCustomerPeriod) {
+			fmt.Fprintf(w, " %s invoice(s): %d customer(s);", n, v.PerCustomerPeriod[n])
+		}
+		fmt.Fprintln(w)
 	}
 
 	fmt.Fprintf(w, "\nInvariants\n")

@@ -23,7 +23,7 @@ func TestLoadWorkflowsShortensDelaysOnly(t *testing.T) {
 			orig[d.Name+"/"+s.ID] = s
 		}
 	}
-	if len(defs) != 2 || orig["website-lead/crm_lead"].Kind != flowfile.KindHTTP || orig["payment-succeeded/mark_paid"].Kind != flowfile.KindTransition {
+	if len(defs) != 4 || orig["website-lead/crm_lead"].Kind != flowfile.KindHTTP || orig["payment-succeeded/mark_paid"].Kind != flowfile.KindTransition {
 		t.Fatalf("loaded %d definitions: %v", len(defs), orig)
 	}
 	keys := map[string]string{}

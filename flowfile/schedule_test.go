@@ -1,0 +1,219 @@
+package flowfile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/egress"
+)
+
+const scheduleBase = `name: invoices
+steps:
+  - id: issue
+    kind: go
+    func: f
+`
+
+// Every schedule and delay mistake is reported at its place, file:line:col.
+func TestScheduleLoadErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, src, want string
+	}{
+		{"invalid cron", scheduleBase + "schedule:\n  cron: \"61 9 * * *\"\n",
+			`invoices.yaml:7:9: cron expression "61 9 * * *"`},
+		{"unknown timezone", scheduleBase + "schedule:\n  cron: \"@daily\"\n  timezone: Europe/Atlantis\n",
+			`invoices.yaml:8:13: timezone "Europe/Atlantis" is not an IANA time zone`},
+		{"run key without the tick", scheduleBase + "schedule:\n  cron: \"@monthly\"\n  run_key: \"invoices:{schedule.name}\"\n",
+			`invoices.yaml:8:12: run key "invoices:{schedule.name}" does not read {schedule.time} or {schedule.period}`},
+		{"fan-out run key without an item field", scheduleBase + "schedule:\n  cron: \"@monthly\"\n  run_key: \"invoice:{schedule.period}\"\n  for_each:\n    url: https://billing.example/customers\n",
+			`invoices.yaml:8:12: run key "invoice:{schedule.period}" reads no {item.…} field`},
+		{"fan-out without a run key", scheduleBase + "schedule:\n  cron: \"@monthly\"\n  for_each:\n    url: https://billing.example/customers\n",
+			`invoices.yaml:7:7: a schedule with for_each needs a run_key that reads an item field`},
+		{"catch_up", scheduleBase + "schedule:\n  cron: \"@monthly\"\n  catch_up: sometimes\n",
+			`invoices.yaml:8:13: catch_up "sometimes" is not latest, all or none`},
+		{"@every", scheduleBase + "schedule:\n  cron: \"@every 1h\"\n",
+			`invoices.yaml:7:9: @every is not a calendar schedule`},
+		{"list url template", scheduleBase + "schedule:\n  cron: \"@monthly\"\n  run_key: \"i:{item.id}:{schedule.period}\"\n  for_each:\n    url: \"https://b.example/{input.x}\"\n",
+			`invoices.yaml:10:10: {input.x}: the list request may read`},
+		{"negative delay", strings.Replace(scheduleBase, "func: f\n", "func: f\n    delay: -5m\n", 1),
+			`invoices.yaml:6:12: step "issue": delay "-5m" is negative`},
+		{"unparseable delay", strings.Replace(scheduleBase, "func: f\n", "func: f\n    delay: tomorrow\n", 1),
+			`invoices.yaml:6:12: step "issue": delay "tomorrow": write it as 30s, 15m, 24h or 7d`},
+		{"not_before reads a later step", strings.Replace(scheduleBase, "func: f\n", "func: f\n    not_before: \"{steps.other.output.at} - 1h\"\n", 1),
+			`invoices.yaml:6:17: step "issue": not_before: {steps.other.output.at}: "other" is not a step this step needs`},
+		{"not_before offset", strings.Replace(scheduleBase, "func: f\n", "func: f\n    not_before: \"{input.at} - soon\"\n", 1),
+			`invoices.yaml:6:17: step "issue": not_before: "{input.at} - soon": write one field holding a time`},
+	}
+	for _, tc := range cases {
+		_, ps := Parse("invoices.yaml", []byte(tc.src))
+		if !strings.Contains(ps.Error(), tc.want) {
+			t.Errorf("%s: problems\n%v\nwant one containing\n%s", tc.name, ps, tc.want)
+		}
+	}
+}
+
+func TestDelayAndNotBeforeBuild(t *testing.T) {
+	t.Parallel()
+	src := `name: lead
+steps:
+  - id: crm
+    kind: go
+    func: f
+  - id: follow-up
+    kind: go
+    func: f
+    needs: [crm]
+    delay: 24h
+  - id: reminder
+    kind: go
+    func: f
+    needs: [crm]
+    not_before: "{steps.crm.output.appointment_at} - 2h"
+`
+	def, ps := Parse("lead.yaml", []byte(src))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	fn := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	ws, err := Build([]*Definition{def}, Deps{Funcs: map[string]onceflow.StepFunc{"f": fn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ws[0].Steps[1].Delay; d != 24*time.Hour {
+		t.Errorf("follow-up delay %v", d)
+	}
+	nb := ws[0].Steps[2].NotBefore
+	at, err := nb(&onceflow.StepContext{Input: json.RawMessage(`{}`), Outputs: map[string]json.RawMessage{"crm": json.RawMessage(`{"appointment_at": "2026-12-03T15:00:00+01:00"}`)}})
+	if err != nil || !at.Equal(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)) {
+		t.Errorf("not_before = %v, %v; want 13:00+01:00", at, err)
+	}
+	if _, err := nb(&onceflow.StepContext{Input: json.RawMessage(`{}`), Outputs: map[string]json.RawMessage{"crm": json.RawMessage(`{"appointment_at": "soon"}`)}}); err == nil {
+		t.Error("not_before of a value that is no time: no error")
+	}
+}
+
+// A for_each list is fetched page by page, following next links or a cursor, through the
+// egress policy: a list on a loopback address is refused unless the operator allows it.
+func TestForEachFetch(t *testing.T) {
+	t.Parallel()
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = append(auth, r.Header.Get("Authorization"))
+		from, _ := strconv.Atoi(r.URL.Query().Get("after"))
+		if r.URL.Query().Get("period") != "2026-11" {
+			http.Error(w, "period", http.StatusBadRequest)
+			return
+		}
+		var data []map[string]any
+		for i := from; i < from+2 && i < 5; i++ {
+			data = append(data, map[string]any{"customer_id": fmt.Sprintf("c%d", i)})
+		}
+		body := map[string]any{"data": data, "meta": map[string]any{}}
+		if from+2 < 5 {
+			if r.URL.Query().Get("mode") == "cursor" {
+				body["meta"] = map[string]any{"cursor": strconv.Itoa(from + 2)}
+			} else {
+				body["links"] = map[string]any{"next": fmt.Sprintf("?period=2026-11&after=%d", from+2)}
+			}
+		}
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	defer srv.Close()
+	env := func(k string) (string, bool) {
+		if k == "BILLING_URL" {
+			return srv.URL, true
+		}
+		if k == "BILLING_TOKEN" {
+			return "tok-secret-1", true
+		}
+		return "", false
+	}
+	tick := onceflow.Tick{Schedule: "invoices", Time: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC), Period: "2026-11"}
+	walk := func(deps Deps, f *ForEachDef) ([]string, error) {
+		fetch, err := newListFetch(f, deps)
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		cursor := ""
+		for {
+			page, err := fetch(context.Background(), tick, cursor)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range page.Items {
+				var v struct {
+					CustomerID string `json:"customer_id"`
+				}
+				_ = json.Unmarshal(it, &v)
+				ids = append(ids, v.CustomerID)
+			}
+			if page.Next == "" {
+				return ids, nil
+			}
+			cursor = page.Next
+		}
+	}
+	allowed := &egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	deps := Deps{HTTPClient: allowed.Client(5 * time.Second), Env: env}
+	headers := map[string]string{"Authorization": "Bearer {env.BILLING_TOKEN}"}
+	for _, f := range []*ForEachDef{
+		{URL: "{env.BILLING_URL}/customers?period={schedule.period}", Items: "data", Next: "links.next", Headers: headers},
+		{URL: "{env.BILLING_URL}/customers?period={schedule.period}&mode=cursor", Items: "data", Cursor: "meta.cursor", CursorParam: "after", Headers: headers},
+	} {
+		ids, err := walk(deps, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(ids, ",") != "c0,c1,c2,c3,c4" {
+			t.Errorf("%+v: items %v", f, ids)
+		}
+	}
+	if auth[0] != "Bearer tok-secret-1" {
+		t.Errorf("authorization header %q", auth[0])
+	}
+	// Without the operator's permission, loopback is refused at connect time.
+	closed := &egress.Policy{}
+	_, err := walk(Deps{HTTPClient: closed.Client(5 * time.Second), Env: env}, &ForEachDef{URL: "{env.BILLING_URL}/customers?period={schedule.period}", Items: "data"})
+	if err == nil || !strings.Contains(err.Error(), "not allowed") && !strings.Contains(err.Error(), "blocked") && !strings.Contains(err.Error(), "refuse") {
+		t.Fatalf("loopback list without permission: %v", err)
+	}
+	var perm *onceflow.StepError
+	if errors.As(err, &perm) && perm.Class == onceflow.Permanent {
+		t.Errorf("a refused address is reported as permanent; it should be retried then reviewed like any fetch: %v", err)
+	}
+	// A 404 is permanent; the secret in the URL never shows in the error.
+	_, err = walk(deps, &ForEachDef{URL: "{env.BILLING_URL}/customers?period=2026-10", Items: "data"})
+	if err == nil || !errors.As(err, &perm) || perm.Class != onceflow.Permanent {
+		t.Errorf("400 answer: %v, want a permanent error", err)
+	}
+}
+
+func TestScheduleNamesUnique(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := "name: a\nschedule:\n  name: nightly\n  cron: \"@daily\"\nsteps:\n  - id: s\n    kind: go\n    func: f\n"
+	b := strings.Replace(strings.Replace(a, "name: a", "name: b", 1), "@daily", "@hourly", 1)
+	for n, src := range map[string]string{"a.yaml": a, "b.yaml": b} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "b.yaml:3:7: schedule \"nightly\" is also defined in "+filepath.Join(dir, "a.yaml")) {
+		t.Fatalf("LoadDir: %v", err)
+	}
+}
