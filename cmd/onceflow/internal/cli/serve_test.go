@@ -76,6 +76,8 @@ func TestServeExamples(t *testing.T) {
 		"PAYMENTS_WEBHOOK_SECRET": secret, "ONCEFLOW_SMTP_ADDR": smtp.Addr, "ONCEFLOW_SMTP_TLS": "none",
 		// order-events.yaml: connections are made on first use, which this test never makes.
 		"SHOP_DB": "postgres://shop@127.0.0.1:1/shop", "ONCEFLOW_NATS_URL": "nats://127.0.0.1:1",
+		// monthly-invoices.yaml: its schedule fires on the first of the month only.
+		"BILLING_URL": svc.URL, "BILLING_TOKEN": "billing-token",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
