@@ -74,7 +74,7 @@ func TestReaperDecisions(t *testing.T) {
 					// A worker claims the step and vanishes.
 					res, err := st.StepClaim(ctx, store.StepClaimParams{Owner: "gone", Now: clk.Now(), LeaseFor: time.Second, Limit: 1,
 						Workflows: []string{"w"},
-						Prepare: func(*store.ClaimCandidate) (store.EffectSpec, error) { return store.EffectSpec{Key: "send:1"}, nil }})
+						Prepare:   func(*store.ClaimCandidate) (store.EffectSpec, error) { return store.EffectSpec{Key: "send:1"}, nil }})
 					if err != nil || len(res.Claimed) != 1 || res.Claimed[0].Step.Attempt != tc.failFirst+1 {
 						t.Fatalf("claim by the vanished worker: %+v, %v; want attempt %d", res, err, tc.failFirst+1)
 					}
