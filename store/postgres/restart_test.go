@@ -161,6 +161,16 @@ func TestPostgresRestart(t *testing.T) {
 	}
 
 	waitProgress("work before the restart", 150, 150)
+	t.Cleanup(func() {
+		// Registered last, so run first: leave the server running for the other clean-ups
+		// even when the test stopped halfway (exit status 2: it already runs).
+		args := []string{"--skip-systemctl-redirect", cluster[0], cluster[1], "start"}
+		if out, err := exec.Command("pg_ctlcluster", args...).CombinedOutput(); err != nil {
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+				t.Errorf("pg_ctlcluster %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
 	pgctl(t, cluster, "restart")
 	waitProgress("work after the restart", ackedCount()+150, requests()+150)
 	pgctl(t, cluster, "stop", "-m", "immediate")
