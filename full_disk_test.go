@@ -118,7 +118,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 		})
 	}
 	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	waitFor(t, "100 acknowledged starts", func() bool { return ackedCount() >= 100 })
+	waitFor(t, "50 acknowledged starts", func() bool { return ackedCount() >= 50 })
 	filler := fill(t, dir)
 	waitFor(t, "starts to fail on the full filesystem", func() bool { return failures.Load() >= 20 })
 	t.Logf("while full: %d failed starts, e.g. %v", failures.Load(), lastErr.Load())
@@ -126,7 +126,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := ackedCount()
-	waitFor(t, "100 more acknowledged starts after space was freed", func() bool { return ackedCount() >= n+100 })
+	waitFor(t, "50 more acknowledged starts after space was freed", func() bool { return ackedCount() >= n+50 })
 	stopStarting()
 	starters.Wait()
 
