@@ -116,13 +116,15 @@ func FuzzTemplate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Render(%q) with every field set: %v", src, err)
 		}
+		if strings.Contains(src, "{{") || strings.Contains(src, "}}") {
+			return // escaped braces: covered by the literal check above
+		}
 		want := src
 		for _, field := range fields {
 			v, _ := tmpl.lookup(data, strings.Split(field, "."))
-			want = strings.Replace(want, "{"+field+"}", "\x00"+v+"\x01", 1)
+			want = strings.Replace(want, "{"+field+"}", v, 1)
 		}
-		want = strings.NewReplacer("{{", "{", "}}", "}", "\x00", "", "\x01", "").Replace(want)
-		if !strings.Contains(src, "\x00") && !strings.Contains(src, "\x01") && !strings.Contains(src, "{{{") && got != want {
+		if got != want {
 			t.Fatalf("Render(%q) = %q, want %q", src, got, want)
 		}
 	})
