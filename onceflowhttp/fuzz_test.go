@@ -74,6 +74,8 @@ func FuzzStartRun(f *testing.F) {
 		{"form-8", `{"submission_id": 1} trailing`},
 		{"", `{"submission_id": " padded "}`},
 		{"", `{"submission_id": "` + string(bytes.Repeat([]byte("k"), 300)) + `"}`},
+		{"form-9", `{"submission_id": 9, "pad": "` + string(bytes.Repeat([]byte("p"), fuzzMaxBody)) + `"}`},
+		{" bad key ", `{"submission_id": 9, "pad": "` + string(bytes.Repeat([]byte("p"), fuzzMaxBody)) + `"}`},
 	} {
 		f.Add(s.key, []byte(s.body))
 	}
