@@ -134,7 +134,19 @@ func TestSQLiteFullDisk(t *testing.T) {
 	defer mu.Unlock()
 	waitFor(t, "every acknowledged run to complete", func() bool {
 		done, err := st.RunList(ctx, store.RunListParams{State: store.StateCompleted, Limit: 1 << 20})
-		return err == nil && len(done) >= len(acked)
+		if err != nil {
+			return false
+		}
+		completed := map[int64]bool{}
+		for _, r := range done {
+			completed[r.ID] = true
+		}
+		for _, id := range acked {
+			if !completed[id] {
+				return false
+			}
+		}
+		return true
 	})
 	stopServe()
 	if err := <-served; err != nil {
