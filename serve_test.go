@@ -3,6 +3,7 @@ package onceflow_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,18 +56,65 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// Serve executes independent steps at the same time: in each run of a diamond DAG, b and
+// c wait for each other, so every run completes only if the two are in flight together,
+// and runs overlap up to the worker pool's size.
 func TestServeRunsDAGsConcurrently(t *testing.T) {
 	b := setup(t, realTime)
-	var executed atomic.Int64
-	count := func(context.Context, *onceflow.StepContext) (any, error) { executed.Add(1); return nil, nil }
+	const runs = 30
+	var (
+		executed, inFlight, peak atomic.Int64
+		mu                       sync.Mutex
+		arrived                  = map[string]chan struct{}{} // run key + step → closed on arrival
+		alone                    atomic.Int64                 // b or c that waited for its sibling in vain
+	)
+	arrive := func(key string) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if arrived[key] == nil {
+			arrived[key] = make(chan struct{})
+		}
+		return arrived[key]
+	}
+	track := func() func() {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		return func() { inFlight.Add(-1) }
+	}
+	count := func(context.Context, *onceflow.StepContext) (any, error) {
+		defer track()()
+		executed.Add(1)
+		return nil, nil
+	}
+	// sibling waits, in step me, until step other of the same run has started too.
+	sibling := func(me, other string) onceflow.StepFunc {
+		return func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
+			defer track()()
+			executed.Add(1)
+			if ch := arrive(sc.RunKey + "/" + me); !isClosed(ch) {
+				close(ch)
+			}
+			if alone.Load() > 0 {
+				return nil, nil // already failed; do not hold every run up
+			}
+			select {
+			case <-arrive(sc.RunKey + "/" + other):
+			case <-time.After(10 * time.Second):
+				alone.Add(1)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return nil, nil
+		}
+	}
 	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{
 		{ID: "a", Do: count},
-		{ID: "b", Needs: []string{"a"}, Do: count},
-		{ID: "c", Needs: []string{"a"}, Do: count},
+		{ID: "b", Needs: []string{"a"}, Do: sibling("b", "c")},
+		{ID: "c", Needs: []string{"a"}, Do: sibling("c", "b")},
 		{ID: "d", Needs: []string{"b", "c"}, Do: count},
 	}})
 	stop := serve(t, b.client)
-	const runs = 30
 	for i := range runs {
 		b.start(t, "w", fmt.Sprintf("run-%d", i), nil)
 	}
@@ -75,8 +123,23 @@ func TestServeRunsDAGsConcurrently(t *testing.T) {
 		return err == nil && len(done) == runs
 	})
 	stop()
+	if n := alone.Load(); n > 0 {
+		t.Fatalf("%d of b and c ran without their sibling in flight: independent steps are not executed concurrently", n)
+	}
 	if got := executed.Load(); got != runs*4 {
 		t.Fatalf("executed %d steps, want %d", got, runs*4)
+	}
+	if p := peak.Load(); p < 2 || p > 4 {
+		t.Fatalf("at most %d steps in flight at once, want between 2 and the 4 workers", p)
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -347,6 +347,8 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 	if err := yaml.UnmarshalWithOptions(src, d, yaml.Strict()); err != nil {
 		return nil, Problems{yamlProblem(file, err)}
 	}
+	// An empty document (an empty file, only comments) decodes as null, which zeroes d.
+	d.file, d.ast = file, f
 	ps := d.check()
 	sort.SliceStable(ps, func(i, j int) bool {
 		if ps[i].Line != ps[j].Line {

@@ -708,6 +708,20 @@ func FuzzVerify(f *testing.F) {
 		return h
 	}
 
+	// sigOf is the signature part of signed headers, as the fuzz function takes it.
+	sigOf := func(kind int, h http.Header) string {
+		switch kind {
+		case 0:
+			_, sig, _ := strings.Cut(h.Get("Stripe-Signature"), ",")
+			return sig
+		case 1:
+			return h.Get("webhook-signature")
+		case 2:
+			return h.Get("X-Hub-Signature-256")
+		default:
+			return h.Get("X-Signature")
+		}
+	}
 	ts := strconv.FormatInt(now.Unix(), 10)
 	for kind, cfg := range configs {
 		for i := range cfg.Secrets {
@@ -716,18 +730,25 @@ func FuzzVerify(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			var sig string
-			switch kind {
-			case 0:
-				_, sig, _ = strings.Cut(h.Get("Stripe-Signature"), ",")
-			case 1:
-				sig = "v1a,AAAA " + h.Get("webhook-signature")
-			case 2:
-				sig = h.Get("X-Hub-Signature-256")
-			default:
-				sig = h.Get("X-Signature")
+			sig := sigOf(kind, h)
+			if kind == 1 {
+				sig = "v1a,AAAA " + sig
 			}
 			f.Add(uint8(kind), "msg_fuzz", ts, sig, body)
+		}
+		// Well-formed deliveries signed with a secret that is not configured, and a correct
+		// signature over another body: they reach the signature comparison and must fail it.
+		wrong := cfg
+		wrong.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("not-configured"))}
+		for _, body := range [][]byte{[]byte(`{"id":"evt_fuzz","n":0}`), []byte(`{"id":"evt_other"}`)} {
+			h, err := Sign(wrong, 0, "msg_fuzz", now, body)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(uint8(kind), "msg_fuzz", ts, sigOf(kind, h), body)
+		}
+		if h, err := Sign(cfg, 0, "msg_fuzz", now, []byte(`{"id":"evt_fuzz","n":0}`)); err == nil {
+			f.Add(uint8(kind), "msg_fuzz", ts, sigOf(kind, h), []byte(`{"id":"evt_fuzz","n":1}`))
 		}
 		f.Add(uint8(kind), "", "", "", []byte(nil))
 		f.Add(uint8(kind), "x", "-1", "v1=,v1,=,,", []byte("{}"))

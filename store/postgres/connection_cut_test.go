@@ -54,12 +54,12 @@ func ledgerCompletions(t testing.TB, schema string) map[string]int {
 	return out
 }
 
-// terminateBackends kills every connection opened with application_name app and returns
-// how many it killed.
-func terminateBackends(t testing.TB, app string) int {
+// terminateBackends kills, through conn, every connection opened with application_name app
+// and returns how many it killed.
+func terminateBackends(t testing.TB, conn *pgx.Conn, app string) int {
 	t.Helper()
 	var n int
-	err := admin(t).QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+	err := conn.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
 		FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&n)
 	if err != nil {
 		t.Fatalf("terminate backends of %s: %v", app, err)
@@ -144,6 +144,7 @@ func TestConnectionCut(t *testing.T) {
 	// Cut when the step functions have been called 40, 140 and 240 times: steps are then
 	// being claimed, acted on and recorded.
 	var cuts, killed int
+	killer := admin(t)
 	for _, at := range []int64{40, 140, 240} {
 		for calls.Load() < at {
 			select {
@@ -152,7 +153,17 @@ func TestConnectionCut(t *testing.T) {
 				t.Fatalf("stuck at %d step calls waiting for %d", calls.Load(), at)
 			}
 		}
-		killed += terminateBackends(t, app)
+		// Right after a cut the worker may not have reconnected yet: a cut counts only
+		// when it killed a connection, or the test would prove nothing.
+		n, deadline := 0, time.After(30*time.Second)
+		for n = terminateBackends(t, killer, app); n == 0; n = terminateBackends(t, killer, app) {
+			select {
+			case <-deadline:
+				t.Fatalf("cut %d (at %d step calls) found no connection of %s to kill within 30 s", cuts+1, at, app)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		killed += n
 		cuts++
 	}
 
@@ -207,6 +218,9 @@ func TestConnectionCut(t *testing.T) {
 		if completions[key] > 1 {
 			duplicates++
 		}
+	}
+	if cuts != 3 || killed < cuts {
+		t.Errorf("%d cuts killed %d connections, want 3 cuts killing at least one each", cuts, killed)
 	}
 	if len(attempts) != 4*runs || len(completions) != 4*runs {
 		t.Errorf("%d effect keys attempted, %d completed, want %d", len(attempts), len(completions), 4*runs)

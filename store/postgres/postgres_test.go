@@ -570,7 +570,10 @@ func TestNotificationsReconnect(t *testing.T) {
 		// Each insert after the reconnection is notified; the reconnection itself sends one.
 		insertRun(t, a, fmt.Sprintf("k%d", i))
 		select {
-		case <-ch:
+		case _, ok := <-ch:
+			if !ok {
+				t.Fatal("the notification channel closed after the listening connection was killed: the listener gave up instead of reconnecting")
+			}
 			return
 		case <-time.After(200 * time.Millisecond):
 		case <-deadline:

@@ -47,8 +47,9 @@ func (h *harness) wantReused(b, a *store.Run, holder *store.Step) {
 	h.wantJSON("ledger result", e.Result, `{"crm_id": 42}`)
 
 	evs := h.stepEvents(send)
-	h.wantTypes("reusing step", evs[len(evs)-2:], store.EventEffectReused, store.EventStepCompleted)
-	for _, ev := range evs[len(evs)-2:] {
+	evs = h.last("reusing step", evs, 2)
+	h.wantTypes("reusing step", evs, store.EventEffectReused, store.EventStepCompleted)
+	for _, ev := range evs {
 		h.wantStepEvent(ev, b, send, "K", 0)
 		h.wantCompletedBy(ev, a)
 	}

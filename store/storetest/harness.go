@@ -399,12 +399,26 @@ func ofType(evs []*store.Event, typ string) []*store.Event {
 	return out
 }
 
-// wantTypes checks the types of evs, in order.
+// wantTypes checks the types of evs, in order. A different number of events ends the case
+// (callers go on to index evs by position); the same number with other types fails it.
 func (h *harness) wantTypes(what string, evs []*store.Event, want ...string) {
 	h.t.Helper()
-	if got := types(evs); !slices.Equal(got, want) {
+	got := types(evs)
+	if len(got) != len(want) {
+		h.t.Fatalf("%s: %d events, want %d:\n got %q\nwant %q", what, len(got), len(want), got, want)
+	}
+	if !slices.Equal(got, want) {
 		h.t.Errorf("%s: event types\n got %q\nwant %q", what, got, want)
 	}
+}
+
+// last returns the last n events of evs, ending the case when there are fewer.
+func (h *harness) last(what string, evs []*store.Event, n int) []*store.Event {
+	h.t.Helper()
+	if len(evs) < n {
+		h.t.Fatalf("%s: %d events %q, want at least %d", what, len(evs), types(evs), n)
+	}
+	return evs[len(evs)-n:]
 }
 
 // only returns the single event of typ in evs.

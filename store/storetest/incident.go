@@ -122,6 +122,17 @@ func byFirst(list []*store.Incident) map[int64]*store.Incident {
 	return out
 }
 
+// incidentByFirst returns the incident whose first event is id, ending the case when there
+// is none.
+func (h *harness) incidentByFirst(id int64) *store.Incident {
+	h.t.Helper()
+	inc := byFirst(h.incidents(store.IncidentListParams{}))[id]
+	if inc == nil {
+		h.t.Fatalf("no incident starts at event %d", id)
+	}
+	return inc
+}
+
 func exampleIDs(xs []store.IncidentExample) []int64 {
 	var out []int64
 	for _, x := range xs {
@@ -182,7 +193,7 @@ func testIncidentRecordGroups(h *harness) {
 	if opened := h.recordHits(20, 200, at(2*time.Hour), many...); len(opened) != 0 {
 		h.t.Errorf("repeats opened %d incidents", len(opened))
 	}
-	crm := byFirst(h.incidents(store.IncidentListParams{}))[4]
+	crm := h.incidentByFirst(4)
 	wantEqual(h.t, "count after 10 repeats", crm.Count, 11)
 	if got := exampleIDs(crm.Repeats); !slices.Equal(got, []int64{100, 101, 102, 103, 104}) {
 		h.t.Errorf("repeats kept = %v, want the first %d", got, store.MaxIncidentRepeats)
@@ -233,7 +244,7 @@ func testIncidentRecordCursor(h *harness) {
 	h.recordHits(3, 8, base, hit("ops", "notice", "permanent_error", 5, time.Minute))
 	list := h.incidents(store.IncidentListParams{})
 	if len(list) != 1 || list[0].Count != 2 {
-		h.t.Fatalf("incidents after refused and accepted records = %d (count %d), want 1 with count 2", len(list), list[0].Count)
+		h.t.Fatalf("incidents after refused and accepted records = %+v, want 1 with count 2", list)
 	}
 	if pos, _, _ := h.s.IncidentCursorGet(h.ctx, "notifier"); pos != 8 {
 		h.t.Errorf("cursor = %d, want 8", pos)
@@ -283,7 +294,7 @@ func testIncidentRecordConcurrent(h *harness) {
 		h.t.Fatalf("%d recorders applied the same events and %d found the cursor moved; want 1 and %d", won, moved, recorders-1)
 	}
 	all := byFirst(h.incidents(store.IncidentListParams{}))
-	if len(all) != 2 || all[1].Count != 2 || all[3].Count != 1 {
+	if len(all) != 2 || all[1] == nil || all[3] == nil || all[1].Count != 2 || all[3].Count != 1 {
 		h.t.Errorf("incidents after concurrent records = %d, want 2 counting 2 and 1 events", len(all))
 	}
 }
@@ -359,7 +370,7 @@ func testIncidentDueMarkClose(h *harness) {
 	if got := due(2 * time.Hour); !slices.Equal(got, []int64{b.ID}) {
 		h.t.Errorf("due after closing %d = %v, want [%d]", a.ID, got, b.ID)
 	}
-	closed := byFirst(h.incidents(store.IncidentListParams{}))[1]
+	closed := h.incidentByFirst(1)
 	h.wantTime("AlertedAt", closed.AlertedAt, at(time.Second))
 	h.wantTime("ClosedAt", closed.ClosedAt, at(time.Hour))
 	evs := ofType(h.events(store.EventListParams{}), store.EventIncidentClosed)

@@ -136,7 +136,7 @@ func testRecordLeaseLost(h *harness) {
 				h.t.Errorf("effect changed by a refused record:\n got %+v\nwant %+v", eff, effBefore)
 			}
 			evs := h.stepEvents(before)
-			last := evs[len(evs)-1]
+			last := h.last("step a", evs, 1)[0]
 			wantEqual(h.t, "last event", last.Type, store.EventLeaseLost)
 			h.wantStepEvent(last, run, before, keyOf(run, "a"), p.Attempt)
 			if len(ofType(evs, store.EventLeaseLostRecorded)) != 0 {
@@ -170,7 +170,7 @@ func testLostSuccessKeptWhileHeld(h *harness) {
 	h.wantJSON("output from the ledger", a.Output, `{"kept": true}`)
 	wantEqual(h.t, "attempts", len(h.attempts(run.ID)), 1)
 	evs = h.stepEvents(a)
-	h.wantTypes("step a", evs[len(evs)-2:], store.EventEffectReused, store.EventStepCompleted)
+	h.wantTypes("step a", h.last("step a", evs, 2), store.EventEffectReused, store.EventStepCompleted)
 	if b := h.step(run.ID, "b"); b.Waiting != 0 {
 		h.t.Errorf("b waiting = %d after a completed from the ledger, want 0", b.Waiting)
 	}

@@ -383,7 +383,7 @@ func testPurgeAuditEvents(h *harness) {
 	h.wantReport("nothing left", h.purge(store.RetentionPurgeParams{RunsBefore: purgeCutoff, Actor: "cron"}), store.PurgeReport{})
 	evs = h.purgeEvents()
 	wantEqual(h.t, "purge events after an empty purge", len(evs), got.Batches+1)
-	empty := evs[len(evs)-1]
+	empty := h.last("purge events", evs, 1)[0]
 	wantEqual(h.t, "empty purge's actor", empty.Actor, "cron")
 	for _, k := range []string{"runs", "steps", "attempts", "events", "effects"} {
 		wantEqual(h.t, "empty purge's "+k, fmt.Sprint(h.detailOf(empty)[k]), "0")

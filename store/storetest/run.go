@@ -109,7 +109,7 @@ func testRunInsertDeduplicates(h *harness) {
 	}
 	evs := h.runEvents(first.ID)
 	h.wantTypes("deduplicated run", evs, store.EventRunCreated, store.EventRunDeduplicated)
-	if e := evs[len(evs)-1]; e.RunID != first.ID || e.Workflow != defaultWorkflow || e.Entity != "order:1" {
+	if e := evs[1]; e.RunID != first.ID || e.Workflow != defaultWorkflow || e.Entity != "order:1" {
 		h.t.Errorf("run.deduplicated = %+v, want run %d %s order:1", e, first.ID, defaultWorkflow)
 	}
 
