@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
@@ -44,14 +45,18 @@ func fuzzHandler(f *testing.F) http.Handler {
 	if err := c.Register(wfs[0]); err != nil {
 		f.Fatal(err)
 	}
-	srv := New(Config{Client: c, Store: st, Definitions: []*flowfile.Definition{d}, MaxBody: fuzzMaxBody,
+	srv, err := NewHandler(c, Options{Workflows: []*flowfile.Definition{d}, MaxBody: fuzzMaxBody,
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}}})
-	return srv.Handler()
+	if err != nil {
+		f.Fatal(err)
+	}
+	return srv
 }
 
 // FuzzStartRun posts any body under any Idempotency-Key (or none, the run key then
 // derived from the body) to POST /v1/workflows/website-lead/runs and checks the answers:
-// never a server error, a 201 only for a valid key and a JSON body, a refused key or body
+// never a server error, a 201 only for a valid key and a JSON body in UTF-8 without a
+// duplicate member, a refused key or body
 // a 4xx problem, and the same request again answers with the same run, marked replayed.
 func FuzzStartRun(f *testing.F) {
 	for _, s := range []struct{ key, body string }{
@@ -103,6 +108,12 @@ func FuzzStartRun(f *testing.F) {
 			if !json.Valid(body) {
 				t.Fatalf("key %q: a body that is not JSON was accepted: %q", key, body)
 			}
+			if !utf8.Valid(body) {
+				t.Fatalf("key %q: a body that is not UTF-8 was accepted: %q", key, body)
+			}
+			if hasDuplicateMember(body) {
+				t.Fatalf("key %q: a body with a duplicate member was accepted: %q", key, body)
+			}
 			var run createdRun
 			if err := json.Unmarshal(first.Body.Bytes(), &run); err != nil {
 				t.Fatalf("201 answer %s: %v", first.Body, err)
@@ -129,6 +140,53 @@ func FuzzStartRun(f *testing.F) {
 			t.Fatalf("invalid key %q: %d %s, want 400", key, first.Code, first.Body)
 		}
 	})
+}
+
+// hasDuplicateMember reports whether a JSON text has an object with two members of the same
+// name (at any depth).
+func hasDuplicateMember(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object bool
+		key    bool // the next string token is a member name
+		seen   map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				stack = append(stack, &frame{object: true, key: true, seen: map[string]bool{}})
+				continue
+			case '[':
+				stack = append(stack, &frame{})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.object && top.key {
+				if top.seen[v] {
+					return true
+				}
+				top.seen[v] = true
+				top.key = false
+				continue
+			}
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true
+		}
+	}
 }
 
 // validHeaderValue reports whether v can be sent as an HTTP header value.
