@@ -432,26 +432,10 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 		}
 	}
 	if a.json {
-		type view struct {
-			RunID     int64       `json:"run_id"`
-			Step      string      `json:"step"`
-			Reason    string      `json:"reason"`
-			OK        bool        `json:"ok"`
-			Error     string      `json:"error,omitempty"`
-			RunState  store.State `json:"run_state,omitempty"`
-			SameRunAs string      `json:"same_run_as,omitempty"`
-			Plan      *planView   `json:"plan,omitempty"`
-		}
-		out := struct {
-			Action  string `json:"action"`
-			DryRun  bool   `json:"dry_run"`
-			Matched int    `json:"matched"`
-			OK      int    `json:"ok"`
-			Refused int    `json:"refused"`
-			Items   []view `json:"items"`
-		}{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused, Items: []view{}}
+		out := views.Bulk[planView]{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused,
+			Items: []views.BulkItem[planView]{}}
 		for _, it := range items {
-			v := view{RunID: it.RunID, Step: it.Step, Reason: it.Reason, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+			v := views.NewBulkItem[planView](it)
 			if it.Err != nil {
 				v.Error = it.Err.Error()
 			}
