@@ -126,6 +126,7 @@ func TestReviewReplayCommand(t *testing.T) {
 		{[]string{"review", "retry", id}, exitUsage, "takes RUN STEP"},
 		{[]string{"review", "retry", id, "charge", "--workflow", "x"}, exitUsage, "not both"},
 		{[]string{"review", "retry", "999", "charge"}, exitError, "run 999 does not exist"},
+		{[]string{"review", "abandon", id, "charge", "--dry-run"}, exitUsage, "--dry-run applies to replay and to bulk actions"},
 		{[]string{"review", "resolve", id, "notify"}, exitError, "the step is completed, not in review"},
 		{[]string{"review", "resolve", id, "charge", "--output", "{"}, exitUsage, "--output is not JSON"},
 		{[]string{"review", "list", "--older-than", "soon"}, exitUsage, "--older-than"},
