@@ -14,21 +14,6 @@ import (
 	"github.com/onceflow/onceflow/internal/views"
 )
 
-// registerSchedules registers the schedule blocks of the workflow files, after their
-// workflows.
-func registerSchedules(c *onceflow.Client, defs []*flowfile.Definition, deps flowfile.Deps) error {
-	ss, err := flowfile.BuildSchedules(defs, deps)
-	if err != nil {
-		return err
-	}
-	for _, s := range ss {
-		if err := c.RegisterSchedule(s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 type schedulesFlags struct {
 	workflows string
 	json      bool

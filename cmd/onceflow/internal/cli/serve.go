@@ -210,7 +210,7 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	if err := registerSchedules(client, defs, deps); err != nil {
+	if err := flowfile.RegisterSchedules(client, defs, deps); err != nil {
 		return nil, err
 	}
 	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps}
