@@ -3,14 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,21 +70,8 @@ func TestPauseCommands(t *testing.T) {
 // takes them up again after the resume. The worker is a real process.
 func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	db := withSchema(t, postgresURL(t))
-	var mu sync.Mutex
-	hits := map[string]int{}
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits[r.URL.Path]++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{}`)
-	}))
-	defer dest.Close()
-	count := func(path string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return hits[path]
-	}
+	dest := newCountingDest(t)
+	count := dest.count
 	dir := t.TempDir()
 	for _, name := range []string{"leads", "orders"} {
 		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(strings.ReplaceAll(strings.ReplaceAll(workflowFile(name), "RELOAD_DEST", "PAUSE_DEST"), "%s", name)), 0o600); err != nil {
@@ -134,7 +117,7 @@ func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	runOK(t, "resume", "leads", "--db", db)
 	waitFor(t, "the leads run to complete after the resume", func() bool { return runState(t, st, lead.ID) == store.StateCompleted })
 	if count("/leads") != 1 || count("/orders") != 1 {
-		t.Errorf("requests %v", hits)
+		t.Errorf("requests %v", dest)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // orderPaidYAML is the fixture's workflow as a file, for the commands that need the
@@ -43,10 +42,7 @@ func workflowsDir(t *testing.T) string {
 // fixtureSteps reads the fixture run's steps by name.
 func fixtureSteps(t *testing.T, f fixture) map[string]*store.Step {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), strings.TrimPrefix(f.db, "sqlite://"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, strings.TrimPrefix(f.db, "sqlite://"))
 	defer st.Close()
 	list, err := st.StepListByRun(context.Background(), f.runID)
 	if err != nil {
