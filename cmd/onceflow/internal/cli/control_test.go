@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/postgres"
 )
 
 func TestRunsCancelCommand(t *testing.T) {
@@ -89,14 +88,7 @@ func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	loc, err := parseDBURL(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := postgres.Open(ctx, loc.ConnString, postgres.Options{Schema: loc.Schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openPostgres(t, db)
 	defer st.Close()
 	start := func(workflow string) *store.Run {
 		t.Helper()

@@ -16,7 +16,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/postgres"
 )
 
 // gatedDestination holds every request until the test lets it go, counting how many are
@@ -193,14 +192,7 @@ func TestDestinationLimitAcrossProcessesOnPostgres(t *testing.T) {
 		w.waitLog("onceflow worker running", 1)
 	}
 	ctx := context.Background()
-	loc, err := parseDBURL(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := postgres.Open(ctx, loc.ConnString, postgres.Options{Schema: loc.Schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openPostgres(t, db)
 	defer st.Close()
 	var ids []int64
 	for i := range 8 {
