@@ -205,11 +205,7 @@ func newReviewListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				out := make([]itemView, 0, len(items))
-				for _, it := range items {
-					out = append(out, viewItem(it))
-				}
-				return writeJSON(g.stdout, out)
+				return writeJSONList(g.stdout, items, viewItem)
 			}
 			if len(items) == 0 {
 				fmt.Fprintln(g.stdout, "no steps wait for review")
