@@ -1,10 +1,9 @@
 package onceflowhttp
 
 import (
-	"log/slog"
 	"net/http"
-	"time"
 
+	"github.com/onceflow/onceflow/internal/reqlog"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -12,50 +11,14 @@ import (
 // pattern that served it (never the path, the query, a header or the body), the status and
 // the duration. Health checks and metrics scrapes are logged at debug level.
 func (s *Server) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		route := r.Pattern // set by the mux on r
-		if route == "" || route == "/" {
-			route = "unmatched"
-		}
-		level := slog.LevelInfo
+	return reqlog.Logger{Log: s.log, Message: "http request", CatchAll: "/", Debug: func(route string) bool {
 		switch route {
 		case "GET /healthz", "GET /readyz", "GET /metrics":
-			level = slog.LevelDebug
+			return true
 		}
-		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		s.log.LogAttrs(r.Context(), level, "http request", slog.String("method", r.Method), slog.String("route", route),
-			slog.Int("status", status), slog.Duration("duration", time.Since(start)))
-	})
+		return false
+	}}.Wrap(next)
 }
-
-// statusRecorder remembers the status a handler answered with.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // maskRun masks what GET /v1/runs/{id} shows of a run: its input, its steps' outputs and
 // errors, and its attempts' errors and response excerpts. The stored run is not changed.

@@ -415,32 +415,13 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && len(items) == 0 {
 		return reviewProblem(err)
 	}
-	type itemView struct {
-		RunID     int64       `json:"run_id"`
-		Step      string      `json:"step"`
-		Reason    string      `json:"reason"`
-		OK        bool        `json:"ok"`
-		Error     string      `json:"error,omitempty"`
-		Problem   string      `json:"problem,omitempty"`
-		RunState  store.State `json:"run_state,omitempty"`
-		SameRunAs string      `json:"same_run_as,omitempty"`
-		Plan      *planView   `json:"plan,omitempty"`
-	}
-	out := struct {
-		Action  string     `json:"action"`
-		DryRun  bool       `json:"dry_run"`
-		Matched int        `json:"matched"`
-		OK      int        `json:"ok"`
-		Refused int        `json:"refused"`
-		Items   []itemView `json:"items"`
-		Error   string     `json:"error,omitempty"`
-	}{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []itemView{}}
+	out := views.Bulk[planView]{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []views.BulkItem[planView]{}}
 	if err != nil {
 		out.Error = err.Error()
 	}
 	for _, it := range items {
 		m := s.runMasker(r, it.RunID, "")
-		v := itemView{RunID: it.RunID, Step: it.Step, Reason: it.Reason, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+		v := views.NewBulkItem[planView](it)
 		if it.Err != nil {
 			v.Error = m.Text(it.Err.Error())
 			if p, ok := reviewProblem(it.Err).(*problem); ok {

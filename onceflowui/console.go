@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/reqlog"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
@@ -236,46 +237,7 @@ func (e *pageError) title() string { return e.Title }
 // (never the path, the query, a header or the form), the status and the duration; static
 // assets and live refreshes at debug level.
 func (c *Console) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
-		level := slog.LevelInfo
-		if strings.HasSuffix(route, "/live") || strings.Contains(route, "/static/") {
-			level = slog.LevelDebug
-		}
-		status := rec.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		c.log.LogAttrs(r.Context(), level, "console request", slog.String("method", r.Method), slog.String("route", route),
-			slog.Int("status", status), slog.Duration("duration", time.Since(start)))
-	})
+	return reqlog.Logger{Log: c.log, Message: "console request", Debug: func(route string) bool {
+		return strings.HasSuffix(route, "/live") || strings.Contains(route, "/static/")
+	}}.Wrap(next)
 }
-
-// statusRecorder remembers the status a handler answered with.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -260,6 +260,41 @@ func pathID(r *http.Request, name string) (int64, error) {
 	return id, nil
 }
 
+// runRecords are a run's steps, attempts and audit entries, and the masker for what they
+// show.
+type runRecords struct {
+	steps    []*store.Step
+	attempts []*store.Attempt
+	entries  []*onceflow.AuditEntry
+	m        *redact.Masker
+}
+
+// readRecords reads run's records; their masker masks as the API masks GET /v1/runs/{id}.
+func (c *Console) readRecords(ctx context.Context, run *store.Run) (runRecords, error) {
+	var rec runRecords
+	var err error
+	if rec.steps, err = c.cfg.Store.StepListByRun(ctx, run.ID); err != nil {
+		return rec, err
+	}
+	if rec.attempts, err = c.cfg.Store.AttemptListByRun(ctx, run.ID); err != nil {
+		return rec, err
+	}
+	if rec.entries, err = c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: run.ID}); err != nil {
+		return rec, err
+	}
+	rec.m = c.runMasker(run, rec.steps)
+	return rec, nil
+}
+
+// pathRun reads the run the path's {id} names.
+func (c *Console) pathRun(r *http.Request) (*runData, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	return c.loadRun(r.Context(), id)
+}
+
 // loadRun reads everything a run's page shows, masked as the API masks GET /v1/runs/{id}.
 func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	run, err := c.cfg.Store.RunGetByID(ctx, id)
@@ -269,15 +304,7 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps, err := c.cfg.Store.StepListByRun(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	attempts, err := c.cfg.Store.AttemptListByRun(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: id})
+	rec, err := c.readRecords(ctx, run)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +312,7 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := c.runMasker(run, steps)
+	steps, attempts, entries, m := rec.steps, rec.attempts, rec.entries, rec.m
 	d := &runData{Run: run, Input: pretty(m.JSON(run.Input))}
 	ordered := topoOrder(steps)
 	d.Graph = layout(ordered)
@@ -373,11 +400,7 @@ func (mc *maskerCache) of(runID int64, workflow string) *redact.Masker {
 }
 
 func (c *Console) run(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "id")
-	if err != nil {
-		return err
-	}
-	d, err := c.loadRun(r.Context(), id)
+	d, err := c.pathRun(r)
 	if err != nil {
 		return err
 	}
@@ -387,11 +410,7 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) error {
 
 // runLive is GET /ui/runs/{id}/live: the part of the run's page that changes.
 func (c *Console) runLive(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "id")
-	if err != nil {
-		return err
-	}
-	d, err := c.loadRun(r.Context(), id)
+	d, err := c.pathRun(r)
 	if err != nil {
 		return err
 	}

@@ -127,6 +127,8 @@ type itemData struct {
 	Preview *views.Plan
 	Error   string
 	Live    bool
+	// m masks what the page shows of the item's run.
+	m *redact.Masker
 }
 
 type itemForm struct {
@@ -142,6 +144,15 @@ func itemPath(r *http.Request) (int64, string, error) {
 	return id, r.PathValue("step"), err
 }
 
+// pathItem reads the item the path's {run} and {step} name.
+func (c *Console) pathItem(r *http.Request) (*itemData, error) {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return nil, err
+	}
+	return c.loadItem(r.Context(), runID, step)
+}
+
 // loadItem reads an item's page, masked as the API masks GET /v1/review/{run}/{step}.
 func (c *Console) loadItem(ctx context.Context, runID int64, step string) (*itemData, error) {
 	it, err := c.cfg.Client.ReviewGet(ctx, runID, step)
@@ -152,20 +163,12 @@ func (c *Console) loadItem(ctx context.Context, runID int64, step string) (*item
 	if err != nil {
 		return nil, err
 	}
-	steps, err := c.cfg.Store.StepListByRun(ctx, runID)
+	rec, err := c.readRecords(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := c.cfg.Store.AttemptListByRun(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: runID})
-	if err != nil {
-		return nil, err
-	}
-	m := c.runMasker(run, steps)
-	d := &itemData{It: it, LastError: m.Text(it.LastError), Excerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0), Input: pretty(m.JSON(run.Input)),
+	attempts, entries, m := rec.attempts, rec.entries, rec.m
+	d := &itemData{m: m, It: it, LastError: m.Text(it.LastError), Excerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0), Input: pretty(m.JSON(run.Input)),
 		RunState: run.State, Live: !finished(it.State) || !finished(run.State)}
 	for _, a := range attempts {
 		if a.StepName == step {
@@ -181,11 +184,7 @@ func (c *Console) loadItem(ctx context.Context, runID int64, step string) (*item
 }
 
 func (c *Console) item(w http.ResponseWriter, r *http.Request) error {
-	runID, step, err := itemPath(r)
-	if err != nil {
-		return err
-	}
-	d, err := c.loadItem(r.Context(), runID, step)
+	d, err := c.pathItem(r)
 	if err != nil {
 		return err
 	}
@@ -196,11 +195,7 @@ func (c *Console) item(w http.ResponseWriter, r *http.Request) error {
 
 // itemLive is GET /ui/review/{run}/{step}/live: the part of the item's page that changes.
 func (c *Console) itemLive(w http.ResponseWriter, r *http.Request) error {
-	runID, step, err := itemPath(r)
-	if err != nil {
-		return err
-	}
-	d, err := c.loadItem(r.Context(), runID, step)
+	d, err := c.pathItem(r)
 	if err != nil {
 		return err
 	}
@@ -261,15 +256,7 @@ func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := c.cfg.Store.RunGetByID(r.Context(), runID)
-	if err != nil {
-		return err
-	}
-	steps, err := c.cfg.Store.StepListByRun(r.Context(), runID)
-	if err != nil {
-		return err
-	}
-	v := views.NewPlan(plan, c.runMasker(run, steps))
+	v := views.NewPlan(plan, d.m)
 	d.Form, d.Preview = f, &v
 	c.render(w, r, http.StatusOK, "item", d)
 	return nil

@@ -93,12 +93,11 @@ func (c *Conn) Close() {
 
 // Step is a compiled amqp step.
 type Step struct {
-	spec    Spec
-	conn    *Conn
-	key     *keytmpl.Template
-	headers map[string]*keytmpl.Template
-	body    any
-	json    bool
+	spec Spec
+	conn *Conn
+	key  *keytmpl.Template
+	msg  keytmpl.Message
+	json bool
 }
 
 // New compiles spec.
@@ -109,19 +108,14 @@ func New(spec Spec, conn *Conn) (*Step, error) {
 	if spec.Exchange == "" && spec.RoutingKey == "" {
 		return nil, errors.New("amqp: routing_key is required with the default exchange (it names the queue)")
 	}
-	s := &Step{spec: spec, conn: conn, headers: map[string]*keytmpl.Template{}}
+	s := &Step{spec: spec, conn: conn}
 	vars := keytmpl.EnvVars{}
 	var err error
 	if s.key, err = keytmpl.ParseStep(spec.RoutingKey, vars); err != nil {
 		return nil, fmt.Errorf("amqp routing_key: %w", err)
 	}
-	for k, v := range spec.Headers {
-		if s.headers[k], err = keytmpl.ParseStep(v, vars); err != nil {
-			return nil, fmt.Errorf("amqp header %s: %w", k, err)
-		}
-	}
-	if s.body, err = keytmpl.CompileTree(spec.Body, vars); err != nil {
-		return nil, fmt.Errorf("amqp body: %w", err)
+	if s.msg, err = keytmpl.CompileMessage(spec.Headers, spec.Body, vars); err != nil {
+		return nil, fmt.Errorf("amqp %w", err) // "amqp header NAME: …", "amqp body: …"
 	}
 	_, isString := spec.Body.(string)
 	s.json = !isString
@@ -153,19 +147,15 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 		return nil, onceflow.PermanentError(err)
 	}
 	pub := amqp.Publishing{MessageId: sc.EffectKey, DeliveryMode: amqp.Persistent, Timestamp: sc.Now(), ContentType: "text/plain"}
-	if len(s.headers) > 0 {
-		pub.Headers = amqp.Table{}
-		for k, t := range s.headers {
-			v, err := t.Render(data)
-			if err != nil {
-				return nil, onceflow.PermanentError(err)
-			}
-			pub.Headers[k] = v
-		}
-	}
-	body, err := keytmpl.RenderTree(s.body, data)
+	hs, body, err := s.msg.Render(data)
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
+	}
+	if len(hs) > 0 {
+		pub.Headers = amqp.Table{}
+		for k, v := range hs {
+			pub.Headers[k] = v
+		}
 	}
 	if s.json {
 		if pub.Body, err = json.Marshal(body); err != nil {

@@ -2,8 +2,6 @@ package amqpstep_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,12 +19,6 @@ import (
 	"github.com/onceflow/onceflow/internal/testsvc"
 )
 
-func suffix() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // queue declares a queue of its own on the real broker, deleted when the test ends.
 func queue(t *testing.T) (url, name string, ch *amqp.Channel) {
 	t.Helper()
@@ -40,7 +32,7 @@ func queue(t *testing.T) (url, name string, ch *amqp.Channel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name = "onceflow-test-" + suffix()
+	name = "onceflow-test-" + testsvc.Suffix()
 	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +71,7 @@ func TestPublishConfirmedWithMessageID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := "warehouse:1001:" + suffix()
+	key := "warehouse:1001:" + testsvc.Suffix()
 	out, err := st.Do(context.Background(), sc(key))
 	if err != nil {
 		t.Fatal(err)
@@ -102,14 +94,14 @@ func TestUnroutableAndUnknownExchangeArePermanent(t *testing.T) {
 	conn := &amqpstep.Conn{URL: url}
 	t.Cleanup(conn.Close)
 	for name, spec := range map[string]amqpstep.Spec{
-		"returned":  {RoutingKey: "no-such-queue-" + suffix(), Body: "x"},
-		"not found": {Exchange: "no-such-exchange-" + suffix(), RoutingKey: "x", Body: "x"},
+		"returned":  {RoutingKey: "no-such-queue-" + testsvc.Suffix(), Body: "x"},
+		"not found": {Exchange: "no-such-exchange-" + testsvc.Suffix(), RoutingKey: "x", Body: "x"},
 	} {
 		st, err := amqpstep.New(spec, conn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = st.Do(context.Background(), sc("k-"+suffix()))
+		_, err = st.Do(context.Background(), sc("k-"+testsvc.Suffix()))
 		var se *onceflow.StepError
 		if !errors.As(err, &se) || se.Class != onceflow.Permanent {
 			t.Errorf("%s: %v, want permanent", name, err)
@@ -196,7 +188,7 @@ func TestLostConfirmIsUnknown(t *testing.T) {
 	}
 	amqpstep.BeforePublish = func() { p.drop.Store(true) }
 	t.Cleanup(func() { amqpstep.BeforePublish = nil })
-	_, err = st.Do(context.Background(), sc("k-"+suffix()))
+	_, err = st.Do(context.Background(), sc("k-"+testsvc.Suffix()))
 	if onceflow.ClassOf(err) != onceflow.Unknown || !strings.Contains(err.Error(), "consumers deduplicate by message_id") {
 		t.Fatalf("%v (%s), want unknown", err, onceflow.ClassOf(err))
 	}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // faultyDestination applies each effect once per Idempotency-Key and answers a repeat with
@@ -63,34 +61,17 @@ func (d *faultyDestination) counts(key string) (requests, applied int) {
 func faultRun(t *testing.T, spec Spec, onUnknown onceflow.UnknownAction) (*store.Step, []*store.Attempt) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	var now atomic.Int64
-	now.Store(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).UnixNano())
-	c, err := onceflow.New(onceflow.Config{Store: st, Clock: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := newStep(t, spec, nil)
-	if err := c.Register(onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{
+	e := newManualEngine(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{
 		ID: "crm", EffectKey: "lead-create:{input.n}", Do: s.Do, OnUnknown: onUnknown,
 		Retry: onceflow.RetryPolicy{MaxAttempts: 5, Initial: time.Second},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	run, err := c.Start(ctx, "w", "k", map[string]any{"n": 1})
+	}}})
+	st := e.st
+	run, err := e.c.Start(ctx, "w", "k", map[string]any{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 5 {
-		if _, err := c.Work(ctx); err != nil {
-			t.Fatal(err)
-		}
-		now.Add(int64(time.Hour))
-	}
+	e.work(t, 5)
 	steps, err := st.StepListByRun(ctx, run.ID)
 	if err != nil || len(steps) != 1 {
 		t.Fatalf("steps %v, %v", steps, err)

@@ -177,39 +177,11 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 		}
 	}
 	if r.Body != nil {
-		if c.body, err = compileBody(r.Body, envVars); err != nil {
+		if c.body, err = keytmpl.CompileTree(r.Body, envVars); err != nil {
 			return c, fmt.Errorf("body: %w", err)
 		}
 	}
 	return c, nil
-}
-
-func compileBody(v any, envVars keytmpl.EnvVars) (any, error) {
-	switch x := v.(type) {
-	case string:
-		return keytmpl.ParseStep(x, envVars)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			c, err := compileBody(e, envVars)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			out[k] = c
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			c, err := compileBody(e, envVars)
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			out[i] = c
-		}
-		return out, nil
-	}
-	return v, nil
 }
 
 func parseRule(r Rule) (rule, error) {
@@ -319,7 +291,7 @@ func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any
 	}
 	var body io.Reader
 	if r.body != nil {
-		v, err := renderBody(r.body, data)
+		v, err := keytmpl.RenderTree(r.body, data)
 		if err != nil {
 			return nil, err
 		}
@@ -350,34 +322,6 @@ func (s *Step) build(ctx context.Context, r compiledRequest, data map[string]any
 		req.Header.Set(k, v)
 	}
 	return req, nil
-}
-
-func renderBody(v any, data map[string]any) (any, error) {
-	switch x := v.(type) {
-	case *keytmpl.Template:
-		return x.Value(data)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			r, err := renderBody(e, data)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			r, err := renderBody(e, data)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
-	}
-	return v, nil
 }
 
 // send performs req and reads at most 1 MiB of the answer. Its errors are classified:

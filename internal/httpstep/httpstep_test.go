@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/egress"
+	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 var loopback = &egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
@@ -301,5 +303,42 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 		if _, err := New(spec, http.DefaultClient, env(nil)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// manualEngine is a client on a new SQLite store whose clock moves only when work moves it.
+type manualEngine struct {
+	st  *sqlite.Store
+	c   *onceflow.Client
+	now atomic.Int64
+}
+
+// newManualEngine returns an engine with w registered, its clock at 2026-03-01 09:00 UTC.
+func newManualEngine(t *testing.T, w onceflow.Workflow) *manualEngine {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &manualEngine{st: st}
+	e.now.Store(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).UnixNano())
+	if e.c, err = onceflow.New(onceflow.Config{Store: st, Clock: func() time.Time { return time.Unix(0, e.now.Load()).UTC() }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Register(w); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// work runs n passes of the engine, its clock an hour later after each.
+func (e *manualEngine) work(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		if _, err := e.c.Work(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.now.Add(int64(time.Hour))
 	}
 }

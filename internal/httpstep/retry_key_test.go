@@ -4,14 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // Run by the engine through a 503, a response cut short (the outcome unknown) and a
@@ -37,33 +35,16 @@ func TestIdempotencyKeySameOnEveryRetry(t *testing.T) {
 	})
 	s := newStep(t, Spec{Request: Request{URL: srv.URL + "/leads"}}, nil)
 
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var now atomic.Int64
-	now.Store(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).UnixNano())
-	c, err := onceflow.New(onceflow.Config{Store: st, Clock: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Register(onceflow.Workflow{Name: "website-lead", Steps: []onceflow.Step{{
+	e := newManualEngine(t, onceflow.Workflow{Name: "website-lead", Steps: []onceflow.Step{{
 		ID: "crm", EffectKey: "lead-create:{input.submission_id}", Do: s.Do,
 		Retry: onceflow.RetryPolicy{MaxAttempts: 5, Initial: time.Second},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
+	}}})
+	c, st := e.c, e.st
 	run, err := c.Start(ctx, "website-lead", "form-8812", map[string]any{"submission_id": 8812})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		if _, err := c.Work(ctx); err != nil {
-			t.Fatal(err)
-		}
-		now.Add(int64(time.Hour))
-	}
+	e.work(t, 3)
 	if r, err := c.GetRun(ctx, run.ID); err != nil || r.State != store.StateCompleted {
 		t.Fatalf("run %+v, %v; want completed", r, err)
 	}

@@ -83,8 +83,7 @@ type Step struct {
 	spec    Spec
 	conn    *Conn
 	subject *keytmpl.Template
-	headers map[string]*keytmpl.Template
-	body    any
+	msg     keytmpl.Message
 }
 
 // New compiles spec.
@@ -95,19 +94,14 @@ func New(spec Spec, conn *Conn) (*Step, error) {
 	if spec.Timeout <= 0 {
 		spec.Timeout = 10 * time.Second
 	}
-	s := &Step{spec: spec, conn: conn, headers: map[string]*keytmpl.Template{}}
+	s := &Step{spec: spec, conn: conn}
 	vars := keytmpl.EnvVars{}
 	var err error
 	if s.subject, err = keytmpl.ParseStep(spec.Subject, vars); err != nil {
 		return nil, fmt.Errorf("nats subject: %w", err)
 	}
-	for k, v := range spec.Headers {
-		if s.headers[k], err = keytmpl.ParseStep(v, vars); err != nil {
-			return nil, fmt.Errorf("nats header %s: %w", k, err)
-		}
-	}
-	if s.body, err = keytmpl.CompileTree(spec.Body, vars); err != nil {
-		return nil, fmt.Errorf("nats body: %w", err)
+	if s.msg, err = keytmpl.CompileMessage(spec.Headers, spec.Body, vars); err != nil {
+		return nil, fmt.Errorf("nats %w", err) // "nats header NAME: …", "nats body: …"
 	}
 	if len(vars) > 0 {
 		return nil, fmt.Errorf("nats: messages may not read the environment ({env.%s}); secrets stay out of messages", vars.Names()[0])
@@ -124,18 +118,12 @@ type Output struct {
 }
 
 // render builds the message.
-func render(subject *keytmpl.Template, headers map[string]*keytmpl.Template, body any, data map[string]any) (string, map[string]string, []byte, error) {
+func render(subject *keytmpl.Template, msg keytmpl.Message, data map[string]any) (string, map[string]string, []byte, error) {
 	subj, err := subject.Render(data)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	hs := map[string]string{}
-	for k, t := range headers {
-		if hs[k], err = t.Render(data); err != nil {
-			return "", nil, nil, err
-		}
-	}
-	v, err := keytmpl.RenderTree(body, data)
+	hs, v, err := msg.Render(data)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -158,7 +146,7 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
 	}
-	subj, hs, body, err := render(s.subject, s.headers, s.body, data)
+	subj, hs, body, err := render(s.subject, s.msg, data)
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
 	}

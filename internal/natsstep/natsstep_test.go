@@ -2,8 +2,6 @@ package natsstep_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -18,12 +16,6 @@ import (
 	"github.com/onceflow/onceflow/internal/testsvc"
 )
 
-func suffix() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // stream creates a stream of its own on the real server, deleted when the test ends.
 func stream(t *testing.T) (url, name, subject string, js jetstream.JetStream) {
 	t.Helper()
@@ -37,7 +29,7 @@ func stream(t *testing.T) (url, name, subject string, js jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := suffix()
+	s := testsvc.Suffix()
 	name, subject = "WAREHOUSE_"+strings.ToUpper(s), "warehouse."+s
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject + ".>"}, Duplicates: time.Minute}); err != nil {
@@ -63,7 +55,7 @@ func TestRetriedPublishStoresOneMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := "warehouse-pick:1001:" + suffix()
+	key := "warehouse-pick:1001:" + testsvc.Suffix()
 	ctx := context.Background()
 	var outs []natsstep.Output
 	for range 3 {
@@ -104,11 +96,11 @@ func TestSubjectWithoutStreamIsPermanent(t *testing.T) {
 	url, _, _, _ := stream(t)
 	conn := &natsstep.Conn{URL: url}
 	t.Cleanup(conn.Close)
-	st, err := natsstep.New(natsstep.Spec{Subject: "nowhere." + suffix(), Body: "x"}, conn)
+	st, err := natsstep.New(natsstep.Spec{Subject: "nowhere." + testsvc.Suffix(), Body: "x"}, conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.Do(context.Background(), sc("k-"+suffix()))
+	_, err = st.Do(context.Background(), sc("k-"+testsvc.Suffix()))
 	var se *onceflow.StepError
 	if !errors.As(err, &se) || se.Class != onceflow.Permanent || !strings.Contains(err.Error(), "no JetStream stream captures subject") {
 		t.Fatalf("%v, want a permanent error naming the missing stream", err)

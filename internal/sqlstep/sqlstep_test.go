@@ -3,9 +3,7 @@ package sqlstep_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,18 +40,12 @@ type shop struct {
 	db      *sql.DB
 }
 
-func suffix() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // newShop creates a schema (PostgreSQL) or database (MariaDB) of its own with an orders
 // table, dropped when the test ends.
 func newShop(t *testing.T, dialect string) *shop {
 	t.Helper()
 	ctx := context.Background()
-	name := "onceflow_shop_" + suffix()
+	name := "onceflow_shop_" + testsvc.Suffix()
 	s := &shop{dialect: dialect}
 	switch dialect {
 	case "postgres":
@@ -183,7 +175,7 @@ func TestStatementsApplyOncePerKey(t *testing.T) {
 			ctx := context.Background()
 			st, db := s.step(t, s.markPaid(false))
 			evil := "'; DROP TABLE orders; --"
-			key := "order-paid:1001:" + suffix()
+			key := "order-paid:1001:" + testsvc.Suffix()
 
 			// Without the migration the step says what to run, and changes nothing.
 			_, err := st.Do(ctx, stepCtx(key, map[string]any{"order_id": 1001, "note": evil}))
@@ -230,7 +222,7 @@ func TestStatementsApplyOncePerKey(t *testing.T) {
 			}
 
 			// A new key for an order already paid: the guard refuses, nothing is written.
-			key2 := "order-paid:1001:again:" + suffix()
+			key2 := "order-paid:1001:again:" + testsvc.Suffix()
 			_, err = st.Do(ctx, stepCtx(key2, map[string]any{"order_id": 1001, "note": "x"}))
 			if !errors.As(err, &se) || se.Class != onceflow.Skipped || se.Reason != sqlstep.ReasonRowsUnexpected ||
 				!strings.Contains(err.Error(), "changed 0 rows, expected 1") {
@@ -351,7 +343,7 @@ func TestKilledAfterCommitAppliesOnce(t *testing.T) {
 			if err := c.Register(sqlWorkflow(step)); err != nil {
 				t.Fatal(err)
 			}
-			run, err := c.Start(ctx, "order-events", "evt-"+suffix(), map[string]any{"order_id": 1002, "note": "paid by card"})
+			run, err := c.Start(ctx, "order-events", "evt-"+testsvc.Suffix(), map[string]any{"order_id": 1002, "note": "paid by card"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,7 +443,7 @@ func TestRacingAttemptsApplyOnce(t *testing.T) {
 			if err := db.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			key := "order-paid:1001:race:" + suffix()
+			key := "order-paid:1001:race:" + testsvc.Suffix()
 			const n = 8
 			errs := make(chan error, n)
 			replayed := make(chan bool, n)

@@ -5,6 +5,8 @@
 package testsvc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"net/url"
 	"os"
@@ -79,4 +81,12 @@ func hostPort(v string) string {
 		return ""
 	}
 	return u.Host
+}
+
+// Suffix returns 12 random hex digits for the names of the tables, schemas, queues and
+// streams a test creates, so that test runs sharing a service do not collide.
+func Suffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

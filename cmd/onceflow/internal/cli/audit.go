@@ -93,11 +93,7 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 		q.AfterID = page[len(page)-1].ID
 	}
 	if f.json {
-		out := make([]auditView, 0, len(entries))
-		for _, e := range entries {
-			out = append(out, viewAudit(e))
-		}
-		return writeJSON(g.stdout, out)
+		return writeJSONList(g.stdout, entries, viewAudit)
 	}
 	if len(entries) == 0 {
 		fmt.Fprintln(g.stdout, "no events match")

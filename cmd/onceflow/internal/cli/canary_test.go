@@ -24,7 +24,6 @@ import (
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // Canary values: none of them may appear in a log line, an audit event, an attempt record,
@@ -213,10 +212,7 @@ func TestCanariesNeverLeak(t *testing.T) {
 		"ONCEFLOW_SMTP_ADDR": echoingSMTP(t), "ONCEFLOW_SMTP_TLS": "none",
 		"ONCEFLOW_SMTP_USERNAME": canarySMTPLogin, "ONCEFLOW_SMTP_PASSWORD": canarySMTPPass,
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

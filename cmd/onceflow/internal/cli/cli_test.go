@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -70,10 +74,7 @@ func setup(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, path)
 	defer st.Close()
 	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "test-worker"})
 	if err != nil {
@@ -346,4 +347,50 @@ func TestDemoCommand(t *testing.T) {
 	if again.code != 1 || !strings.Contains(again.stderr, "demo needs a fresh database") {
 		t.Fatalf("second demo on the same file: exit %d, stderr %q", again.code, again.stderr)
 	}
+}
+
+// openSQLite opens (creating if needed) the SQLite store at path; the caller closes it.
+func openSQLite(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// countingDest is an HTTP destination that answers {} to every request and counts the
+// requests to each path. It is closed when the test ends.
+type countingDest struct {
+	*httptest.Server
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+func newCountingDest(t *testing.T) *countingDest {
+	t.Helper()
+	d := &countingDest{hits: map[string]int{}}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.hits[r.URL.Path]++
+		d.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+// count returns how many requests path received.
+func (d *countingDest) count(path string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hits[path]
+}
+
+// String lists the requests per path.
+func (d *countingDest) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return fmt.Sprint(d.hits)
 }

@@ -3,19 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/postgres"
 )
 
 func TestRunsCancelCommand(t *testing.T) {
@@ -74,21 +69,8 @@ func TestPauseCommands(t *testing.T) {
 // takes them up again after the resume. The worker is a real process.
 func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	db := withSchema(t, postgresURL(t))
-	var mu sync.Mutex
-	hits := map[string]int{}
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits[r.URL.Path]++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{}`)
-	}))
-	defer dest.Close()
-	count := func(path string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return hits[path]
-	}
+	dest := newCountingDest(t)
+	count := dest.count
 	dir := t.TempDir()
 	for _, name := range []string{"leads", "orders"} {
 		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(strings.ReplaceAll(strings.ReplaceAll(workflowFile(name), "RELOAD_DEST", "PAUSE_DEST"), "%s", name)), 0o600); err != nil {
@@ -106,14 +88,7 @@ func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	loc, err := parseDBURL(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := postgres.Open(ctx, loc.ConnString, postgres.Options{Schema: loc.Schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openPostgres(t, db)
 	defer st.Close()
 	start := func(workflow string) *store.Run {
 		t.Helper()
@@ -134,7 +109,7 @@ func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	runOK(t, "resume", "leads", "--db", db)
 	waitFor(t, "the leads run to complete after the resume", func() bool { return runState(t, st, lead.ID) == store.StateCompleted })
 	if count("/leads") != 1 || count("/orders") != 1 {
-		t.Errorf("requests %v", hits)
+		t.Errorf("requests %v", dest)
 	}
 }
 

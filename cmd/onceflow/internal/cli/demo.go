@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/onceflow/onceflow/store"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow/cmd/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/store"
 )
 
 type demoFlags struct {
@@ -114,18 +115,21 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 		}
 		return err
 	}
-	if f.json {
-		err = writeJSON(g.stdout, sum)
-	} else {
-		err = sum.WriteText(g.stdout)
-	}
-	if err != nil {
+	if err := writeSummary(g, f.json, sum); err != nil {
 		return err
 	}
 	if !sum.InvariantsOK {
 		return fmt.Errorf("demo: invariants failed: %s", strings.Join(sum.Failures(), "; "))
 	}
 	return nil
+}
+
+// writeSummary prints a demo's summary to standard output, as JSON or as text.
+func writeSummary(g *globals, asJSON bool, sum interface{ WriteText(io.Writer) error }) error {
+	if asJSON {
+		return writeJSON(g.stdout, sum)
+	}
+	return sum.WriteText(g.stdout)
 }
 
 // demoLocation returns a fresh database for the demo: the one given with --db (not from

@@ -64,12 +64,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		err = writeJSON(g.stdout, sum)
-	} else {
-		err = sum.WriteText(g.stdout)
-	}
-	if err != nil {
+	if err := writeSummary(g, f.json, sum); err != nil {
 		return err
 	}
 	if !sum.InvariantsOK {

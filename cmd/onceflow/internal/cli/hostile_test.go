@@ -12,7 +12,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // secretRun stores one completed run whose output holds what the API masks: a password,
@@ -21,10 +20,7 @@ func secretRun(t *testing.T) (db string) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, path)
 	defer st.Close()
 	c, err := onceflow.New(onceflow.Config{Store: st})
 	if err != nil {
@@ -73,10 +69,7 @@ func TestRunsShowAndKeysShowMask(t *testing.T) {
 		t.Fatalf("--unmasked masked the output:\n%s", r.stdout)
 	}
 	runOK(t, "keys", "show", "--db", db, "--unmasked", "--actor", "cli:ops-ben", "crm:1")
-	st, err := sqlite.Open(context.Background(), strings.TrimPrefix(db, "sqlite://"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, strings.TrimPrefix(db, "sqlite://"))
 	defer st.Close()
 	evs, err := st.EventList(context.Background(), store.EventListParams{})
 	if err != nil {
@@ -150,10 +143,7 @@ func TestURLsFromTheEnvironment(t *testing.T) {
 	writeFile(t, dir, "urls.yaml", urlsYAML)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, path)
 	defer st.Close()
 	logs := &lockedBuffer{}
 	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 2,
@@ -229,14 +219,10 @@ func TestValidateDirectoriesReportsEverything(t *testing.T) {
 // variable.
 func TestStartChecksTheEnvironment(t *testing.T) {
 	file := writeFile(t, t.TempDir(), "urls.yaml", urlsYAML)
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	env := map[string]string{"HOOK_URL": "http://127.0.0.1:9/x"}
-	_, err = newApp(appConfig{store: st, workflows: file, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	_, err := newApp(appConfig{store: st, workflows: file, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err == nil {
 		t.Fatal("started without CRM_URL and INTERNAL_URL")
 	}

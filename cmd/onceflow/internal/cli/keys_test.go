@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // keys show answers with its exit status, so that a script can ask "did this happen?":
@@ -19,10 +18,7 @@ func TestKeysShowExitStatus(t *testing.T) {
 
 	// Another run whose first step a worker holds right now: its key is in flight.
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, strings.TrimPrefix(f.db, "sqlite://"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, strings.TrimPrefix(f.db, "sqlite://"))
 	now := time.Now()
 	if _, _, err := st.RunInsert(ctx, store.RunInsertParams{Workflow: "order-paid", RunKey: "evt-1002", Input: json.RawMessage(`{"order_id":1002}`),
 		InputHash: "h", Steps: []store.StepInsert{{Name: "notify"}}, Actor: "test", Now: now}); err != nil {

@@ -16,8 +16,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/postgres"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // gatedDestination holds every request until the test lets it go, counting how many are
@@ -110,17 +108,7 @@ func TestDestinationLimitInOneProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "l.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 8,
-		env:  func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": dest.URL}[k], k == "LIMIT_DEST" },
-		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := limitsApp(t, dir, dest.URL, 8)
 	served := make(chan error, 1)
 	go func() { served <- a.client.Serve(ctx) }()
 	for i := range 10 {
@@ -166,17 +154,7 @@ func TestRetryAfterSlowsTheWholeDestination(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "l.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 4,
-		env:  func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": dest.URL}[k], k == "LIMIT_DEST" },
-		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := limitsApp(t, dir, dest.URL, 4)
 	if _, err := a.client.Start(ctx, "a", "1", map[string]any{"id": "1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,14 +192,7 @@ func TestDestinationLimitAcrossProcessesOnPostgres(t *testing.T) {
 		w.waitLog("onceflow worker running", 1)
 	}
 	ctx := context.Background()
-	loc, err := parseDBURL(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := postgres.Open(ctx, loc.ConnString, postgres.Options{Schema: loc.Schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openPostgres(t, db)
 	defer st.Close()
 	var ids []int64
 	for i := range 8 {
@@ -267,17 +238,7 @@ steps:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "l.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 4,
-		env:  func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": dest.URL}[k], k == "LIMIT_DEST" },
-		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := limitsApp(t, dir, dest.URL, 4)
 	served := make(chan error, 1)
 	go func() { served <- a.client.Serve(ctx) }()
 	for i := range 4 {
@@ -290,4 +251,19 @@ steps:
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// limitsApp loads the workflow files of dir on a new SQLite store, with LIMIT_DEST set to
+// destURL, the given number of workers and a 10 ms poll.
+func limitsApp(t *testing.T, dir, destURL string, workers int) *app {
+	t.Helper()
+	st := openSQLite(t, filepath.Join(t.TempDir(), "l.db"))
+	t.Cleanup(func() { st.Close() })
+	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: workers,
+		env:  func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": destURL}[k], k == "LIMIT_DEST" },
+		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

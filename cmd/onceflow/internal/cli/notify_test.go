@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // serve and worker wire the notify blocks of the workflow files: a refused step alerts the
@@ -37,10 +36,7 @@ func TestAppNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, filepath.Join(t.TempDir(), "db"))
 	defer st.Close()
 	env := map[string]string{"SLACK_OPS_WEBHOOK": hook.URL + "/services/T0/B0/x"}
 	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 2, log: slog.New(slog.DiscardHandler),

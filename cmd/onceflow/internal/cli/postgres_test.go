@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/onceflow/onceflow/store/postgres"
 )
 
 // postgresURL returns the test database's URL, skipping without one (failing under CI).
@@ -82,4 +84,18 @@ func TestPostgresCommands(t *testing.T) {
 	if r := run(t, "demo", "--db", db); r.code != exitError || !strings.Contains(r.stderr, "already holds runs") {
 		t.Fatalf("second demo: exit %d %s", r.code, r.stderr)
 	}
+}
+
+// openPostgres opens the PostgreSQL store that db, a --db URL, names; the caller closes it.
+func openPostgres(t *testing.T, db string) *postgres.Store {
+	t.Helper()
+	loc, err := parseDBURL(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.Open(context.Background(), loc.ConnString, postgres.Options{Schema: loc.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

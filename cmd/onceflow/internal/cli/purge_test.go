@@ -11,7 +11,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // purgeFixture is a database whose runs ran a year ago: run "done" completed a charge
@@ -25,10 +24,7 @@ func setupPurge(t *testing.T) purgeFixture {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, path)
 	defer st.Close()
 	yearAgo := time.Now().Add(-365 * 24 * time.Hour)
 	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "test-worker", Clock: func() time.Time { return yearAgo }})
@@ -102,10 +98,7 @@ func TestPurge(t *testing.T) {
 		}
 	}
 
-	st, err := sqlite.Open(context.Background(), f.path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, f.path)
 	defer st.Close()
 	ctx := context.Background()
 	if _, err := st.RunGetByID(ctx, f.done); !errors.Is(err, store.ErrNotFound) {

@@ -18,7 +18,6 @@ import (
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 const queueYAML = `name: orders
@@ -42,10 +41,7 @@ func queueApp(t *testing.T, url, q string) (string, store.Store) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	m := metrics.New(metrics.Config{Store: st})
 	env := func(k string) (string, bool) {
 		if k == "ONCEFLOW_AMQP_URL" && url != "" {
@@ -90,22 +86,11 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling an observable condition until the deadline
-	}
-}
-
 // A broker that cannot be reached at start is a clear /readyz answer and is retried.
 func TestServeQueueBrokerUnreachable(t *testing.T) {
 	base, _ := queueApp(t, "amqp://guest:guest@127.0.0.1:1/", "orders")
 	var body string
-	eventually(t, "/readyz says the broker cannot be reached", func() bool {
+	waitFor(t, "/readyz says the broker cannot be reached", func() bool {
 		var code int
 		code, body = get(t, base+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "amqp:orders: cannot reach the AMQP broker")
@@ -113,7 +98,7 @@ func TestServeQueueBrokerUnreachable(t *testing.T) {
 	if strings.Contains(body, "guest:guest") {
 		t.Fatalf("/readyz shows the URL's credentials: %s", body)
 	}
-	eventually(t, "the metrics show the consumer down", func() bool {
+	waitFor(t, "the metrics show the consumer down", func() bool {
 		_, m := get(t, base+"/metrics")
 		return strings.Contains(m, `onceflow_queue_connected{broker="amqp",workflow="orders"} 0`)
 	})
@@ -124,10 +109,7 @@ func TestServeQueueNeedsItsURL(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(strings.Replace(queueYAML, "QUEUE", "orders", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	a, err := newApp(appConfig{store: st, workflows: dir, env: func(string) (string, bool) { return "", false },
 		funcs: map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}})
@@ -168,7 +150,7 @@ func TestServeQueue(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	eventually(t, "one run and one review item", func() bool {
+	waitFor(t, "one run and one review item", func() bool {
 		runs, err := st.RunList(ctx, store.RunListParams{Workflow: "orders"})
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +164,7 @@ func TestServeQueue(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz %d %s", code, body)
 	}
-	eventually(t, "the metrics count the messages", func() bool {
+	waitFor(t, "the metrics count the messages", func() bool {
 		_, m := get(t, base+"/metrics")
 		return strings.Contains(m, `onceflow_queue_connected{broker="amqp",workflow="orders"} 1`) &&
 			strings.Contains(m, `onceflow_queue_messages_total{outcome="duplicate",workflow="orders"} 1`) &&

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,16 +108,7 @@ func workflowFile(name string) string {
 // set replaces the running definitions; a bad file keeps them running, says why in the log
 // and in the API's answer, and leaves nothing half-loaded.
 func TestReloadOnHangupAndAPI(t *testing.T) {
-	var mu sync.Mutex
-	hits := map[string]int{}
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits[r.URL.Path]++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{}`)
-	}))
-	defer dest.Close()
+	dest := newCountingDest(t)
 
 	dir := t.TempDir()
 	write := func(name, src string) {
@@ -222,17 +211,7 @@ func TestReloadOnHangupAndAPI(t *testing.T) {
 		t.Fatalf("start c after the API reload: %d", code)
 	}
 	// Every run's step reached the destination once.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		done := hits["/a"] == 1 && hits["/b"] == 2 && hits["/c"] == 1
-		mu.Unlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("destination hits %v, want a:1 b:2 c:1", hits)
-		}
-		time.Sleep(20 * time.Millisecond) // polling an observable condition
-	}
+	waitFor(t, "destination hits a:1 b:2 c:1", func() bool {
+		return dest.count("/a") == 1 && dest.count("/b") == 2 && dest.count("/c") == 1
+	})
 }

@@ -205,11 +205,7 @@ func newReviewListCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				out := make([]itemView, 0, len(items))
-				for _, it := range items {
-					out = append(out, viewItem(it))
-				}
-				return writeJSON(g.stdout, out)
+				return writeJSONList(g.stdout, items, viewItem)
 			}
 			if len(items) == 0 {
 				fmt.Fprintln(g.stdout, "no steps wait for review")
@@ -432,26 +428,10 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 		}
 	}
 	if a.json {
-		type view struct {
-			RunID     int64       `json:"run_id"`
-			Step      string      `json:"step"`
-			Reason    string      `json:"reason"`
-			OK        bool        `json:"ok"`
-			Error     string      `json:"error,omitempty"`
-			RunState  store.State `json:"run_state,omitempty"`
-			SameRunAs string      `json:"same_run_as,omitempty"`
-			Plan      *planView   `json:"plan,omitempty"`
-		}
-		out := struct {
-			Action  string `json:"action"`
-			DryRun  bool   `json:"dry_run"`
-			Matched int    `json:"matched"`
-			OK      int    `json:"ok"`
-			Refused int    `json:"refused"`
-			Items   []view `json:"items"`
-		}{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused, Items: []view{}}
+		out := views.Bulk[planView]{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused,
+			Items: []views.BulkItem[planView]{}}
 		for _, it := range items {
-			v := view{RunID: it.RunID, Step: it.Step, Reason: it.Reason, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+			v := views.NewBulkItem[planView](it)
 			if it.Err != nil {
 				v.Error = it.Err.Error()
 			}
@@ -524,22 +504,10 @@ func newReviewRetryCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := g.reviewSession(cmd.Context(), a.workflows)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if bulk {
-				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkRetry, SendAgain: sendAgain, DryRun: dry})
-			}
-			if dry {
-				return usagef("--dry-run applies to replay and to bulk actions")
-			}
-			res, err := s.client.ReviewRetry(cmd.Context(), onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note, SendAgain: sendAgain})
-			if err != nil {
-				return err
-			}
-			return printResult(g.stdout, "retried", a, res)
+			return reviewAct(cmd.Context(), g, f, a, reviewActParams{bulk: bulk,
+				req: onceflow.BulkRequest{Action: onceflow.BulkRetry, SendAgain: sendAgain, DryRun: dry},
+				one: onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note, SendAgain: sendAgain},
+				act: (*onceflow.Client).ReviewRetry, verb: "retried"})
 		},
 	}
 	f.add(cmd, true)
@@ -572,22 +540,10 @@ func newReviewResolveCommand(g *globals) *cobra.Command {
 				}
 				out = json.RawMessage(output)
 			}
-			s, err := g.reviewSession(cmd.Context(), a.workflows)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if bulk {
-				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkResolve, ItHappened: itHappened, Output: out, DryRun: dry})
-			}
-			if dry {
-				return usagef("--dry-run applies to replay and to bulk actions")
-			}
-			res, err := s.client.ReviewResolve(cmd.Context(), onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note, ItHappened: itHappened, Output: out})
-			if err != nil {
-				return err
-			}
-			return printResult(g.stdout, "resolved", a, res)
+			return reviewAct(cmd.Context(), g, f, a, reviewActParams{bulk: bulk,
+				req: onceflow.BulkRequest{Action: onceflow.BulkResolve, ItHappened: itHappened, Output: out, DryRun: dry},
+				one: onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note, ItHappened: itHappened, Output: out},
+				act: (*onceflow.Client).ReviewResolve, verb: "resolved"})
 		},
 	}
 	f.add(cmd, true)
@@ -612,22 +568,10 @@ func newReviewAbandonCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := g.reviewSession(cmd.Context(), a.workflows)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if bulk {
-				return runBulk(cmd.Context(), g, s, f, a, onceflow.BulkRequest{Action: onceflow.BulkAbandon, DryRun: dry})
-			}
-			if dry {
-				return usagef("--dry-run applies to replay and to bulk actions")
-			}
-			res, err := s.client.ReviewAbandon(cmd.Context(), onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note})
-			if err != nil {
-				return err
-			}
-			return printResult(g.stdout, "abandoned", a, res)
+			return reviewAct(cmd.Context(), g, f, a, reviewActParams{bulk: bulk,
+				req: onceflow.BulkRequest{Action: onceflow.BulkAbandon, DryRun: dry},
+				one: onceflow.ReviewAction{RunID: id, Step: step, Actor: a.actor, Note: a.note},
+				act: (*onceflow.Client).ReviewAbandon, verb: "abandoned"})
 		},
 	}
 	f.add(cmd, true)
@@ -786,6 +730,37 @@ func correctedText(p *onceflow.ReplayPlan) string {
 		return ""
 	}
 	return " with the corrected input " + string(p.Diff)
+}
+
+// reviewActParams is a retry, resolve or abandon, on many items or on one.
+type reviewActParams struct {
+	// bulk selects req, on the items the filter flags select; else act performs one on its
+	// item, and its result is printed as verb.
+	bulk bool
+	req  onceflow.BulkRequest
+	one  onceflow.ReviewAction
+	act  func(*onceflow.Client, context.Context, onceflow.ReviewAction) (*onceflow.ReviewResult, error)
+	verb string
+}
+
+// reviewAct opens the review session and performs p.
+func reviewAct(ctx context.Context, g *globals, f filterFlags, a actionFlags, p reviewActParams) error {
+	s, err := g.reviewSession(ctx, a.workflows)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if p.bulk {
+		return runBulk(ctx, g, s, f, a, p.req)
+	}
+	if p.req.DryRun {
+		return usagef("--dry-run applies to replay and to bulk actions")
+	}
+	res, err := p.act(s.client, ctx, p.one)
+	if err != nil {
+		return err
+	}
+	return printResult(g.stdout, p.verb, a, res)
 }
 
 // runBulk applies a bulk action to the items the filter flags select.

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // orderPaidYAML is the fixture's workflow as a file, for the commands that need the
@@ -43,10 +42,7 @@ func workflowsDir(t *testing.T) string {
 // fixtureSteps reads the fixture run's steps by name.
 func fixtureSteps(t *testing.T, f fixture) map[string]*store.Step {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), strings.TrimPrefix(f.db, "sqlite://"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, strings.TrimPrefix(f.db, "sqlite://"))
 	defer st.Close()
 	list, err := st.StepListByRun(context.Background(), f.runID)
 	if err != nil {
@@ -126,6 +122,7 @@ func TestReviewReplayCommand(t *testing.T) {
 		{[]string{"review", "retry", id}, exitUsage, "takes RUN STEP"},
 		{[]string{"review", "retry", id, "charge", "--workflow", "x"}, exitUsage, "not both"},
 		{[]string{"review", "retry", "999", "charge"}, exitError, "run 999 does not exist"},
+		{[]string{"review", "abandon", id, "charge", "--dry-run"}, exitUsage, "--dry-run applies to replay and to bulk actions"},
 		{[]string{"review", "resolve", id, "notify"}, exitError, "the step is completed, not in review"},
 		{[]string{"review", "resolve", id, "charge", "--output", "{"}, exitUsage, "--output is not JSON"},
 		{[]string{"review", "list", "--older-than", "soon"}, exitUsage, "--older-than"},

@@ -82,11 +82,7 @@ func runsList(ctx context.Context, g *globals, f runsListFlags) error {
 		return err
 	}
 	if f.json {
-		out := make([]runView, 0, len(runs))
-		for _, r := range runs {
-			out = append(out, viewRun(r))
-		}
-		return writeJSON(g.stdout, out)
+		return writeJSONList(g.stdout, runs, viewRun)
 	}
 	if len(runs) == 0 {
 		fmt.Fprintln(g.stdout, "no runs match")
@@ -365,6 +361,15 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeJSONList writes the view of each item, as a JSON array ([] for none).
+func writeJSONList[T, V any](w io.Writer, items []T, view func(T) V) error {
+	out := make([]V, 0, len(items))
+	for _, it := range items {
+		out = append(out, view(it))
+	}
+	return writeJSON(w, out)
 }
 
 func rawOrNull(b json.RawMessage) json.RawMessage {

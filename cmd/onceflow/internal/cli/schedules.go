@@ -11,22 +11,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/views"
 )
-
-// registerSchedules registers the schedule blocks of the workflow files, after their
-// workflows.
-func registerSchedules(c *onceflow.Client, defs []*flowfile.Definition, deps flowfile.Deps) error {
-	ss, err := flowfile.BuildSchedules(defs, deps)
-	if err != nil {
-		return err
-	}
-	for _, s := range ss {
-		if err := c.RegisterSchedule(s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 type schedulesFlags struct {
 	workflows string
@@ -96,21 +82,6 @@ func (g *globals) scheduleSession(ctx context.Context, workflows string) (*revie
 	return s, nil
 }
 
-// scheduleView is a schedule as onceflow schedules list --json prints it.
-type scheduleView struct {
-	Name       string      `json:"name"`
-	Workflow   string      `json:"workflow"`
-	Cron       string      `json:"cron"`
-	Timezone   string      `json:"timezone"`
-	RunKey     string      `json:"run_key"`
-	CatchUp    string      `json:"catch_up"`
-	MaxCatchUp int         `json:"max_catch_up"`
-	ForEach    bool        `json:"for_each"`
-	Next       []time.Time `json:"next"`
-	LastTick   *time.Time  `json:"last_tick"`
-	LastRunID  int64       `json:"last_run_id,omitempty"`
-}
-
 func schedulesList(ctx context.Context, g *globals, f schedulesFlags) error {
 	s, err := g.scheduleSession(ctx, f.workflows)
 	if err != nil {
@@ -122,18 +93,9 @@ func schedulesList(ctx context.Context, g *globals, f schedulesFlags) error {
 		return err
 	}
 	if f.json {
-		out := []scheduleView{}
+		out := []views.Schedule{}
 		for _, in := range infos {
-			v := scheduleView{Name: in.Name, Workflow: in.Workflow, Cron: in.Cron, Timezone: in.Timezone, RunKey: in.RunKey,
-				CatchUp: string(in.CatchUp), MaxCatchUp: in.MaxCatchUp, ForEach: in.ForEach, Next: in.Next, LastRunID: in.LastRunID}
-			if !in.LastTick.IsZero() {
-				t := in.LastTick
-				v.LastTick = &t
-			}
-			if v.Next == nil {
-				v.Next = []time.Time{}
-			}
-			out = append(out, v)
+			out = append(out, views.NewSchedule(in))
 		}
 		return writeJSON(g.stdout, out)
 	}

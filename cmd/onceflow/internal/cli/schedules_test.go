@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 const nightlyYAML = `name: nightly-sync
@@ -80,10 +79,7 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 func TestRunsShowDelayedStep(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, path)
 	defer st.Close()
 	c, err := onceflow.New(onceflow.Config{Store: st})
 	if err != nil {

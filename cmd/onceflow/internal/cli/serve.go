@@ -139,6 +139,13 @@ type appConfig struct {
 	metrics *metrics.Metrics
 }
 
+// appConfig is the configuration serve and worker build their app with: f's workflow,
+// step and engine flags, on st.
+func (f *serveFlags) appConfig(st store.Store, log *slog.Logger, secrets []string, m *metrics.Metrics) appConfig {
+	return appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
+		redact: f.redact, secrets: secrets, metrics: m, tune: f.tuneEngine}
+}
+
 // newApp loads and builds the workflow files and registers them on a new client.
 func newApp(c appConfig) (*app, error) {
 	if c.workflows == "" {
@@ -203,7 +210,7 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	if err := registerSchedules(client, defs, deps); err != nil {
+	if err := flowfile.RegisterSchedules(client, defs, deps); err != nil {
 		return nil, err
 	}
 	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps}
@@ -258,8 +265,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	defer st.Close()
 	m := metrics.New(metrics.Config{Store: st, Logger: log})
-	a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-		redact: f.redact, secrets: processSecrets(loc, tokens), metrics: m, tune: f.tuneEngine})
+	a, err := newApp(f.appConfig(st, log, processSecrets(loc, tokens), m))
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
-	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 func TestValidate(t *testing.T) {
@@ -84,10 +83,7 @@ func TestServeExamples(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	a, err := newApp(appConfig{store: st, workflows: "../../../../examples", allowNet: []string{"127.0.0.1/32"}, workers: 4,
 		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
@@ -194,10 +190,7 @@ steps:
 	path := filepath.Join(t.TempDir(), "onceflow.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openSQLite(t, path)
 	defer st.Close()
 	c, err := onceflow.New(onceflow.Config{Store: st})
 	if err != nil {

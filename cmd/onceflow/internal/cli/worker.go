@@ -37,8 +37,7 @@ as serve does.`,
 			if f.metricsAddr != "" {
 				m = metrics.New(metrics.Config{Store: st, Logger: log})
 			}
-			a, err := newApp(appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-				redact: f.redact, secrets: processSecrets(loc, nil), metrics: m, tune: f.tuneEngine})
+			a, err := newApp(f.appConfig(st, log, processSecrets(loc, nil), m))
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -70,6 +71,14 @@ func copyStats(s DestinationStats) DestinationStats {
 type applied struct {
 	keys    map[string]string // effect key → business action
 	actions map[string]int    // business action → times applied
+}
+
+// sinkStats returns a copy of a sink's counters, with the business actions it applied
+// counted; the caller holds the sink's lock.
+func sinkStats(stats DestinationStats, actions map[string]int) DestinationStats {
+	s := copyStats(stats)
+	s.EffectsApplied = len(actions)
+	return s
 }
 
 // sink is a simulated destination, HTTP or SMTP.
@@ -176,22 +185,13 @@ func (d *destination) close() error {
 func (d *destination) Stats() DestinationStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := copyStats(d.stats)
-	s.EffectsApplied = len(d.actions)
-	return s
+	return sinkStats(d.stats, d.actions)
 }
 
 func (d *destination) applied() applied {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	a := applied{keys: make(map[string]string, len(d.byKey)), actions: make(map[string]int, len(d.actions))}
-	for k, v := range d.byKey {
-		a.keys[k] = v
-	}
-	for k, v := range d.actions {
-		a.actions[k] = v
-	}
-	return a
+	return applied{keys: maps.Clone(d.byKey), actions: maps.Clone(d.actions)}
 }
 
 // authorized checks the bearer token.

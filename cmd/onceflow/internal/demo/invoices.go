@@ -243,16 +243,7 @@ func registerAll(c *onceflow.Client, defs []*flowfile.Definition, deps flowfile.
 			return err
 		}
 	}
-	ss, err := flowfile.BuildSchedules(defs, deps)
-	if err != nil {
-		return err
-	}
-	for _, s := range ss {
-		if err := c.RegisterSchedule(s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return flowfile.RegisterSchedules(c, defs, deps)
 }
 
 // playInvoices fires the next monthly tick, restarts onceflow (restart) while the customer

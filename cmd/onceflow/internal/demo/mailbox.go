@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"mime"
 	"net"
 	"net/mail"
@@ -100,22 +101,13 @@ func (m *mailbox) close() error {
 func (m *mailbox) Stats() DestinationStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := copyStats(m.stats)
-	s.EffectsApplied = len(m.actions)
-	return s
+	return sinkStats(m.stats, m.actions)
 }
 
 func (m *mailbox) applied() applied {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	a := applied{keys: make(map[string]string, len(m.byKey)), actions: make(map[string]int, len(m.actions))}
-	for k, v := range m.byKey {
-		a.keys[k] = v
-	}
-	for k, v := range m.actions {
-		a.actions[k] = v
-	}
-	return a
+	return applied{keys: maps.Clone(m.byKey), actions: maps.Clone(m.actions)}
 }
 
 // serve speaks enough SMTP for one client: EHLO, MAIL, RCPT, DATA, RSET, NOOP, QUIT.
