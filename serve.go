@@ -29,6 +29,9 @@ func (c *Client) Serve(ctx context.Context) error {
 	sem := make(chan struct{}, c.cfg.Workers)
 
 	if err := c.refreshPauses(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it began: nothing was claimed
+		}
 		return fmt.Errorf("onceflow: serve: paused workflows: %w", err)
 	}
 	var loops sync.WaitGroup

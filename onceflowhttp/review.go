@@ -417,7 +417,7 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := views.Bulk[planView]{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []views.BulkItem[planView]{}}
 	if err != nil {
-		out.Error = err.Error()
+		out.Error = s.cfg.Redact.Secrets().Text(err.Error())
 	}
 	for _, it := range items {
 		m := s.runMasker(r, it.RunID, "")
