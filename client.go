@@ -118,9 +118,11 @@ type Client struct {
 	// starts and records group-commit RunInsertMany and StepRecord calls.
 	starts  *groupcommit.Committer[store.RunInsertParams, store.RunInsertResult]
 	records *groupcommit.Committer[store.StepRecordParams, error]
-	// writes, when the store is a store.BatchWriter, commits starts and records together
-	// instead of starts and records.
+	// writes, when the store is a store.BatchWriter, commits records and claims (and, on
+	// a database with one writer, starts) together, instead of records and StepClaim.
 	writes *groupcommit.Committer[writeItem, writeResult]
+	// startsInWrites is set when starts go through writes too (store.BatchWriter.OneWriter).
+	startsInWrites bool
 
 	serving  sync.Mutex // held while Serve runs
 	inflight inflight

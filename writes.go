@@ -29,12 +29,21 @@ type writeResult struct {
 	claimed *store.ClaimResult
 }
 
-// newWrites returns the committer of starts and records together, when the store can
-// write them in one transaction (store.BatchWriter), or nil.
+// newWrites returns the committer of records and claims together, and of starts too on
+// a database with one writer, when the store can write them in one transaction
+// (store.BatchWriter); nil otherwise.
 func (c *Client) newWrites(cfg groupcommit.Config) *groupcommit.Committer[writeItem, writeResult] {
 	bw, ok := c.store.(store.BatchWriter)
 	if !ok {
 		return nil
+	}
+	c.startsInWrites = bw.OneWriter()
+	if !c.startsInWrites && cfg.Concurrency < 2 {
+		// Two batches at once: the database commits one while the next one runs. The
+		// claim of a WriteBatch does not wait for run locks another transaction holds, so
+		// two batches do not wait for each other's runs (a rare deadlock on a shared
+		// effect key is detected by the database and the batch retried).
+		cfg.Concurrency = 2
 	}
 	cfg.Observe = nil // commitWrites observes each kind
 	return groupcommit.New(func(ctx context.Context, items []writeItem) ([]writeResult, error) {
@@ -137,7 +146,7 @@ func (c *Client) claimedInRecord(now time.Time, res *store.ClaimResult, took tim
 
 // insertRun group-commits a start and returns its result.
 func (c *Client) insertRun(ctx context.Context, p store.RunInsertParams) (store.RunInsertResult, error) {
-	if c.writes == nil {
+	if !c.startsInWrites {
 		return c.starts.Do(ctx, p)
 	}
 	res, err := c.writes.Do(ctx, writeItem{start: &p})
@@ -147,7 +156,7 @@ func (c *Client) insertRun(ctx context.Context, p store.RunInsertParams) (store.
 // insertRunLater group-commits a start without waiting for it: the audit event of a
 // repeated start.
 func (c *Client) insertRunLater(p store.RunInsertParams) {
-	if c.writes == nil {
+	if !c.startsInWrites {
 		c.starts.Go(p)
 		return
 	}

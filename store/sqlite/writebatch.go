@@ -58,3 +58,6 @@ func (s *Store) WriteBatch(ctx context.Context, p store.WriteBatchParams) (*stor
 	}
 	return res, nil
 }
+
+// OneWriter implements store.BatchWriter: SQLite has one writer.
+func (s *Store) OneWriter() bool { return true }
