@@ -206,17 +206,17 @@ func (c *Client) claimParams(now time.Time, limit int) store.StepClaimParams {
 	}
 }
 
-// execute runs one claimed step and records its result; then, while claiming (chain
-// reports true) and the record's transaction claimed the step it made due, that step
-// too. base is cancelled on a hard stop.
+// execute runs one claimed step and records its result; then, while Serve claims (chain
+// reports true) and the record's transaction claimed a due step for this worker
+// (writeItem), that step too. base is cancelled on a hard stop.
 func (c *Client) execute(base context.Context, cs *store.ClaimedStep, chain func() bool) {
 	for cs != nil {
 		cs = c.executeOne(base, cs, chain != nil && chain())
 	}
 }
 
-// executeOne runs one claimed step and records its result. With chain set, the record
-// may claim the step it makes due, which executeOne returns.
+// executeOne runs one claimed step and records its result. With chain set, the record's
+// transaction may claim a due step for this worker, which executeOne returns.
 func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain bool) *store.ClaimedStep {
 	st := cs.Step
 	log := c.log.With("run_id", cs.Run.ID, "workflow", cs.Run.Workflow, "entity", cs.Run.Entity,
@@ -387,7 +387,7 @@ func encodeOutput(out any) (json.RawMessage, error) {
 // record stores an attempt's result, retrying briefly if the database is unavailable. If
 // it cannot, the lease expires and the reaper retries the step with the same key. It
 // reports whether the decision was applied to the step, and returns the step its
-// transaction claimed after it when chain is set (recordItem).
+// transaction claimed for this worker when chain is set (writeItem).
 func (c *Client) record(log interface {
 	Error(string, ...any)
 	Warn(string, ...any)

@@ -123,14 +123,14 @@ func (c *Client) commitWrites(ctx context.Context, bw store.BatchWriter, items [
 		out[i].claimed = cr
 	}
 	if limit > 0 {
-		c.claimedInRecord(now, res.Claim, took)
+		c.claimedInBatch(now, res.Claim, took)
 	}
 	return out, nil
 }
 
-// claimedInRecord reports the claim made in a records transaction as claim reports its
+// claimedInBatch reports the claim made in a batch of writes as claim reports its
 // own.
-func (c *Client) claimedInRecord(now time.Time, res *store.ClaimResult, took time.Duration) {
+func (c *Client) claimedInBatch(now time.Time, res *store.ClaimResult, took time.Duration) {
 	c.claimed(now, res)
 	if res.Parked > 0 {
 		c.log.Warn("steps sent to review when claimed: a key conflict, or an effect key that cannot be built; see the review queue",
