@@ -118,6 +118,11 @@ type Client struct {
 	// starts and records group-commit RunInsertMany and StepRecord calls.
 	starts  *groupcommit.Committer[store.RunInsertParams, store.RunInsertResult]
 	records *groupcommit.Committer[store.StepRecordParams, error]
+	// writes, when the store is a store.BatchWriter, commits records and claims (and, on
+	// a database with one writer, starts) together, instead of records and StepClaim.
+	writes *groupcommit.Committer[writeItem, writeResult]
+	// startsInWrites is set when starts go through writes too (store.BatchWriter.OneWriter).
+	startsInWrites bool
 
 	serving  sync.Mutex // held while Serve runs
 	inflight inflight
@@ -200,6 +205,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.starts = groupcommit.New(c.store.RunInsertMany, gc(CommitStarts))
 	c.records = groupcommit.New(c.store.StepRecord, gc(CommitRecords))
+	c.writes = c.newWrites(gc(""))
 	if err := c.initNotify(); err != nil {
 		return nil, err
 	}
@@ -311,12 +317,12 @@ func (c *Client) startAs(ctx context.Context, workflow, runKey string, input any
 	known, err := c.store.RunGetByKey(ctx, workflow, runKey)
 	switch {
 	case err == nil:
-		c.starts.Go(p) // appends run.deduplicated; the answer does not wait for it
+		c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
 		return c.started(p, known, false)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 	}
-	res, err := c.starts.Do(ctx, p)
+	res, err := c.insertRun(ctx, p)
 	if err == nil {
 		err = res.Err
 	}
@@ -335,7 +341,7 @@ func (c *Client) startAs(ctx context.Context, workflow, runKey string, input any
 // trail right after a repeated Start, and programs about to exit, call it; Serve does
 // before it returns.
 func (c *Client) Flush(ctx context.Context) error {
-	return errors.Join(c.starts.Flush(ctx), c.records.Flush(ctx))
+	return errors.Join(c.starts.Flush(ctx), c.records.Flush(ctx), c.flushWrites(ctx))
 }
 
 // runInsertParams validates a start of workflow and builds the run to insert: Start and

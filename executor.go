@@ -172,16 +172,12 @@ func dueTime(sd *stepDef, cand *store.ClaimCandidate, sc *StepContext) (time.Tim
 
 // claim hands out up to limit due steps to this client.
 func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, error) {
+	if c.writes != nil {
+		// Claimed in the next batch of writes, which reports it (commitWrites).
+		return c.claimSteps(ctx, limit)
+	}
 	now := c.cfg.Clock()
-	res, err := c.store.StepClaim(ctx, store.StepClaimParams{
-		Owner:     c.cfg.WorkerID,
-		Now:       now,
-		LeaseFor:  c.cfg.LeaseFor,
-		Limit:     limit,
-		Workflows: c.claimable(),
-		Prepare:   c.prepareMasked,
-		WaitFor:   c.cfg.EffectWait,
-	})
+	res, err := c.store.StepClaim(ctx, c.claimParams(now, limit))
 	if err == nil {
 		c.claimed(now, res)
 		if res.Parked > 0 {
@@ -197,15 +193,38 @@ func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, erro
 	return res, err
 }
 
-// execute runs one claimed step and records its result. base is cancelled on a hard stop.
-func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
+// claimParams are the arguments of this client's claims at now.
+func (c *Client) claimParams(now time.Time, limit int) store.StepClaimParams {
+	return store.StepClaimParams{
+		Owner:     c.cfg.WorkerID,
+		Now:       now,
+		LeaseFor:  c.cfg.LeaseFor,
+		Limit:     limit,
+		Workflows: c.claimable(),
+		Prepare:   c.prepareMasked,
+		WaitFor:   c.cfg.EffectWait,
+	}
+}
+
+// execute runs one claimed step and records its result; then, while Serve claims (chain
+// reports true) and the record's transaction claimed a due step for this worker
+// (writeItem), that step too. base is cancelled on a hard stop.
+func (c *Client) execute(base context.Context, cs *store.ClaimedStep, chain func() bool) {
+	for cs != nil {
+		cs = c.executeOne(base, cs, chain != nil && chain())
+	}
+}
+
+// executeOne runs one claimed step and records its result. With chain set, the record's
+// transaction may claim a due step for this worker, which executeOne returns.
+func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain bool) *store.ClaimedStep {
 	st := cs.Step
 	log := c.log.With("run_id", cs.Run.ID, "workflow", cs.Run.Workflow, "entity", cs.Run.Entity,
 		"step", st.Name, "effect_key", st.EffectKey, "attempt", st.Attempt)
 	_, sd := c.step(st.Workflow, st.Name)
 	if sd == nil { // the workflow list we claimed for guarantees a definition
 		log.Error("claimed a step with no definition")
-		return
+		return nil
 	}
 	sc := stepContext(cs.Run, st, cs.Outputs, st.Attempt, cs.PreviousOutcome)
 	sc.clock = c.cfg.Clock
@@ -225,9 +244,11 @@ func (c *Client) execute(base context.Context, cs *store.ClaimedStep) {
 	}
 	c.scrub(c.masker(cs.Run, cs.Outputs), &p)
 	c.observeAttempt(st, p.Outcome, c.cfg.Clock().Sub(started))
-	if c.record(log, p) {
+	ok, next := c.record(log, p, chain)
+	if ok {
 		logAttempt(log, p, c.cfg.Clock().Sub(started))
 	}
+	return next
 }
 
 // logAttempt logs a recorded attempt at the level its decision deserves: a step that now
@@ -365,19 +386,21 @@ func encodeOutput(out any) (json.RawMessage, error) {
 
 // record stores an attempt's result, retrying briefly if the database is unavailable. If
 // it cannot, the lease expires and the reaper retries the step with the same key. It
-// reports whether the decision was applied to the step.
+// reports whether the decision was applied to the step, and returns the step its
+// transaction claimed for this worker when chain is set (writeItem).
 func (c *Client) record(log interface {
 	Error(string, ...any)
 	Warn(string, ...any)
 	Info(string, ...any)
-}, p store.StepRecordParams) bool {
+}, p store.StepRecordParams, chain bool) (bool, *store.ClaimedStep) {
 	delay := 50 * time.Millisecond
 	for i := 0; ; i++ {
 		// Group-committed with the results of the other steps finishing now: this returns
 		// once the transaction holding this record has committed.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		entryErr, err := c.records.Do(ctx, p)
+		res, err := c.recordStep(ctx, p, chain)
 		cancel()
+		entryErr := res.err
 		if err == nil {
 			switch {
 			case errors.Is(entryErr, store.ErrStepCancelled):
@@ -388,11 +411,11 @@ func (c *Client) record(log interface {
 				log.Error("the attempt's record was refused", "error", entryErr)
 			}
 			c.poke()
-			return entryErr == nil
+			return entryErr == nil, res.next
 		}
 		if i == 5 {
 			log.Error("could not record the attempt; the lease will expire and the step will be retried with the same effect key", "error", err)
-			return false
+			return false, nil
 		}
 		time.Sleep(delay)
 		delay *= 2
@@ -437,7 +460,7 @@ func (c *Client) Work(ctx context.Context) (int, error) {
 		}
 		var wg sync.WaitGroup
 		for _, cs := range res.Claimed {
-			wg.Go(func() { c.execute(ctx, cs) })
+			wg.Go(func() { c.execute(ctx, cs, nil) })
 		}
 		wg.Wait()
 		total += len(res.Claimed) + res.Reused + res.Skipped

@@ -88,6 +88,8 @@ func (c *Client) notifications(ctx context.Context) <-chan struct{} {
 // claimLoop claims due steps whenever there is a free worker and something may be due: a
 // local wake-up, a notification from the store (notes, may be nil) or the poll interval.
 func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}, notes <-chan struct{}) {
+	// A worker goes on with the step its record claimed only while Serve claims.
+	chain := func() bool { return ctx.Err() == nil }
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
@@ -105,7 +107,7 @@ func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}, notes <
 					go func() {
 						defer c.inflight.wg.Done()
 						defer func() { <-sem; c.poke() }()
-						c.execute(base, cs)
+						c.execute(base, cs, chain)
 					}()
 				}
 				more = len(res.Claimed) == free || res.Reused > 0 || res.Parked > 0 || res.Skipped > 0

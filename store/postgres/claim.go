@@ -66,6 +66,12 @@ func lockingScanSQL(where, order, limit string) string {
 var claimCandidatesSQL = lockingScanSQL(
 	`s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= $1 AND s.workflow = ANY($2)`, "s.next_at, s.id", "$3")
 
+// claimCandidatesNoWaitSQL is claimCandidatesSQL for a transaction that already holds
+// run locks (WriteBatch's records took theirs): it leaves out the steps whose run another
+// transaction holds instead of waiting for it, so that two such transactions never wait
+// for each other. A step left out stays due for the next claim.
+var claimCandidatesNoWaitSQL = strings.Replace(claimCandidatesSQL, "FOR NO KEY UPDATE)", "FOR NO KEY UPDATE SKIP LOCKED)", 1)
+
 // customPlans makes the rest of the transaction plan each statement for its parameters. A
 // generic plan, which PostgreSQL may switch to after a few executions of a prepared
 // statement, is costed from the table's statistics: after an ANALYZE of a nearly empty
@@ -73,15 +79,22 @@ var claimCandidatesSQL = lockingScanSQL(
 // the reaper's scan need it, so the other statements keep their cached plans.
 const customPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 
-// lockingScan sends customPlans and query in one round trip and returns query's rows.
+// lockingScan sends the transaction's queued writes, if any (so that query sees them),
+// customPlans and query in one round trip and returns query's rows.
 func lockingScan[T any](ctx context.Context, t *txn, scan func(pgx.CollectableRow) (T, error), query string, args ...any) ([]T, error) {
 	b := &pgx.Batch{}
+	if t.queued != nil {
+		b, t.queued = t.queued, nil
+	}
+	queued := b.Len()
 	b.Queue(customPlans)
 	b.Queue(query, args...)
 	br := t.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, err
+	for range queued + 1 {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -95,10 +108,16 @@ func lockingScan[T any](ctx context.Context, t *txn, scan func(pgx.CollectableRo
 }
 
 func claim(ctx context.Context, t *txn, p *store.StepClaimParams, res *store.ClaimResult) error {
+	return claimWith(ctx, t, claimCandidatesSQL, p, res)
+}
+
+// claimWith is claim with the candidates that query (claimCandidatesSQL or
+// claimCandidatesNoWaitSQL) selects.
+func claimWith(ctx context.Context, t *txn, query string, p *store.StepClaimParams, res *store.ClaimResult) error {
 	cands, err := lockingScan(ctx, t, func(row pgx.CollectableRow) (*store.ClaimCandidate, error) {
 		st, r, err := scanStepRun(row)
 		return &store.ClaimCandidate{Run: r, Step: st}, err
-	}, claimCandidatesSQL, p.Now, p.Workflows, p.Limit)
+	}, query, p.Now, p.Workflows, p.Limit)
 	if err != nil || len(cands) == 0 {
 		return err
 	}

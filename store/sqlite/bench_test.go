@@ -129,3 +129,52 @@ func BenchmarkClaimRecord(b *testing.B) {
 		})
 	}
 }
+
+// benchRunBatched is benchRun with the claim of the next steps in the records'
+// transaction (WriteBatch), as the engine does on SQLite.
+func benchRunBatched(b *testing.B, s *sqlite.Store, steps, limit int) {
+	b.Helper()
+	now := base.Add(time.Minute)
+	cp := store.StepClaimParams{Owner: "w", Now: now, LeaseFor: time.Minute, Limit: limit, Workflows: []string{benchWorkflow},
+		Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
+			return store.EffectSpec{Key: fmt.Sprintf("%s:%s", c.Run.RunKey, c.Step.Name)}, nil
+		}}
+	res, err := s.StepClaim(b.Context(), cp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	claimed := res.Claimed
+	for done := 0; done < steps; {
+		if len(claimed) == 0 {
+			b.Fatalf("nothing to claim after %d of %d steps", done, steps)
+		}
+		ps := make([]store.StepRecordParams, len(claimed))
+		for i, c := range claimed {
+			ps[i] = store.StepRecordParams{StepID: c.Step.ID, Owner: "w", Attempt: c.Step.Attempt, Now: now,
+				Outcome: store.OutcomeSuccess, Output: json.RawMessage(`{"ok": true}`), NextState: store.StateCompleted}
+		}
+		done += len(claimed)
+		p := store.WriteBatchParams{Records: ps}
+		if done < steps {
+			p.Claim = cp
+		}
+		wr, err := s.WriteBatch(b.Context(), p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range wr.Records {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		claimed = wr.Claim.Claimed
+	}
+}
+
+// BenchmarkWriteBatch is BenchmarkClaimRecord's history=0 case with the claims in the
+// records' transactions.
+func BenchmarkWriteBatch(b *testing.B) {
+	s := benchStore(b)
+	benchStart(b, s, "run", b.N, 500)
+	measure(b, 3*b.N, "steps", func() { benchRunBatched(b, s, 3*b.N, 100) })
+}

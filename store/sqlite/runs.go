@@ -44,8 +44,23 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*store.
 // RunInsertMany implements store.Store: one transaction whatever the batch's size, with
 // one prepared INSERT per run and multi-row inserts of the steps and the audit events.
 func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]store.RunInsertResult, error) {
-	results := make([]store.RunInsertResult, len(ps))
-	valid := 0
+	results, valid := validateStarts(ps)
+	if valid == 0 {
+		return results, nil
+	}
+	err := s.write(ctx, "run insert", func(w *writeTx) error {
+		return insertAll(w, ps, results, valid)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// validateStarts checks every param: results holds the errors of the invalid ones; valid
+// counts the others.
+func validateStarts(ps []store.RunInsertParams) (results []store.RunInsertResult, valid int) {
+	results = make([]store.RunInsertResult, len(ps))
 	for i := range ps {
 		if err := ps[i].Validate(); err != nil {
 			results[i].Err = fmt.Errorf("sqlite: %w", err)
@@ -53,35 +68,33 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 		}
 		valid++
 	}
-	if valid == 0 {
-		return results, nil
-	}
-	err := s.write(ctx, "run insert", func(w *writeTx) error {
-		type runKey struct{ workflow, key string }
-		seen := make(map[runKey]*store.Run, valid)
-		for i := range ps {
-			p, r := &ps[i], &results[i]
-			if r.Err != nil {
-				continue
-			}
-			k := runKey{p.Workflow, p.RunKey}
-			run := seen[k]
-			if run == nil {
-				var err error
-				if run, r.Created, err = insertRun(w, p); err != nil {
-					return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
-				}
-				seen[k] = run
-			}
-			r.Run = run
-			w.event(store.RunInsertEvent(p, run, r.Created))
+	return results, valid
+}
+
+// insertAll inserts the runs of the valid params of ps in w (valid of them) and sets their
+// results.
+func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsertResult, valid int) error {
+	type runKey struct{ workflow, key string }
+	seen := make(map[runKey]*store.Run, valid)
+	for i := range ps {
+		p, r := &ps[i], &results[i]
+		if r.Err != nil {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		r.Run, r.Created = nil, false
+		k := runKey{p.Workflow, p.RunKey}
+		run := seen[k]
+		if run == nil {
+			var err error
+			if run, r.Created, err = insertRun(w, p); err != nil {
+				return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
+			}
+			seen[k] = run
+		}
+		r.Run = run
+		w.event(store.RunInsertEvent(p, run, r.Created))
 	}
-	return results, nil
+	return nil
 }
 
 // insertRun inserts one run and buffers its steps, or reads the existing run for its key.

@@ -85,51 +85,57 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 	res := &store.ClaimResult{}
 	err = s.write(ctx, "step claim", func(w *writeTx) error {
 		*res = store.ClaimResult{}
-		rows, err := w.query(stmtClaimCandidates, ts(p.Now), string(workflows), limit)
-		if err != nil {
-			return err
-		}
-		var cands []*store.ClaimCandidate
-		var runs []*store.Run
-		for rows.Next() {
-			st, r, err := scanStepRun(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			cands = append(cands, &store.ClaimCandidate{Run: r, Step: st})
-			runs = append(runs, r)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		// The steps of every candidate's run, with the outputs of the completed ones.
-		if err := w.addRuns(runs, true); err != nil {
-			return err
-		}
-		for _, c := range cands {
-			rs, err := w.run(c.Run.ID)
-			if err != nil {
-				return err
-			}
-			c.Outputs = rs.outputsOf()
-			claimed, err := claimOne(w, &p, c, res)
-			if err != nil {
-				return fmt.Errorf("step %d: %w", c.Step.ID, err)
-			}
-			if claimed != nil {
-				res.Claimed = append(res.Claimed, claimed)
-			}
-			if err := w.refresh(c.Run.ID, p.Now, store.ActorEngine); err != nil {
-				return err
-			}
-		}
-		return nil
+		return claimIn(w, &p, string(workflows), limit, res)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// claimIn claims, in w, up to limit due steps of the workflows in the JSON array
+// workflows, as StepClaim does, and adds them to res.
+func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, res *store.ClaimResult) error {
+	rows, err := w.query(stmtClaimCandidates, ts(p.Now), workflows, limit)
+	if err != nil {
+		return err
+	}
+	var cands []*store.ClaimCandidate
+	var runs []*store.Run
+	for rows.Next() {
+		st, r, err := scanStepRun(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		cands = append(cands, &store.ClaimCandidate{Run: r, Step: st})
+		runs = append(runs, r)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	// The steps of every candidate's run, with the outputs of the completed ones.
+	if err := w.addRuns(runs, true); err != nil {
+		return err
+	}
+	for _, c := range cands {
+		rs, err := w.run(c.Run.ID)
+		if err != nil {
+			return err
+		}
+		c.Outputs = rs.outputsOf()
+		claimed, err := claimOne(w, p, c, res)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", c.Step.ID, err)
+		}
+		if claimed != nil {
+			res.Claimed = append(res.Claimed, claimed)
+		}
+		if err := w.refresh(c.Run.ID, p.Now, store.ActorEngine); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // claimOne consults the ledger for one candidate and claims, reuses, parks, skips or
@@ -230,9 +236,24 @@ func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Ste
 
 // StepRecord implements store.Store.
 func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]error, error) {
-	results := make([]error, len(ps))
-	valid := make([]bool, len(ps))
-	var ids []int64
+	results, valid, ids := validateRecords(ps)
+	if len(ids) == 0 {
+		return results, nil
+	}
+	err := s.write(ctx, "step record", func(w *writeTx) error {
+		return recordAll(w, ps, valid, ids, results)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// validateRecords checks every entry: results holds the errors of the invalid ones, valid
+// says which are valid and ids lists their steps.
+func validateRecords(ps []store.StepRecordParams) (results []error, valid []bool, ids []int64) {
+	results = make([]error, len(ps))
+	valid = make([]bool, len(ps))
 	for i := range ps {
 		if err := ps[i].Validate(); err != nil {
 			results[i] = fmt.Errorf("sqlite: step record: step %d: %w", ps[i].StepID, err)
@@ -241,36 +262,32 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 		valid[i] = true
 		ids = append(ids, ps[i].StepID)
 	}
-	if len(ids) == 0 {
-		return results, nil
+	return results, valid, ids
+}
+
+// recordAll records the valid entries of ps in w and sets their results.
+func recordAll(w *writeTx, ps []store.StepRecordParams, valid []bool, ids []int64, results []error) error {
+	// The steps of the runs of every entry's step, read once.
+	if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
+		return err
 	}
-	err := s.write(ctx, "step record", func(w *writeTx) error {
-		// The steps of the runs of every entry's step, read once.
-		if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
-			return err
+	for i := range ps {
+		if !valid[i] {
+			continue
 		}
-		for i := range ps {
-			if !valid[i] {
-				continue
-			}
-			lost, err := recordOne(w, &ps[i])
-			if err != nil {
-				return fmt.Errorf("step %d: %w", ps[i].StepID, err)
-			}
-			results[i] = nil
-			switch lost {
-			case lostLease:
-				results[i] = store.LeaseLostError(&ps[i])
-			case lostCancelled:
-				results[i] = store.CancelledError(&ps[i])
-			}
+		lost, err := recordOne(w, &ps[i])
+		if err != nil {
+			return fmt.Errorf("step %d: %w", ps[i].StepID, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		results[i] = nil
+		switch lost {
+		case lostLease:
+			results[i] = store.LeaseLostError(&ps[i])
+		case lostCancelled:
+			results[i] = store.CancelledError(&ps[i])
+		}
 	}
-	return results, nil
+	return nil
 }
 
 // Why a record's compare-and-set did not apply.

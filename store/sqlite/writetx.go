@@ -39,6 +39,9 @@ type writeTx struct {
 	runs        map[int64]*runSteps
 	steps       map[int64]*stepStatus // the steps of runs, by ID
 	dirty       []*runSteps           // runs whose state changed and is not written yet
+	// outputs is set in a transaction that claims after other work: every run it reads
+	// is read with the outputs of its completed steps.
+	outputs bool
 }
 
 // runSteps is what a writeTx knows of a run: the run and the status of each of its steps.
@@ -214,13 +217,14 @@ func (w *writeTx) loadRuns(q stmtID, ids []int64) error {
 	if err := rows.Close(); err != nil {
 		return err
 	}
-	return w.addRuns(runs, false)
+	return w.addRuns(runs, w.outputs)
 }
 
 // addRuns adds runs the caller read in this transaction (ID, Workflow, Entity and State
 // are kept) and reads their steps' statuses, with the outputs of completed steps if
-// outputs, unless the transaction knows them already. Only StepClaim asks for the outputs,
-// first thing in its transaction, so a run is never known without outputs it needs.
+// outputs, unless the transaction knows them already. Only claims ask for the outputs:
+// first thing in StepClaim's transaction, and in StepRecordAndClaim's, which sets
+// w.outputs before it reads any run, so a run is never known without outputs it needs.
 func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
 	var load []int64
 	for _, r := range runs {

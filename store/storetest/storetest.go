@@ -56,6 +56,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Control", controlTests},
 		{"Schedule", scheduleTests},
 		{"Delay", delayTests},
+		{"WriteBatch", writeBatchTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
