@@ -120,13 +120,26 @@ func FuzzTemplate(f *testing.F) {
 		if strings.Contains(src, "{{") || strings.Contains(src, "}}") {
 			return // escaped braces: covered by the literal check above
 		}
-		want := src
+		// Each field, written {field} or {+field} (a raw splice, which Render reads
+		// alike), is replaced in order by its value.
+		var want strings.Builder
+		rest := src
 		for _, field := range fields {
 			v, _ := tmpl.lookup(data, strings.Split(field, "."))
-			want = strings.Replace(want, "{"+field+"}", v, 1)
+			i, j := strings.Index(rest, "{"+field+"}"), strings.Index(rest, "{+"+field+"}")
+			n := len(field) + 2
+			if i < 0 || (j >= 0 && j < i) {
+				i, n = j, len(field)+3
+			}
+			if i < 0 {
+				t.Fatalf("field %q not found in %q", field, rest)
+			}
+			want.WriteString(rest[:i] + v)
+			rest = rest[i+n:]
 		}
-		if got != want {
-			t.Fatalf("Render(%q) = %q, want %q", src, got, want)
+		want.WriteString(rest)
+		if got != want.String() {
+			t.Fatalf("Render(%q) = %q, want %q", src, got, want.String())
 		}
 	})
 }
