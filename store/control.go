@@ -181,6 +181,65 @@ func (p *WorkflowPauseParams) Validate() error {
 	return nil
 }
 
+// CancelPlan is what cancelling a run decides, for a backend to write in its transaction.
+type CancelPlan struct {
+	// Steps are the steps to cancel, in the run's order. Each Step is already changed to
+	// what is to be stored (state cancelled, its new reason); Prev is the state to
+	// compare-and-set from, and Release says whether the ledger row it holds in flight is
+	// deleted.
+	Steps []CancelStep
+	// Events are each step's step.cancelled event, then the run's run.cancelled.
+	Events []*Event
+	// Result lists the steps cancelled and those still running; its Run is left for the
+	// backend to read once it refreshed the run's state.
+	Result *RunCancelResult
+}
+
+// CancelStep is one step a cancel changes.
+type CancelStep struct {
+	Step    *Step
+	Prev    State
+	Release bool
+}
+
+// PlanCancel decides a cancel of run with its steps (read under the run's lock): which
+// steps are cancelled, with which reason, which keep their effect key held (see
+// CancelKeepsKey), and the audit events. Steps it cancels are changed in place. An error
+// wrapping ErrRunFinished says no step is left to cancel.
+func PlanCancel(p RunCancelParams, run *Run, steps []*Step) (*CancelPlan, error) {
+	plan := &CancelPlan{Result: &RunCancelResult{}}
+	var cancelled, running []string
+	for _, st := range steps {
+		if !Cancellable(st) {
+			continue
+		}
+		keep := CancelKeepsKey(st)
+		reason := CancelReason(st)
+		d := map[string]any{"previous_state": string(st.State), "key_held": keep && st.EffectKey != ""}
+		if p.Note != "" {
+			d["note"] = p.Note
+		}
+		prev := st.State
+		st.State, st.Reason = StateCancelled, reason
+		plan.Steps = append(plan.Steps, CancelStep{Step: st, Prev: prev, Release: st.EffectKey != "" && !keep})
+		plan.Events = append(plan.Events, StepEvent(EventStepCancelled, p.Now, run, st, p.Actor, reason, d))
+		// A running step keeps its lease owner and attempt, so that the attempt's result is
+		// recognised and recorded when it comes.
+		if prev == StateProcessing {
+			running = append(running, st.Name)
+			plan.Result.Running = append(plan.Result.Running, st)
+		} else {
+			cancelled = append(cancelled, st.Name)
+			plan.Result.Cancelled = append(plan.Result.Cancelled, st)
+		}
+	}
+	if len(plan.Steps) == 0 {
+		return nil, fmt.Errorf("run %d is %s; no step is left to cancel: %w", run.ID, run.State, ErrRunFinished)
+	}
+	plan.Events = append(plan.Events, RunCancelEvent(p, run, cancelled, running))
+	return plan, nil
+}
+
 // RunCancelEvent is the run.cancelled event of a cancel that cancelled the steps named.
 func RunCancelEvent(p RunCancelParams, run *Run, cancelled, running []string) *Event {
 	d := map[string]any{"cancelled": nonNil(cancelled), "running": nonNil(running), "previous_state": string(run.State)}

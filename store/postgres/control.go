@@ -20,56 +20,28 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 	}
 	var res *store.RunCancelResult
 	err := s.tx(ctx, "run cancel", func(t *txn) error {
-		res = &store.RunCancelResult{}
-		rows, err := t.Query(ctx, `SELECT `+stepColumns+` FROM steps s WHERE s.run_id = $1 ORDER BY s.id FOR UPDATE`, p.RunID)
+		run, steps, err := lockRun(ctx, t, p.RunID)
 		if err != nil {
 			return err
 		}
-		steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Step, error) { return scanStep(row) })
+		note := p
+		note.Note = clean(p.Note)
+		plan, err := store.PlanCancel(note, run, steps)
 		if err != nil {
 			return err
 		}
-		run, err := scanRun(t.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1 FOR NO KEY UPDATE`, p.RunID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("run %d: %w", p.RunID, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
+		res = plan.Result
 		var ids, mayExist []int64
 		var releaseKeys []string
 		var releaseIDs []int64
-		var cancelled, running []string
-		for _, st := range steps {
-			if !store.Cancellable(st) {
-				continue
+		for _, c := range plan.Steps {
+			ids = append(ids, c.Step.ID)
+			if c.Step.Reason == store.ReasonCancelledEffectMayExist {
+				mayExist = append(mayExist, c.Step.ID)
 			}
-			ids = append(ids, st.ID)
-			keep := store.CancelKeepsKey(st)
-			reason := store.CancelReason(st)
-			if reason == store.ReasonCancelledEffectMayExist {
-				mayExist = append(mayExist, st.ID)
+			if c.Release {
+				releaseKeys, releaseIDs = append(releaseKeys, c.Step.EffectKey), append(releaseIDs, c.Step.ID)
 			}
-			if st.EffectKey != "" && !keep {
-				releaseKeys, releaseIDs = append(releaseKeys, st.EffectKey), append(releaseIDs, st.ID)
-			}
-			d := map[string]any{"previous_state": string(st.State), "key_held": keep && st.EffectKey != ""}
-			if p.Note != "" {
-				d["note"] = clean(p.Note)
-			}
-			prev := st.State
-			st.State, st.Reason = store.StateCancelled, reason
-			t.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, reason, d))
-			if prev == store.StateProcessing {
-				running = append(running, st.Name)
-				res.Running = append(res.Running, st)
-			} else {
-				cancelled = append(cancelled, st.Name)
-				res.Cancelled = append(res.Cancelled, st)
-			}
-		}
-		if len(ids) == 0 {
-			return fmt.Errorf("run %d is %s; no step is left to cancel: %w", p.RunID, run.State, store.ErrRunFinished)
 		}
 		// A running step keeps its lease owner and attempt, so that the attempt's result is
 		// recognised and recorded when it comes.
@@ -84,9 +56,9 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 			}
 			t.notify = true // a step waiting for a released key may go on
 		}
-		note := p
-		note.Note = clean(p.Note)
-		t.event(store.RunCancelEvent(note, run, cancelled, running))
+		for _, e := range plan.Events {
+			t.event(e)
+		}
 		if err := refreshRunState(ctx, t, run.ID, p.Now, p.Actor); err != nil {
 			return err
 		}
@@ -158,4 +130,25 @@ func (s *Store) WorkflowPauseList(ctx context.Context) ([]store.WorkflowPause, e
 		return err
 	})
 	return out, err
+}
+
+// lockRun reads a run and its steps for a change decided in Go: every step locked first,
+// then the run (the order StepRecord follows), so that no worker changes them meanwhile.
+func lockRun(ctx context.Context, t *txn, runID int64) (*store.Run, []*store.Step, error) {
+	rows, err := t.Query(ctx, `SELECT `+stepColumns+` FROM steps s WHERE s.run_id = $1 ORDER BY s.id FOR UPDATE`, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Step, error) { return scanStep(row) })
+	if err != nil {
+		return nil, nil, err
+	}
+	run, err := scanRun(t.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1 FOR NO KEY UPDATE`, runID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("run %d: %w", runID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return run, steps, nil
 }

@@ -319,18 +319,7 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 	var res *store.RunReplayResult
 	err := s.tx(ctx, "run replay", func(t *txn) error {
 		res = nil
-		rows, err := t.Query(ctx, `SELECT `+stepColumns+` FROM steps s WHERE s.run_id = $1 ORDER BY s.id FOR UPDATE`, p.RunID)
-		if err != nil {
-			return err
-		}
-		steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Step, error) { return scanStep(row) })
-		if err != nil {
-			return err
-		}
-		run, err := scanRun(t.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1 FOR NO KEY UPDATE`, p.RunID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("run %d: %w", p.RunID, store.ErrNotFound)
-		}
+		run, steps, err := lockRun(ctx, t, p.RunID)
 		if err != nil {
 			return err
 		}

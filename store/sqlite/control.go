@@ -30,49 +30,30 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 		if err != nil {
 			return err
 		}
-		res = &store.RunCancelResult{}
+		plan, err := store.PlanCancel(p, run, steps)
+		if err != nil {
+			return err
+		}
+		res = plan.Result
 		now := ts(p.Now)
-		var cancelled, running []string
-		for _, st := range steps {
-			if !store.Cancellable(st) {
-				continue
-			}
-			// A running step keeps its lease owner and attempt, so that the attempt's result
-			// is recognised and recorded when it comes.
-			reason := store.CancelReason(st)
+		for _, c := range plan.Steps {
 			r, err := tx.ExecContext(ctx, `UPDATE steps SET state = 'cancelled', reason = ?, updated_at = ? WHERE id = ? AND state = ?`,
-				reason, now, st.ID, string(st.State))
+				c.Step.Reason, now, c.Step.ID, string(c.Prev))
 			if err != nil {
 				return err
 			}
 			if n, _ := r.RowsAffected(); n != 1 {
-				return fmt.Errorf("step %q changed meanwhile: %w", st.Name, store.ErrReviewConflict)
+				return fmt.Errorf("step %q changed meanwhile: %w", c.Step.Name, store.ErrReviewConflict)
 			}
-			keep := store.CancelKeepsKey(st)
-			if st.EffectKey != "" && !keep {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`, st.EffectKey, st.ID); err != nil {
+			if c.Release {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`, c.Step.EffectKey, c.Step.ID); err != nil {
 					return err
 				}
 			}
-			d := map[string]any{"previous_state": string(st.State), "key_held": keep && st.EffectKey != ""}
-			if p.Note != "" {
-				d["note"] = p.Note
-			}
-			prev := st.State
-			st.State, st.Reason = store.StateCancelled, reason
-			w.event(store.StepEvent(store.EventStepCancelled, p.Now, run, st, p.Actor, reason, d))
-			if prev == store.StateProcessing {
-				running = append(running, st.Name)
-				res.Running = append(res.Running, st)
-			} else {
-				cancelled = append(cancelled, st.Name)
-				res.Cancelled = append(res.Cancelled, st)
-			}
 		}
-		if len(cancelled)+len(running) == 0 {
-			return fmt.Errorf("run %d is %s; no step is left to cancel: %w", p.RunID, run.State, store.ErrRunFinished)
+		for _, e := range plan.Events {
+			w.event(e)
 		}
-		w.event(store.RunCancelEvent(p, run, cancelled, running))
 		if err := w.refresh(run.ID, p.Now, p.Actor); err != nil {
 			return err
 		}
