@@ -9,15 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/store"
@@ -133,32 +131,12 @@ func openStore(t *testing.T, backend string) store.Store {
 		t.Cleanup(func() { st.Close() })
 		return st
 	}
-	u := os.Getenv("ONCEFLOW_TEST_POSTGRES_URL")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but ONCEFLOW_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run in CI")
-		}
-		t.Skip("set ONCEFLOW_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL tests")
-	}
-	schema := fmt.Sprintf("onceflowui_test_%d", time.Now().UnixNano())
+	u, schema := testsvc.PostgresSchema(t, "onceflowui_test_")
 	st, err := postgres.Open(ctx, u, postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		st.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, u)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
+	t.Cleanup(func() { st.Close() })
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 package testsvc
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Environment variables naming the services.
@@ -33,6 +36,29 @@ var examples = map[string]string{
 
 // Postgres returns the PostgreSQL URL tests may create schemas in.
 func Postgres(t testing.TB) string { t.Helper(); return need(t, PostgresEnv) }
+
+// PostgresSchema names a fresh schema (prefix and random digits) in the PostgreSQL test
+// database for one test, and drops it with everything in it when the test ends, after
+// the stores registered later are closed. It returns the database's URL and the schema.
+func PostgresSchema(t testing.TB, prefix string) (url, schema string) {
+	t.Helper()
+	url = Postgres(t)
+	schema = prefix + Suffix()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return url, schema
+}
 
 // MySQL returns the MariaDB/MySQL DSN (root, may create databases).
 func MySQL(t testing.TB) string { t.Helper(); return need(t, MySQLEnv) }

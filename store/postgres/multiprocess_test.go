@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 )
@@ -91,7 +92,7 @@ func mpWorkflow(dest, worker string) onceflow.Workflow {
 func childWorker() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	st, err := postgres.Open(ctx, os.Getenv(urlEnv), postgres.Options{Schema: os.Getenv(childSchemaEnv)})
+	st, err := postgres.Open(ctx, os.Getenv(testsvc.PostgresEnv), postgres.Options{Schema: os.Getenv(childSchemaEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -191,7 +192,7 @@ func TestMultiProcess(t *testing.T) {
 	procs := make([]*exec.Cmd, mpWorkers)
 	startWorker := func(i int) error {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=worker", urlEnv+"="+u, childSchemaEnv+"="+schema,
+		cmd.Env = append(os.Environ(), childEnv+"=worker", testsvc.PostgresEnv+"="+u, childSchemaEnv+"="+schema,
 			childDestEnv+"="+dest.URL, childIndexEnv+"="+strconv.Itoa(i))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {

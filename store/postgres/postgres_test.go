@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,14 +19,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
 	"github.com/onceflow/onceflow/store/storetest"
 )
-
-// urlEnv names the variable that points the tests at a database.
-const urlEnv = "ONCEFLOW_TEST_POSTGRES_URL"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
@@ -40,40 +36,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
 // testURL returns the test database's URL. Without one, or when the database cannot be
 // reached, the test is skipped — unless CI=true, where that is a failure.
 func testURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv(urlEnv)
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but %s is not set: the PostgreSQL tests must run in CI", urlEnv)
-		}
-		t.Skip("set ONCEFLOW_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL tests")
-	}
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, u)
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Ping(ctx)
-		conn.Close(ctx)
-	})
-	if reachErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but the database at %s is unreachable: %v", urlEnv, reachErr)
-		}
-		t.Skipf("the database at %s is unreachable: %v", urlEnv, reachErr)
-	}
-	return u
+	return testsvc.Postgres(t)
 }
 
 // admin opens a connection of its own to the test database, closed when the test ends.
@@ -91,23 +58,7 @@ func admin(t testing.TB) *pgx.Conn {
 // the test ends (after the stores registered later are closed).
 func newSchema(t testing.TB) string {
 	t.Helper()
-	u := testURL(t)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "onceflow_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, u)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	_, schema := testsvc.PostgresSchema(t, "onceflow_test_")
 	return schema
 }
 

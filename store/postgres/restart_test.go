@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -78,7 +79,7 @@ func TestPostgresRestart(t *testing.T) {
 	exited := make(chan int, mpWorkers)
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=worker", urlEnv+"="+u, childSchemaEnv+"="+schema,
+		cmd.Env = append(os.Environ(), childEnv+"=worker", testsvc.PostgresEnv+"="+u, childSchemaEnv+"="+schema,
 			childDestEnv+"="+dest.URL, childIndexEnv+"="+strconv.Itoa(i))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 )
@@ -30,7 +31,7 @@ const (
 func childScheduler() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	st, err := postgres.Open(ctx, os.Getenv(urlEnv), postgres.Options{Schema: os.Getenv(childSchemaEnv)})
+	st, err := postgres.Open(ctx, os.Getenv(testsvc.PostgresEnv), postgres.Options{Schema: os.Getenv(childSchemaEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scheduler:", err)
 		return 1
@@ -69,7 +70,7 @@ func TestScheduleThreeProcesses(t *testing.T) {
 	procs := make([]*exec.Cmd, schedProcs)
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=scheduler", urlEnv+"="+u, childSchemaEnv+"="+schema, childIndexEnv+"="+strconv.Itoa(i))
+		cmd.Env = append(os.Environ(), childEnv+"=scheduler", testsvc.PostgresEnv+"="+u, childSchemaEnv+"="+schema, childIndexEnv+"="+strconv.Itoa(i))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

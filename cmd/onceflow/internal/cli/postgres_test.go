@@ -3,47 +3,23 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store/postgres"
 )
 
 // postgresURL returns the test database's URL, skipping without one (failing under CI).
 func postgresURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("ONCEFLOW_TEST_POSTGRES_URL")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but ONCEFLOW_TEST_POSTGRES_URL is not set")
-		}
-		t.Skip("set ONCEFLOW_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL tests")
-	}
-	return u
+	return testsvc.Postgres(t)
 }
 
 // withSchema returns url naming a new schema for onceflow, dropped when the test ends.
 func withSchema(t *testing.T, url string) string {
 	t.Helper()
-	schema := fmt.Sprintf("cli_test_%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
+	_, schema := testsvc.PostgresSchema(t, "cli_test_")
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
