@@ -340,11 +340,11 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 	if err != nil {
 		return nil, Problems{yamlProblem(file, err)}
 	}
-	if p := checkAliases(file, f); p != nil {
+	if p := checkNodes(file, f); p != nil {
 		return nil, Problems{*p}
 	}
 	d := &Definition{file: file, ast: f}
-	if err := yaml.UnmarshalWithOptions(src, d, yaml.Strict()); err != nil {
+	if err := decodeStrict(src, d); err != nil {
 		return nil, Problems{yamlProblem(file, err)}
 	}
 	// An empty document (an empty file, only comments) decodes as null, which zeroes d.
@@ -360,6 +360,19 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 		return d, ps
 	}
 	return d, nil
+}
+
+// decodeStrict decodes src into d, refusing unknown fields. checkNodes keeps the shapes
+// known to crash the YAML decoder away from it; a panic on any other shape is still
+// reported as a problem with the file, because a file on disk must never take down the
+// process that loads or reloads it.
+func decodeStrict(src []byte, d *Definition) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("this file could not be decoded (the YAML decoder failed: %v); look for unusual YAML constructs such as tags, complex keys or merge keys", r)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(src, d, yaml.Strict())
 }
 
 func yamlProblem(file string, err error) Problem {

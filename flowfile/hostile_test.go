@@ -39,6 +39,22 @@ func TestAliasBombIsRefused(t *testing.T) {
 	}
 }
 
+// A YAML tag is refused at its position. A tagged scalar where a list belongs
+// (`needs: !!str a`) used to crash the YAML decoder with a nil pointer instead of failing.
+func TestYAMLTagsAreRefused(t *testing.T) {
+	for _, src := range []string{
+		"name: w\nsteps:\n  - id: a\n    needs: !!str x\n    kind: go\n    func: noop\n",
+		"name: w\nsteps:\n  - id: a\n    needs: !custom x\n    kind: go\n    func: noop\n",
+		"name: w\nsteps: !!seq\n  - {id: a, kind: go, func: noop}\n",
+		"name: !!str w\nsteps:\n  - {id: a, kind: go, func: noop}\n",
+	} {
+		d, ps := Parse("w.yaml", []byte(src))
+		if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "YAML tag") || ps[0].Line == 0 {
+			t.Errorf("Parse(%q) = %v, %v; want one problem about a YAML tag at a line", src, d, ps)
+		}
+	}
+}
+
 // Every template problem that would otherwise surface on the first run is reported by
 // Parse — which validate and start-up both use — all at once, each at its field.
 func TestTemplateReferencesAreChecked(t *testing.T) {

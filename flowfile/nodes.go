@@ -12,9 +12,11 @@ import (
 // workflow files stay far below it.
 const MaxNodes = 100_000
 
-// checkAliases counts the nodes of f with every alias expanded and returns a problem at
-// the alias that takes the count past MaxNodes.
-func checkAliases(file string, f *ast.File) *Problem {
+// checkNodes walks f before it is decoded and returns the first problem the decoder must
+// not meet: an alias that takes the count of nodes, with every alias expanded, past
+// MaxNodes, or a YAML tag (`!!str`, `!custom`). Workflow files have no use for tags, and
+// a tagged scalar where a list belongs crashes the YAML decoder instead of failing.
+func checkNodes(file string, f *ast.File) *Problem {
 	anchors := map[string]int{}
 	var bad *Problem
 	var size func(n ast.Node) int
@@ -46,6 +48,11 @@ func checkAliases(file string, f *ast.File) *Problem {
 				add(size(v))
 			}
 		case *ast.TagNode:
+			if bad == nil {
+				pos := x.GetToken().Position
+				bad = &Problem{File: file, Line: pos.Line, Col: pos.Column, Message: fmt.Sprintf(
+					"YAML tag %s is not used in workflow files; remove it (quote a value to keep it a string)", x.Start.Value)}
+			}
 			add(size(x.Value))
 		case *ast.AnchorNode:
 			k := size(x.Value)
