@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ type benchFlags struct {
 	quick         bool
 	json          bool
 	progress      bool
+	cpuProfile    string
 	runs          int
 	steps         int
 	starters      int
@@ -97,6 +99,7 @@ them, and bench exits with status 1.`,
 	fl.BoolVar(&f.quick, "quick", false, "small sizes: all scenarios in seconds")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per scenario and line instead of a table")
 	fl.BoolVar(&f.progress, "progress", false, "draw the progress line on stderr even when it is not a terminal")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenarios to this file (read it with 'go tool pprof')")
 	fl.IntVar(&f.runs, "runs", benchDefaults.runs[0], "runs started by steps and ledger (quick 300); known runs of dedupe (default 2000); requests of ingest instead of --duration")
 	fl.IntVar(&f.steps, "steps", 3, "steps per run of the steps and dedupe chains")
 	fl.IntVar(&f.starters, "starters", 16, "goroutines starting runs at once")
@@ -131,6 +134,13 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	}
 	if f.progress || isTerminal(g.stderr) {
 		cfg.Progress = g.stderr
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 
 	var reports []bench.Report
@@ -320,4 +330,20 @@ func isTerminal(w io.Writer) bool {
 		return false
 	}
 	return true
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}, nil
 }

@@ -185,10 +185,14 @@ func benchSchemas(t *testing.T, url string) []string {
 }
 
 // --db naming a directory gets a temporary directory of its own inside, removed at the
-// end; the progress line can be forced on.
+// end; the progress line can be forced on; --cpuprofile writes a profile pprof reads.
 func TestBenchDirectoryAndProgress(t *testing.T) {
 	dir := t.TempDir()
-	r := runOK(t, "bench", "--scenario", "steps", "--runs", "10", "--starters", "2", "--workers", "4", "--progress", "--db", dir+"/")
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	r := runOK(t, "bench", "--scenario", "steps", "--runs", "10", "--starters", "2", "--workers", "4", "--progress", "--db", dir+"/", "--cpuprofile", prof)
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("--cpuprofile %s: not a gzipped profile (%d bytes, %v)", prof, len(b), err)
+	}
 	if !strings.Contains(r.stdout, "SCENARIO") || !strings.Contains(r.stdout, "steps") {
 		t.Errorf("no table:\n%s", r.stdout)
 	}
