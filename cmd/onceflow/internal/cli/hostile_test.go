@@ -45,6 +45,51 @@ func secretRun(t *testing.T) (db string) {
 
 var canaries = []string{"pw-canary-111", "key-canary-222", "tok-canary-333", "4111-canary-444"}
 
+// The review commands mask a parked step's last error and response as the API does: a
+// destination that echoes the input's personal data (fields of ONCEFLOW_REDACT_FIELDS)
+// does not put it on the terminal.
+func TestReviewListAndShowMask(t *testing.T) {
+	t.Setenv(envRedactFields, "card, password")
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st := openSQLite(t, path)
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Register(onceflow.Workflow{Name: "pay", Steps: []onceflow.Step{{ID: "charge", EffectKey: "charge:{input.id}",
+		Do: func(_ context.Context, sc *onceflow.StepContext) (any, error) {
+			return nil, onceflow.PermanentError(fmt.Errorf("gateway refused card 4111-canary-444 for password pw-canary-111"))
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "pay", "p-1", map[string]any{"id": "1", "card": "4111-canary-444", "password": "pw-canary-111"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db := "sqlite://" + path
+	for _, args := range [][]string{
+		{"review", "list", "--db", db},
+		{"review", "list", "--db", db, "--json"},
+		{"review", "show", "--db", db, "1", "charge"},
+		{"review", "show", "--db", db, "--json", "1", "charge"},
+	} {
+		r := runOK(t, args...)
+		if !strings.Contains(r.stdout, "gateway refused") {
+			t.Fatalf("onceflow %s does not show the item:\n%s", strings.Join(args, " "), r.stdout)
+		}
+		for _, c := range []string{"4111-canary-444", "pw-canary-111"} {
+			if strings.Contains(r.stdout, c) {
+				t.Errorf("onceflow %s shows %s:\n%s", strings.Join(args, " "), c, r.stdout)
+			}
+		}
+	}
+}
+
 func TestRunsShowAndKeysShowMask(t *testing.T) {
 	db := secretRun(t)
 	for _, args := range [][]string{

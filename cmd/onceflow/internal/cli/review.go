@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/onceflow/onceflow/internal/duration"
-	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onceflow/onceflow/internal/duration"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
 
 	"github.com/spf13/cobra"
 
@@ -180,6 +182,7 @@ func parseRunID(s string) (int64, error) {
 func newReviewListCommand(g *globals) *cobra.Command {
 	var f filterFlags
 	var asJSON bool
+	var mf maskFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the steps waiting for review, oldest first",
@@ -195,6 +198,10 @@ func newReviewListCommand(g *globals) *cobra.Command {
 			if rf.Limit == 0 {
 				return usagef("--limit must be at least 1")
 			}
+			policy, err := mf.policy()
+			if err != nil {
+				return err
+			}
 			s, err := g.reviewSession(cmd.Context(), "")
 			if err != nil {
 				return err
@@ -203,6 +210,14 @@ func newReviewListCommand(g *globals) *cobra.Command {
 			items, err := s.client.ReviewList(cmd.Context(), rf)
 			if err != nil {
 				return err
+			}
+			for _, it := range items {
+				// As the API: the values of the run input's secret fields are masked too.
+				run, err := s.store.RunGetByID(cmd.Context(), it.RunID)
+				if err != nil {
+					return err
+				}
+				maskItem(policy.ForRun(it.Workflow, run.Input), it)
 			}
 			if asJSON {
 				return writeJSONList(g.stdout, items, viewItem)
@@ -226,7 +241,14 @@ func newReviewListCommand(g *globals) *cobra.Command {
 	}
 	f.add(cmd, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
+	cmd.Flags().StringVar(&mf.workflows, "workflows", "", "workflow files (a file or directory) whose redact: fields and secrets are masked too")
 	return cmd
+}
+
+// maskItem masks, in place, what the review commands print of an item, as the API does.
+func maskItem(m *redact.Masker, it *onceflow.ReviewItem) {
+	it.LastError = m.Text(it.LastError)
+	it.ResponseExcerpt = m.Excerpt([]byte(it.ResponseExcerpt), 0)
 }
 
 // itemView is a review item as the command prints it in JSON.
@@ -267,6 +289,41 @@ func ageText(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// maskShown masks, in place, what review show prints, as the API does: with the run's
+// input and outputs, the fields ONCEFLOW_REDACT_FIELDS names and, with workflows, each
+// file's redact: fields and secret values.
+func maskShown(ctx context.Context, st store.Store, workflows string, it *onceflow.ReviewItem, attempts []*store.Attempt, entries []*onceflow.AuditEntry) error {
+	policy, err := (&maskFlags{workflows: workflows}).policy()
+	if err != nil {
+		return err
+	}
+	run, err := st.RunGetByID(ctx, it.RunID)
+	if err != nil {
+		return err
+	}
+	steps, err := st.StepListByRun(ctx, it.RunID)
+	if err != nil {
+		return err
+	}
+	docs := [][]byte{run.Input}
+	for _, s := range steps {
+		docs = append(docs, s.Output)
+	}
+	m := policy.ForRun(it.Workflow, docs...)
+	maskItem(m, it)
+	for _, a := range attempts {
+		a.Error = m.Text(a.Error)
+		a.ResponseExcerpt = m.Excerpt([]byte(a.ResponseExcerpt), 0)
+	}
+	for _, e := range entries {
+		if len(e.Detail) > 0 {
+			e.Detail = m.JSON(e.Detail)
+		}
+		e.Why = m.Text(e.Why)
+	}
+	return nil
+}
+
 func newReviewShowCommand(g *globals) *cobra.Command {
 	var a actionFlags
 	cmd := &cobra.Command{
@@ -303,6 +360,9 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 	}
 	entries, err := s.client.Audit(ctx, onceflow.AuditQuery{RunID: runID})
 	if err != nil {
+		return err
+	}
+	if err := maskShown(ctx, s.store, a.workflows, it, attempts, entries); err != nil {
 		return err
 	}
 	var plan *onceflow.ReplayPlan
