@@ -20,15 +20,16 @@ const maxSkipEvents = 100
 // scheduleLoop fires due schedule ticks every ScheduleInterval until ctx ends, on one
 // process at a time: before each round it acquires or renews the scheduler leadership, for
 // three intervals, and only the leader fires. Two leaders at once (a paused process that
-// wakes up) cannot double a tick either: its run key is the same.
+// wakes up) cannot double a tick either: its run key is the same. A process without
+// schedules does not compete for the leadership; it looks again each interval, as a
+// reload may give it some.
 func (c *Client) scheduleLoop(ctx context.Context) {
-	if len(c.scheduleDefs()) == 0 {
-		return
-	}
 	t := time.NewTicker(c.cfg.ScheduleInterval)
 	defer t.Stop()
 	for {
-		c.fireIfLeader(ctx)
+		if len(c.scheduleDefs()) > 0 {
+			c.fireIfLeader(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return

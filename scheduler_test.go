@@ -475,3 +475,69 @@ func TestScheduleLongDowntime(t *testing.T) {
 		t.Fatalf("%d runs, want the 61 on-time ticks", n)
 	}
 }
+
+// Replacing the definitions swaps the schedules with the workflows, all or nothing: a
+// reload that keeps the workflows keeps the schedules and their fan-out workflows (so a
+// fan-out in flight goes on), a schedule whose workflow is missing refuses the whole set,
+// a new schedule fires from then on, and a removed one fires no more.
+func TestReplaceDefinitionsSchedules(t *testing.T) {
+	b := setup(t)
+	invoice := onceflow.Workflow{Name: "invoice", Steps: []onceflow.Step{{ID: "issue", Do: noop}}}
+	b.register(t, invoice)
+	b.register(t, reportWorkflow("report"))
+	var fail atomic.Int32
+	var bad atomic.Bool
+	fan := onceflow.Schedule{Name: "invoices", Workflow: "invoice", Cron: "0 9 1 * *", Timezone: "Europe/Berlin",
+		RunKey:  "invoice:{item.customer_id}:{schedule.period}",
+		ForEach: &onceflow.FanOut{Fetch: customers(10, 5, &fail, &bad)}}
+	if err := b.client.RegisterSchedule(fan); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC))
+	b.fire(t)
+	b.clock.Set(time.Date(2026, 11, 1, 8, 0, 5, 0, time.UTC))
+	b.fire(t) // the fan-out run is started, not yet worked
+
+	// Replacing the workflows alone keeps the schedule and its fan-out workflow.
+	if _, err := b.client.ReplaceWorkflows([]onceflow.Workflow{invoice, reportWorkflow("report")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.client.Workflows(); !equal(got, []string{"invoice", "invoices.for-each", "report"}) {
+		t.Fatalf("workflows after a replace: %v", got)
+	}
+	for b.work(t) > 0 {
+	}
+	if n := len(b.runKeys(t, "invoice")); n != 10 {
+		t.Fatalf("the fan-out in flight started %d runs, want 10", n)
+	}
+	// Dropping the schedule's workflow without dropping the schedule changes nothing.
+	if _, err := b.client.ReplaceWorkflows([]onceflow.Workflow{reportWorkflow("report")}); err == nil || !strings.Contains(err.Error(), "not among the workflows given") {
+		t.Fatalf("replace without the schedule's workflow: %v", err)
+	}
+	// The same, with a bad new schedule: nothing changes either.
+	_, err := b.client.ReplaceDefinitions([]onceflow.Workflow{invoice, reportWorkflow("report")},
+		[]onceflow.Schedule{fan, {Name: "daily", Workflow: "report", Cron: "not cron"}})
+	if err == nil || !strings.Contains(err.Error(), `cron expression "not cron"`) {
+		t.Fatalf("replace with a bad schedule: %v", err)
+	}
+	if got := b.client.Workflows(); !equal(got, []string{"invoice", "invoices.for-each", "report"}) {
+		t.Fatalf("workflows after refused replaces: %v", got)
+	}
+	// Swap the monthly fan-out for a daily report.
+	if _, err := b.client.ReplaceDefinitions([]onceflow.Workflow{invoice, reportWorkflow("report")},
+		[]onceflow.Schedule{{Name: "daily", Workflow: "report", Cron: "0 6 * * *", Timezone: "UTC"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.client.Workflows(); !equal(got, []string{"invoice", "report"}) {
+		t.Fatalf("workflows after the swap: %v", got)
+	}
+	b.fire(t) // the daily schedule is seen for the first time: it starts from now
+	b.clock.Set(time.Date(2026, 12, 2, 6, 0, 1, 0, time.UTC))
+	b.fire(t)
+	if keys := b.runKeys(t, "report"); len(keys) != 1 || !strings.HasPrefix(keys[0], "daily:2026-12-02T06:00:00") {
+		t.Fatalf("daily report runs %v", keys)
+	}
+	if n := len(b.runKeys(t, "invoices.for-each")); n != 1 {
+		t.Fatalf("the removed schedule fired again: %d fan-out runs", n)
+	}
+}

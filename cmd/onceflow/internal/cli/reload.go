@@ -61,7 +61,8 @@ func envNames(defs []*flowfile.Definition) map[string]bool {
 }
 
 // reloadWorkflows reads the workflow files again and, only if all of them are valid,
-// puts them in place of the running definitions, in the engine and in the API. Otherwise
+// puts them (workflows and schedules) in place of the running definitions, in the engine
+// and in the API. Otherwise
 // it changes nothing and returns flowfile.Problems saying why. It is the API's Reloader
 // and what SIGHUP does.
 func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, error) {
@@ -98,7 +99,11 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
-	ch, err := a.client.ReplaceWorkflows(wfs)
+	ss, err := flowfile.BuildSchedules(defs, r.deps)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
+	ch, err := a.client.ReplaceDefinitions(wfs, ss)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}

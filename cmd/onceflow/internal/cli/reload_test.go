@@ -210,8 +210,20 @@ func TestReloadOnHangupAndAPI(t *testing.T) {
 	if code := start("c", "1"); code != http.StatusCreated {
 		t.Fatalf("start c after the API reload: %d", code)
 	}
+	// A schedule added by a reload fires, although the process started without one.
+	write("d.yaml", `name: d
+schedule: {cron: "* * * * * *", timezone: UTC, catch_up: none}
+steps:
+  - id: call
+    kind: http
+    effect_key: "d:{run.key}"
+    http: {url: "{env.RELOAD_DEST}/d", body: {at: "{input.schedule.time}"}}
+`)
+	if code, body := call("POST", "/v1/admin/reload", admin, ""); code != http.StatusOK {
+		t.Fatalf("reload with a schedule: %d %v", code, body)
+	}
 	// Every run's step reached the destination once.
-	waitFor(t, "destination hits a:1 b:2 c:1", func() bool {
-		return dest.count("/a") == 1 && dest.count("/b") == 2 && dest.count("/c") == 1
+	waitFor(t, "destination hits a:1 b:2 c:1 and the schedule's", func() bool {
+		return dest.count("/a") == 1 && dest.count("/b") == 2 && dest.count("/c") == 1 && dest.count("/d") >= 1
 	})
 }
