@@ -78,14 +78,24 @@ func maskRun(m *redact.Masker, run *store.Run, steps []*store.Step, attempts []*
 		}
 		st.LastError = m.Text(st.LastError)
 	}
+	maskAttempts(m, attempts)
+	for _, e := range events {
+		maskEvent(m, e)
+	}
+}
+
+// maskAttempts masks, in place, the errors and response excerpts of attempts.
+func maskAttempts(m *redact.Masker, attempts []*store.Attempt) {
 	for _, a := range attempts {
 		a.Error = m.Text(a.Error)
 		a.ResponseExcerpt = m.Excerpt([]byte(a.ResponseExcerpt), 0)
 	}
-	for _, e := range events {
-		if len(e.Detail) > 0 {
-			e.Detail = m.JSON(e.Detail)
-		}
+}
+
+// maskEvent masks, in place, an event's detail.
+func maskEvent(m *redact.Masker, e *store.Event) {
+	if len(e.Detail) > 0 {
+		e.Detail = m.JSON(e.Detail)
 	}
 }
 

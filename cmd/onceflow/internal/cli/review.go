@@ -311,14 +311,9 @@ func maskShown(ctx context.Context, st store.Store, workflows string, it *oncefl
 	}
 	m := policy.ForRun(it.Workflow, docs...)
 	maskItem(m, it)
-	for _, a := range attempts {
-		a.Error = m.Text(a.Error)
-		a.ResponseExcerpt = m.Excerpt([]byte(a.ResponseExcerpt), 0)
-	}
+	maskAttempts(m, attempts)
 	for _, e := range entries {
-		if len(e.Detail) > 0 {
-			e.Detail = m.JSON(e.Detail)
-		}
+		maskEvent(m, &e.Event)
 		e.Why = m.Text(e.Why)
 	}
 	return nil
