@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,6 +136,11 @@ type Server struct {
 	// CheckWebhooks); /readyz fails while there is one.
 	hooksBroken []string
 
+	// digests are the SHA-256 digests of the tokens' secrets and actors the actors their
+	// requests act as ("token:" and the name), index by index with cfg.Tokens.
+	digests [][sha256.Size]byte
+	actors  []string
+
 	mu       sync.Mutex
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
 }
@@ -157,7 +163,12 @@ func newServer(cfg config) *Server {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
+	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and actors follow it index by index
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{}}
+	for _, t := range cfg.Tokens {
+		s.digests = append(s.digests, sha256.Sum256([]byte(t.Secret)))
+		s.actors = append(s.actors, "token:"+t.Name)
+	}
 	s.SetDefinitions(cfg.Definitions)
 	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
 	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
@@ -199,14 +210,15 @@ func (s *Server) auth(scope Scope, next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="onceflow"`)
 			return newProblem(http.StatusUnauthorized, "unauthorized", "Missing bearer token", "send Authorization: Bearer <token>")
 		}
-		tok := s.token(secret)
-		if tok == nil {
+		i := s.token(secret)
+		if i < 0 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="onceflow", error="invalid_token"`)
 			return newProblem(http.StatusUnauthorized, "unauthorized", "Invalid bearer token", "the token is not known")
 		}
+		tok := &s.cfg.Tokens[i]
 		for _, sc := range tok.Scopes {
 			if sc == scope || sc == ScopeAdmin {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, "token:"+tok.Name)))
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, s.actors[i])))
 				return nil
 			}
 		}
@@ -223,14 +235,14 @@ func actor(r *http.Request) string {
 	return "api"
 }
 
-// token finds the token for secret, comparing digests in constant time.
-func (s *Server) token(secret string) *Token {
+// token returns the index in cfg.Tokens of the token for secret, or -1, comparing digests
+// in constant time.
+func (s *Server) token(secret string) int {
 	got := sha256.Sum256([]byte(secret))
-	var found *Token
-	for i := range s.cfg.Tokens {
-		want := sha256.Sum256([]byte(s.cfg.Tokens[i].Secret))
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-			found = &s.cfg.Tokens[i]
+	found := -1
+	for i := range s.digests {
+		if subtle.ConstantTimeCompare(got[:], s.digests[i][:]) == 1 {
+			found = i
 		}
 	}
 	return found

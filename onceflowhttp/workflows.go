@@ -97,8 +97,12 @@ func (s *Server) workflowNotFound(name string) *problem {
 	return p
 }
 
-// knownWorkflow reports whether a request may start name.
+// knownWorkflow reports whether a request may start name: one served (see
+// servedWorkflows).
 func (s *Server) knownWorkflow(name string) bool {
-	_, ok := slices.BinarySearch(s.servedWorkflows(), name)
+	if strings.HasPrefix(name, "onceflow.") {
+		return false
+	}
+	_, ok := slices.BinarySearch(s.cfg.Client.Workflows(), name)
 	return ok
 }
