@@ -1,16 +1,18 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,15 +96,7 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	eng := serve(ctx, c)
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        cfg.Clients,
-		MaxIdleConnsPerHost: cfg.Clients,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
 	defer func() {
-		tr.CloseIdleConnections()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		serr := hs.Shutdown(shutdown)
@@ -113,10 +107,9 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	}()
 
 	l := &loader{
-		hc:     &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		url:    "http://" + ln.Addr().String() + "/v1/workflows/" + ingestWorkflow + "/runs",
-		secret: secret,
-		share:  cfg.RepeatShare,
+		addr:  ln.Addr().String(),
+		head:  "POST /v1/workflows/" + ingestWorkflow + "/runs HTTP/1.1\r\nHost: " + ln.Addr().String() + "\r\nAuthorization: Bearer " + secret + "\r\nContent-Type: application/json\r\n",
+		share: cfg.RepeatShare,
 	}
 	t0 := time.Now()
 	end := t0.Add(cfg.IngestDuration)
@@ -134,7 +127,8 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	for g := range cfg.Clients {
 		wg.Go(func() {
 			var mine []time.Duration
-			defer func() { lat.add(mine) }()
+			conn := &clientConn{}
+			defer func() { lat.add(mine); conn.close() }()
 			for n := 0; ctx.Err() == nil; n++ {
 				if cfg.IngestRequests > 0 {
 					if issued.Add(1) > int64(cfg.IngestRequests) {
@@ -144,7 +138,7 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 					return
 				}
 				t := time.Now()
-				l.request(ctx, fmt.Sprintf("ingest-%d-%d", g, n))
+				l.request(ctx, conn, "ingest-"+strconv.Itoa(g)+"-"+strconv.Itoa(n))
 				mine = append(mine, time.Since(t))
 			}
 		})
@@ -198,12 +192,15 @@ func ingest(ctx context.Context, cfg Config, d *database, rep *IngestReport, pro
 	return nil
 }
 
-// loader sends the ingest requests and counts their answers.
+// loader sends the ingest requests and counts their answers. Each client keeps one
+// connection (HTTP/1.1 keep-alive) and writes its requests on it itself, as a client on
+// another machine would: the in-process load costs the server's two cores as little as
+// an HTTP client can, so that the figure measures the server.
 type loader struct {
-	hc     *http.Client
-	url    string
-	secret string
-	share  float64
+	addr string
+	// head is every request's start line and fixed headers.
+	head  string
+	share float64
 
 	acked                             ackedKeys
 	requests, keys, repeats, replayed atomic.Int64
@@ -211,9 +208,57 @@ type loader struct {
 	failures                          failures
 }
 
-// request posts a run: with probability share, of a key already acknowledged; otherwise
-// of newKey.
-func (l *loader) request(ctx context.Context, newKey string) {
+// clientConn is one client's connection, dialled on its first request and again after
+// a failure.
+type clientConn struct {
+	c    net.Conn
+	r    *bufio.Reader
+	stop func() bool // ends the watch of the context that closes c
+	buf  []byte
+}
+
+func (cc *clientConn) close() {
+	if cc.c != nil {
+		cc.stop()
+		_ = cc.c.Close()
+		cc.c = nil
+	}
+}
+
+// roundTrip sends one request on cc (dialling addr if needed) and reads its answer, within
+// 30 s; the end of ctx closes the connection.
+func (cc *clientConn) roundTrip(ctx context.Context, addr string, req []byte) (*http.Response, []byte, error) {
+	if cc.c == nil {
+		c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		cc.c, cc.r = c, bufio.NewReader(c)
+		cc.stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+	}
+	_ = cc.c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := cc.c.Write(req); err != nil {
+		cc.close()
+		return nil, nil, err
+	}
+	resp, err := http.ReadResponse(cc.r, nil)
+	if err != nil {
+		cc.close()
+		return nil, nil, err
+	}
+	body := bytes.NewBuffer(cc.buf[:0])
+	_, err = body.ReadFrom(resp.Body)
+	_ = resp.Body.Close()
+	cc.buf = body.Bytes()
+	if err != nil || resp.Close {
+		cc.close()
+	}
+	return resp, cc.buf, err
+}
+
+// request posts a run on conn: with probability share, of a key already acknowledged;
+// otherwise of newKey.
+func (l *loader) request(ctx context.Context, conn *clientConn, newKey string) {
 	defer l.requests.Add(1)
 	key, want, repeat := newKey, int64(0), false
 	if l.share > 0 && mrand.Float64() < l.share {
@@ -226,41 +271,37 @@ func (l *loader) request(ctx context.Context, newKey string) {
 		l.keys.Add(1)
 	}
 	// The body derives from the key, so that a repeat sends the same body.
-	body := fmt.Sprintf(`{"key":%q}`, key)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, strings.NewReader(body))
-	if err != nil {
-		l.failed("%v", err)
-		return
-	}
-	req.Header.Set("Authorization", "Bearer "+l.secret)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := l.hc.Do(req)
+	body := `{"key":"` + key + `"}`
+	req := make([]byte, 0, len(l.head)+len(key)+len(body)+64)
+	req = append(req, l.head...)
+	req = append(req, "Idempotency-Key: "...)
+	req = append(req, key...)
+	req = append(req, "\r\nContent-Length: "...)
+	req = strconv.AppendInt(req, int64(len(body)), 10)
+	req = append(req, "\r\n\r\n"...)
+	req = append(req, body...)
+	resp, answer, err := conn.roundTrip(ctx, l.addr, req)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.failed("POST %s: %v", key, err)
 		}
 		return
 	}
-	defer resp.Body.Close()
 	var run struct {
 		ID int64 `json:"id"`
 	}
 	switch {
 	case resp.StatusCode == http.StatusConflict && repeat:
 		l.conflicts.Add(1)
-		_, _ = io.Copy(io.Discard, resp.Body)
 		return
 	case resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		l.failed("POST %s: %s: %s", key, resp.Status, strings.TrimSpace(string(msg)))
+		l.failed("POST %s: %s: %s", key, resp.Status, strings.TrimSpace(string(answer[:min(len(answer), 300)])))
 		return
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || run.ID == 0 {
+	if err := json.Unmarshal(answer, &run); err != nil || run.ID == 0 {
 		l.failed("POST %s: %s with an answer that names no run (%v)", key, resp.Status, err)
 		return
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
 	replayed := resp.Header.Get("Idempotent-Replayed") == "true"
 	switch {
 	case repeat && replayed && run.ID == want:
