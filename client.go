@@ -359,9 +359,8 @@ func (c *Client) runInsertParams(workflow, runKey string, input any) (store.RunI
 		return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: err.Error()}
 	}
 	data := map[string]any{"input": tree, "run": map[string]any{"key": runKey}}
-	for _, f := range def.RequiredInput {
-		t, _ := keytmpl.Parse("{input." + f + "}")
-		if _, err := t.Render(data); err != nil {
+	for i, f := range def.RequiredInput {
+		if _, err := def.required[i].Render(data); err != nil {
 			var fe *keytmpl.FieldError
 			if errors.As(err, &fe) {
 				return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: fmt.Sprintf("required field %s %s", f, fe.Problem)}

@@ -160,8 +160,10 @@ var (
 type workflowDef struct {
 	Workflow
 	entity *keytmpl.Template
-	steps  map[string]*stepDef
-	order  []*stepDef // definition order
+	// required are the templates {input.F} of RequiredInput's fields, in its order.
+	required []*keytmpl.Template
+	steps    map[string]*stepDef
+	order    []*stepDef // definition order
 }
 
 type stepDef struct {
@@ -209,7 +211,10 @@ func compile(w Workflow) (*workflowDef, error) {
 	for _, f := range w.RequiredInput {
 		if _, err := keytmpl.Parse("{" + f + "}"); err != nil || f == "" {
 			bad("", "required_input", "required input %q is not a dotted field path", f)
+			continue
 		}
+		t, _ := keytmpl.Parse("{input." + f + "}")
+		def.required = append(def.required, t)
 	}
 	for _, f := range w.Redact {
 		if redact.CheckField(f) != nil {
