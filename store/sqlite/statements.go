@@ -61,8 +61,9 @@ var bulkSizes = [...]int{128, 32, 8, 2, 1}
 
 // recordBatch is a kind of batched record statement: one statement for many rows, given
 // as a list of VALUES bound one value each (outputs stay BLOBs), joined to the table they
-// change. A statement is prepared for each size in batchSizes; fewer rows are padded with
-// rows of NULLs, which match nothing.
+// change (for one row, the same statement without the list: recordBatchOne). A statement is
+// prepared for each size in batchSizes; fewer rows are padded with rows of NULLs, which
+// match nothing.
 type recordBatch int
 
 // The kinds of batched record statements.
@@ -128,6 +129,22 @@ var recordBatchSQL = [numRecordKinds]string{
 	// the last.
 	batchStepRelease: `UPDATE steps SET waiting = steps.waiting - v.n, next_at = max(steps.next_at, v.next_at), updated_at = v.updated_at
 		FROM v WHERE steps.id = v.id AND steps.state = 'pending' AND steps.waiting >= v.n`,
+}
+
+// recordBatchOne is each kind's statement for one row, without a VALUES list to read: its
+// parameters are numbered in the order of the row's columns.
+var recordBatchOne = [numRecordKinds]string{
+	batchAttemptRecord: `UPDATE attempts SET ended_at = ?4, outcome = ?5, error = ?6, response_status = ?7, response_excerpt = ?8
+		WHERE step_id = ?1 AND number = ?2 AND worker = ?3`,
+	batchStepRecord: `UPDATE steps SET state = ?4, next_at = ?5, lease_owner = '', lease_expires_at = 0, last_outcome = ?6,
+			output = coalesce(?7, output), last_error = ?8, reason = ?9, updated_at = ?10
+		WHERE id = ?1 AND lease_owner = ?2 AND attempt = ?3 AND state = 'processing'
+		RETURNING id`,
+	batchEffectComplete: `UPDATE effects SET state = 'completed', result = ?3, completed_at = ?4, retain_until = ?5
+		WHERE effect_key = ?1 AND step_id = ?2 AND state = 'in_flight'`,
+	batchEffectRelease: `DELETE FROM effects WHERE effect_key = ?1 AND step_id = ?2 AND state = 'in_flight'`,
+	batchStepRelease: `UPDATE steps SET waiting = waiting - ?2, next_at = max(next_at, ?3), updated_at = ?4
+		WHERE id = ?1 AND state = 'pending' AND waiting >= ?2`,
 }
 
 // recordBatchStmt is the statement of kind for batchSizes[size].
@@ -215,6 +232,9 @@ var stmtSQL = func() [numStmts]string {
 		row := "(" + rowsOf("?", recordBatchWidth[kind]) + ")"
 		for i, n := range batchSizes {
 			q[recordBatchStmt(kind, i)] = `WITH v (` + recordBatchRows[kind] + `) AS (VALUES ` + rowsOf(row, n) + `) ` + recordBatchSQL[kind]
+			if n == 1 {
+				q[recordBatchStmt(kind, i)] = recordBatchOne[kind]
+			}
 		}
 	}
 	for i, n := range bulkSizes {
