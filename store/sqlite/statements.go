@@ -45,7 +45,8 @@ const (
 	stmtAttemptReap
 	// Batched record statements: numRecordBatch IDs from stmtRecordBatch on, one per kind
 	// of recordBatch and size in batchSizes (see recordBatchStmt). stmtRecordBatchLast is
-	// the last of them, so that the IDs after it follow on.
+	// the last of them; the constants below it repeat its expression (iota plus the
+	// reserved IDs), so they follow on without naming this block.
 	stmtRecordBatch
 	stmtRecordBatchLast = iota + stmtID(numRecordBatch) - 2
 	// The multi-row inserts, one statement per size in bulkSizes.
