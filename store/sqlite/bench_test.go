@@ -178,3 +178,51 @@ func BenchmarkWriteBatch(b *testing.B) {
 	benchStart(b, s, "run", b.N, 500)
 	measure(b, 3*b.N, "steps", func() { benchRunBatched(b, s, 3*b.N, 100) })
 }
+
+// BenchmarkStepRecord measures the records alone: steps claimed in batches of 100 are
+// recorded as completed in calls of batch records, and only the calls are timed.
+func BenchmarkStepRecord(b *testing.B) {
+	for _, batch := range []int{1, 25} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			s := benchStore(b)
+			benchStart(b, s, "run", (b.N+2)/3, 500)
+			now := base.Add(time.Minute)
+			cp := store.StepClaimParams{Owner: "w", Now: now, LeaseFor: time.Minute, Limit: 100, Workflows: []string{benchWorkflow},
+				Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
+					return store.EffectSpec{Key: fmt.Sprintf("%s:%s", c.Run.RunKey, c.Step.Name)}, nil
+				}}
+			b.ResetTimer()
+			var elapsed, cpu time.Duration
+			for done := 0; done < b.N; {
+				res, err := s.StepClaim(b.Context(), cp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Claimed) == 0 {
+					b.Fatalf("nothing to claim after %d of %d steps", done, b.N)
+				}
+				ps := make([]store.StepRecordParams, len(res.Claimed))
+				for i, c := range res.Claimed {
+					ps[i] = store.StepRecordParams{StepID: c.Step.ID, Owner: "w", Attempt: c.Step.Attempt, Now: now,
+						Outcome: store.OutcomeSuccess, Output: json.RawMessage(`{"ok": true}`), NextState: store.StateCompleted}
+				}
+				start, c0 := time.Now(), cpuTime(b)
+				for i := 0; i < len(ps); i += batch {
+					errs, err := s.StepRecord(b.Context(), ps[i:min(i+batch, len(ps))])
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, err := range errs {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				elapsed, cpu = elapsed+time.Since(start), cpu+cpuTime(b)-c0
+				done += len(ps)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/record")
+		})
+	}
+}

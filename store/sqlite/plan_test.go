@@ -7,7 +7,8 @@ import (
 )
 
 // TestWritePathPlans checks that no statement of the write path scans a table or sorts:
-// each finds its rows through an index, so its cost does not grow with the history stored.
+// each finds its rows through an index (or the rows it is given), so its cost does not grow
+// with the history stored.
 func TestWritePathPlans(t *testing.T) {
 	t.Parallel()
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "onceflow.db"), Options{})
@@ -16,6 +17,10 @@ func TestWritePathPlans(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	for id, q := range stmtSQL {
+		if q == "" {
+			t.Errorf("statement %d has no SQL", id)
+			continue
+		}
 		if strings.HasPrefix(strings.TrimSpace(q), "INSERT") && !strings.Contains(q, "SELECT") {
 			continue // plain inserts have no plan to check
 		}
@@ -40,7 +45,9 @@ func TestWritePathPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, step := range plan {
-			scan := strings.HasPrefix(step, "SCAN ") && !strings.Contains(step, "VIRTUAL TABLE")
+			// The rows a batched statement is given (its VALUES list, v) are read in full.
+			given := step == "SCAN v" || strings.Contains(step, "CONSTANT ROW")
+			scan := strings.HasPrefix(step, "SCAN ") && !strings.Contains(step, "VIRTUAL TABLE") && !given
 			if scan || strings.Contains(step, "TEMP B-TREE") {
 				t.Errorf("statement %d %q\nplan %q: %q reads more than an index range", id, strings.Join(strings.Fields(q), " "), plan, step)
 			}

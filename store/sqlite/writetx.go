@@ -34,6 +34,7 @@ type writeTx struct {
 	bound [numStmts]*sql.Stmt
 
 	events      []*store.Event
+	padded      []any // the arguments of a padded batched statement (batch)
 	stepRows    []any // buffered rows of stepInsertArgs values
 	attemptRows []any // buffered rows of attemptInsertArgs values
 	runs        map[int64]*runSteps
@@ -351,21 +352,9 @@ func (w *writeTx) release(runID int64, name string, now int64) error {
 	if err != nil {
 		return err
 	}
-	var released []*stepStatus
-	for _, st := range rs.steps {
-		if st.state != store.StatePending || st.waiting <= 0 {
-			continue
-		}
-		needs, err := st.needsOf()
-		if err != nil {
-			return err
-		}
-		if slices.Contains(needs, name) {
-			released = append(released, st)
-		}
-	}
-	if len(released) == 0 {
-		return nil
+	released, err := rs.dependents(name)
+	if err != nil || len(released) == 0 {
+		return err
 	}
 	ids := make([]int64, len(released))
 	for i, st := range released {
@@ -379,6 +368,25 @@ func (w *writeTx) release(runID int64, name string, now int64) error {
 		st.waiting--
 	}
 	return nil
+}
+
+// dependents returns the pending steps of the run that need the step called name and
+// wait for a need.
+func (rs *runSteps) dependents(name string) ([]*stepStatus, error) {
+	var out []*stepStatus
+	for _, st := range rs.steps {
+		if st.state != store.StatePending || st.waiting <= 0 {
+			continue
+		}
+		needs, err := st.needsOf()
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(needs, name) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }
 
 // cancelDependents cancels, transitively, the pending steps that need a failed or

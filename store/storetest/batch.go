@@ -19,6 +19,7 @@ var batchTests = []subtest{
 	{"GetByKey", testBatchGetByKey},
 	{"ClaimMixed", testBatchClaimMixed},
 	{"RecordMixed", testBatchRecordMixed},
+	{"RecordEveryKind", testBatchRecordEveryKind},
 	{"SameTrailAsSingleItems", testBatchTrail},
 	{"SameTrailParallelRoots", testBatchTrailParallelRoots},
 }
@@ -208,4 +209,98 @@ func testBatchRecordMixed(h *harness) {
 	if len(ofType(evs, store.EventLeaseLost)) != 1 || len(ofType(evs, store.EventLeaseLostRecorded)) != 1 {
 		h.t.Errorf("r2 events %v, want one lease.lost and one lease.lost_result_kept", types(evs))
 	}
+}
+
+// testBatchRecordEveryKind: one StepRecord call with every kind of record, in an order that
+// mixes them: two steps of one run completed (their common dependent released by both), a
+// record whose lease was lost (its success kept in the ledger), a failure that frees its key
+// and cancels its dependent, a record of a step cancelled with its run, and one record
+// given twice (the second finds its lease lost). Each gets its own result and leaves the
+// rows one record at a time would.
+func testBatchRecordEveryKind(h *harness) {
+	// lost: claimed by w1, whose lease expires; w2 claims it again.
+	lost := h.run("lost", step("a"))
+	first := h.claimOne(base, "w1")
+	if n, err := h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(45 * time.Second), Decide: retryAt(at(45 * time.Second))}); err != nil || n != 1 {
+		h.t.Fatalf("StepReapExpired = %d, %v; want 1", n, err)
+	}
+	h.claimOne(at(46*time.Second), "w2")
+
+	join := h.run("join", step("a"), step("b"), step("c", "a", "b"))
+	fail := h.run("fail", step("a"), step("b", "a"))
+	cancel := h.run("cancel", step("a"))
+	dup := h.run("dup", step("a"))
+	res := h.claim(store.StepClaimParams{Now: at(46 * time.Second)})
+	claimed := map[string]*store.ClaimedStep{}
+	for _, c := range res.Claimed {
+		claimed[h.getRun(c.Run.ID).RunKey+"/"+c.Step.Name] = c
+	}
+	if len(claimed) != 5 {
+		h.t.Fatalf("claimed %d steps, want join/a, join/b, fail/a, cancel/a, dup/a", len(claimed))
+	}
+	h.cancel(cancel, at(46*time.Second))
+
+	now := at(47 * time.Second)
+	errs := h.record(
+		succeed(claimed["join/a"], now, `"a"`),
+		succeed(first, now, `"late"`),
+		giveUp(claimed["fail/a"], now, store.OutcomePermanent, store.StateFailed, store.ReasonPermanentError),
+		succeed(claimed["cancel/a"], now, `"cancelled"`),
+		succeed(claimed["join/b"], now, `"b"`),
+		succeed(claimed["dup/a"], now, `"dup"`),
+		succeed(claimed["dup/a"], now, `"dup again"`),
+	)
+	for i, want := range []error{nil, store.ErrLeaseLost, nil, store.ErrStepCancelled, nil, nil, store.ErrLeaseLost} {
+		if want == nil && errs[i] != nil || want != nil && !errors.Is(errs[i], want) {
+			h.t.Errorf("entry %d: %v, want %v", i, errs[i], want)
+		}
+	}
+
+	// join: both completed, c released by both, the run still processing.
+	for _, name := range []string{"a", "b"} {
+		st := h.wantStep(join.ID, name, store.StateCompleted, 1, "")
+		h.wantJSON("join "+name+" output", st.Output, `"`+name+`"`)
+		h.wantJSON("join "+name+" ledger", h.wantEffect(keyOf(join, name), store.EffectCompleted, st).Result, `"`+name+`"`)
+	}
+	if c := h.step(join.ID, "c"); c.State != store.StatePending || c.Waiting != 0 {
+		h.t.Errorf("join c: %s waiting %d, want pending waiting 0", c.State, c.Waiting)
+	}
+	h.wantRunState(join.ID, store.StateProcessing)
+	h.wantTypes("join", h.runEvents(join.ID), store.EventRunCreated, store.EventStepClaimed, store.EventRunStateChanged,
+		store.EventStepClaimed, store.EventStepCompleted, store.EventStepCompleted)
+
+	// lost: w2 keeps the step; w1's attempt row says what happened; the ledger keeps it.
+	h.wantStep(lost.ID, "a", store.StateProcessing, 2, "")
+	h.wantJSON("lost ledger", h.wantEffect(keyOf(lost, "a"), store.EffectCompleted, h.step(lost.ID, "a")).Result, `"late"`)
+	atts := h.attempts(lost.ID)
+	if len(atts) != 2 || atts[0].Worker != "w1" || atts[0].Outcome != store.OutcomeSuccess || !atts[0].EndedAt.Equal(now) ||
+		atts[1].Worker != "w2" || !atts[1].EndedAt.IsZero() {
+		h.t.Errorf("lost attempts %+v, want w1's closed with success at 47 s and w2's in flight", atts)
+	}
+	h.wantTypes("lost", h.last("lost", h.runEvents(lost.ID), 2), store.EventLeaseLost, store.EventLeaseLostRecorded)
+
+	// fail: the key is free again, b is cancelled, the run failed.
+	h.wantStep(fail.ID, "a", store.StateFailed, 1, store.ReasonPermanentError)
+	h.wantNoEffect(keyOf(fail, "a"))
+	h.wantStep(fail.ID, "b", store.StateCancelled, 0, store.ReasonDependencyFailed)
+	h.wantRunState(fail.ID, store.StateFailed)
+	h.wantTypes("fail", h.runEvents(fail.ID), store.EventRunCreated, store.EventStepClaimed, store.EventRunStateChanged,
+		store.EventStepFailed, store.EventStepCancelled, store.EventRunStateChanged)
+
+	// cancel: the step stays cancelled, the ledger keeps the success.
+	st := h.wantStep(cancel.ID, "a", store.StateCancelled, 1, store.ReasonRunCancelled)
+	if st.LeaseOwner != "" {
+		h.t.Errorf("cancelled step still leased to %q", st.LeaseOwner)
+	}
+	h.wantEffect(keyOf(cancel, "a"), store.EffectCompleted, st)
+	h.wantTypes("cancel", h.last("cancel", h.runEvents(cancel.ID), 1), store.EventCancelledAttemptRecorded)
+
+	// dup: the first record applied, the second found the lease gone (and the ledger
+	// completed already).
+	st = h.wantStep(dup.ID, "a", store.StateCompleted, 1, "")
+	h.wantJSON("dup output", st.Output, `"dup"`)
+	h.wantJSON("dup ledger", h.wantEffect(keyOf(dup, "a"), store.EffectCompleted, st).Result, `"dup"`)
+	h.wantRunState(dup.ID, store.StateCompleted)
+	h.wantTypes("dup", h.last("dup", h.runEvents(dup.ID), 3), store.EventStepCompleted, store.EventRunStateChanged,
+		store.EventLeaseLost)
 }
