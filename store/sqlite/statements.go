@@ -16,15 +16,13 @@ import (
 type stmtID int
 
 const (
-	stmtRunInsert stmtID = iota
-	stmtRunByKey
+	stmtRunByKey stmtID = iota
 	stmtRunStateSet
 	stmtRunsByIDs
 	stmtRunsOfSteps
 	stmtStepsOfRuns
 	stmtStepsOfRunsWithOutputs
 	stmtClaimCandidates
-	stmtEffectInsert
 	stmtEffectGet
 	stmtEffectFingerprint
 	stmtEffectComplete
@@ -34,7 +32,6 @@ const (
 	stmtStepSkip
 	stmtStepReuse
 	stmtStepWait
-	stmtStepTake
 	stmtStepRelease
 	stmtStepCancelDependents
 	stmtStepSkipDependents
@@ -45,8 +42,17 @@ const (
 	stmtReapCancelled
 	stmtStepReap
 	stmtAttemptReap
+	// Batched claim and start statements: the ledger rows and the runs of a list of keys,
+	// the steps of a list a claim took, and multi-row statements, one per size in
+	// bulkSizes, that take ledger rows, take steps (compare-and-set) and insert runs.
+	stmtEffectsByKeys
+	stmtRunsByKeys
+	stmtStepsTaken
+	stmtEffectsTakeBulk
+	stmtStepsTakeBulk  = stmtEffectsTakeBulk + stmtID(len(bulkSizes))
+	stmtRunsInsertBulk = stmtStepsTakeBulk + stmtID(len(bulkSizes))
 	// The multi-row inserts, one statement per size in bulkSizes.
-	stmtEventsBulk
+	stmtEventsBulk   = stmtRunsInsertBulk + stmtID(len(bulkSizes))
 	stmtStepsBulk    = stmtEventsBulk + stmtID(len(bulkSizes))
 	stmtAttemptsBulk = stmtStepsBulk + stmtID(len(bulkSizes))
 	numStmts         = stmtAttemptsBulk + stmtID(len(bulkSizes))
@@ -78,12 +84,31 @@ const (
 		RETURNING id, name, attempt`
 
 	effectColumns = `effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until`
+
+	// The ledger rows a claim takes. Without RETURNING, which costs more than it saves:
+	// the count of rows inserted says whether every key was new.
+	effectTakeColumns = `effect_key, state, fingerprint, run_id, step_id, workflow, step_name, created_at`
+	effectTakeRow     = `(?, 'in_flight', ?, ?, ?, ?, ?, ?)`
+	effectTakeArgs    = 7
+
+	// The compare-and-set of the steps a claim takes: a row of v per step (id, new attempt,
+	// effect key, fingerprint, lease expiry, attempt expected), followed by the owner and
+	// the time. Without RETURNING: the count of rows changed says whether every step was
+	// taken, and stmtStepsTaken says which when one was not.
+	stepTakeRow  = `(?, ?, ?, ?, ?, ?)`
+	stepTakeArgs = 6
+	stepTakeSQL  = `WITH v (id, attempt, effect_key, fingerprint, lease_expires_at, prev_attempt) AS (VALUES %s)
+		UPDATE steps SET state = 'processing', attempt = v.attempt, effect_key = v.effect_key, fingerprint = v.fingerprint,
+			lease_owner = ?, lease_expires_at = v.lease_expires_at, reason = '', updated_at = ?
+		FROM v WHERE steps.id = v.id AND steps.state IN ('pending', 'retrying') AND steps.attempt = v.prev_attempt`
+
+	runInsertColumns = `workflow, run_key, entity, input, input_hash, state, created_at, updated_at`
+	runInsertRow     = `(?, ?, ?, ?, ?, 'pending', ?, ?)`
+	runInsertArgs    = 7
 )
 
 var stmtSQL = func() [numStmts]string {
 	q := [numStmts]string{
-		stmtRunInsert: `INSERT INTO runs (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (workflow, run_key) DO NOTHING`,
 		stmtRunByKey:    `SELECT ` + runColumns + ` FROM runs r WHERE r.workflow = ? AND r.run_key = ?`,
 		stmtRunStateSet: `UPDATE runs SET state = ?, updated_at = ? WHERE id = ?`,
 		stmtRunsByIDs:   `SELECT r.id, r.workflow, r.entity, r.state FROM runs r WHERE r.id IN (SELECT value FROM json_each(?))`,
@@ -99,8 +124,6 @@ var stmtSQL = func() [numStmts]string {
 			WHERE s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= ?
 			  AND s.workflow IN (SELECT value FROM json_each(?))
 			ORDER BY s.next_at, s.id LIMIT ?`,
-		stmtEffectInsert: `INSERT INTO effects (effect_key, state, fingerprint, run_id, step_id, workflow, step_name, created_at)
-			VALUES (?, 'in_flight', ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
 		stmtEffectGet:         `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`,
 		stmtEffectFingerprint: `UPDATE effects SET fingerprint = ? WHERE effect_key = ?`,
 		stmtEffectComplete: `UPDATE effects SET state = 'completed', result = ?, completed_at = ?, retain_until = ?
@@ -113,8 +136,6 @@ var stmtSQL = func() [numStmts]string {
 		stmtStepReuse: `UPDATE steps SET state = 'completed', effect_key = ?, fingerprint = ?, output = ?, reason = 'effect_reused',
 			lease_owner = '', lease_expires_at = 0, updated_at = ? WHERE id = ?`,
 		stmtStepWait: `UPDATE steps SET next_at = ?, effect_key = ?, fingerprint = ?, reason = ?, updated_at = ? WHERE id = ?`,
-		stmtStepTake: `UPDATE steps SET state = 'processing', attempt = ?, effect_key = ?, fingerprint = ?, lease_owner = ?, lease_expires_at = ?,
-			reason = '', updated_at = ? WHERE id = ? AND state IN ('pending', 'retrying') AND attempt = ?`,
 		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending' AND waiting > 0`,
 		stmtStepCancelDependents: fmt.Sprintf(propagateSQL, `'failed', 'cancelled'`),
@@ -137,9 +158,22 @@ var stmtSQL = func() [numStmts]string {
 			WHERE s.state = 'processing' AND s.lease_expires_at < ? ORDER BY s.lease_expires_at LIMIT ?`,
 		stmtStepReap: `UPDATE steps SET state = ?, next_at = ?, lease_owner = '', lease_expires_at = 0, last_outcome = 'unknown',
 			last_error = ?, reason = ?, updated_at = ? WHERE id = ? AND state IN ('processing', 'cancelled') AND lease_owner = ? AND attempt = ?`,
-		stmtAttemptReap: `UPDATE attempts SET ended_at = ?, outcome = 'unknown', error = ? WHERE step_id = ? AND number = ? AND ended_at = 0`,
+		stmtAttemptReap:   `UPDATE attempts SET ended_at = ?, outcome = 'unknown', error = ? WHERE step_id = ? AND number = ? AND ended_at = 0`,
+		stmtEffectsByKeys: `SELECT ` + effectColumns + ` FROM effects WHERE effect_key IN (SELECT value FROM json_each(?))`,
+		// The steps of a list (JSON) processing under an owner since a time, with their
+		// attempt and lease: those a claim took.
+		stmtStepsTaken: `SELECT s.id, s.attempt, s.lease_expires_at FROM steps s
+			WHERE s.id IN (SELECT value FROM json_each(?)) AND s.state = 'processing' AND s.lease_owner = ? AND s.updated_at = ?`,
+		// A JSON array of [workflow, run key] pairs.
+		stmtRunsByKeys: `SELECT ` + runColumns + ` FROM runs r
+			WHERE (r.workflow, r.run_key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
 	}
 	for i, n := range bulkSizes {
+		q[stmtEffectsTakeBulk+stmtID(i)] = `INSERT INTO effects (` + effectTakeColumns + `) VALUES ` + rowsOf(effectTakeRow, n) +
+			` ON CONFLICT (effect_key) DO NOTHING`
+		q[stmtStepsTakeBulk+stmtID(i)] = fmt.Sprintf(stepTakeSQL, rowsOf(stepTakeRow, n))
+		q[stmtRunsInsertBulk+stmtID(i)] = `INSERT INTO runs (` + runInsertColumns + `) VALUES ` + rowsOf(runInsertRow, n) +
+			` ON CONFLICT (workflow, run_key) DO NOTHING RETURNING id, workflow, run_key`
 		q[stmtEventsBulk+stmtID(i)] = `INSERT INTO events (` + eventColumns + `) VALUES ` + rowsOf(eventRow, n)
 		q[stmtStepsBulk+stmtID(i)] = `INSERT INTO steps (` + stepInsertColumns + `) VALUES ` + rowsOf(stepInsertRow, n)
 		q[stmtAttemptsBulk+stmtID(i)] = `INSERT INTO attempts (` + attemptInsertColumns + `) VALUES ` + rowsOf(attemptInsertRow, n)

@@ -177,6 +177,71 @@ func (w *writeTx) bulk(first stmtID, n int, args []any) error {
 	return nil
 }
 
+// bulkN runs the multi-row statements that start at first, one per size of bulkSizes,
+// over the rows in args (n values each), in their order, each statement's rows followed
+// by the values of tail, and returns how many rows they changed.
+func (w *writeTx) bulkN(first stmtID, n int, args, tail []any) (int64, error) {
+	var buf []any
+	var changed int64
+	for rows := len(args) / n; rows > 0; {
+		for i, size := range bulkSizes {
+			if size > rows {
+				continue
+			}
+			chunk := args[:size*n]
+			if len(tail) > 0 {
+				buf = append(append(buf[:0], chunk...), tail...)
+				chunk = buf
+			}
+			c, err := w.execN(first+stmtID(i), chunk...)
+			if err != nil {
+				return 0, err
+			}
+			changed += c
+			args, rows = args[size*n:], rows-size
+			break
+		}
+	}
+	return changed, nil
+}
+
+// bulkQuery runs the multi-row statements that start at first, one per size of
+// bulkSizes, over the rows in args (n values each), in their order, and calls scan for
+// every row the statements return.
+func (w *writeTx) bulkQuery(first stmtID, n int, args []any, scan func(*sql.Rows) error) error {
+	for rows := len(args) / n; rows > 0; {
+		for i, size := range bulkSizes {
+			if size > rows {
+				continue
+			}
+			if err := w.scanAll(first+stmtID(i), args[:size*n], scan); err != nil {
+				return err
+			}
+			args, rows = args[size*n:], rows-size
+			break
+		}
+	}
+	return nil
+}
+
+// scanAll runs statement id and calls scan for every row it returns.
+func (w *writeTx) scanAll(id stmtID, args []any, scan func(*sql.Rows) error) error {
+	rows, err := w.query(id, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
 // idList encodes IDs as the JSON array the json_each statements take.
 func idList(ids []int64) string {
 	b := make([]byte, 0, 2+len(ids)*8)
