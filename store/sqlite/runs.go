@@ -72,9 +72,9 @@ func validateStarts(ps []store.RunInsertParams) (results []store.RunInsertResult
 }
 
 // insertAll inserts the runs of the valid params of ps in w (valid of them) and sets their
-// results: one multi-row statement per size inserts the runs whose keys are new, one
-// statement reads the runs of the known keys, and a key repeated in ps is the first
-// one's run (not created). The events are appended in the order of ps.
+// results: multi-row statements insert the runs whose keys are new, one statement reads
+// the runs of the known keys, and a key repeated in ps is the first one's run (not
+// created). The events are appended in the order of ps.
 func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsertResult, valid int) error {
 	type runKey struct{ workflow, key string }
 	first := make(map[runKey]int, valid) // the param that inserts each key
@@ -95,8 +95,16 @@ func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsert
 		now := ts(p.Now)
 		args = append(args, p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now)
 	}
+	// The new runs: many rows at a time while they fill a statement, the rest one by one.
 	runs := make(map[runKey]*store.Run, len(order))
-	err := w.bulkQuery(stmtRunsInsertBulk, runInsertArgs, args, func(rows *sql.Rows) error {
+	created := func(i int, id int64) {
+		p := &ps[i]
+		now := fromTS(ts(p.Now))
+		runs[runKey{p.Workflow, p.RunKey}] = &store.Run{ID: id, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Input: p.Input,
+			InputHash: p.InputHash, State: store.StatePending, CreatedAt: now, UpdatedAt: now}
+		results[i].Created = true
+	}
+	rest, err := w.bulkQuery(stmtRunsInsertWide, wideSizes[:], runInsertArgs, args, func(rows *sql.Rows) error {
 		var id int64
 		var k runKey
 		if err := rows.Scan(&id, &k.workflow, &k.key); err != nil {
@@ -106,15 +114,28 @@ func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsert
 		if !ok {
 			return fmt.Errorf("run %s/%s: inserted for no start", k.workflow, k.key)
 		}
-		p := &ps[i]
-		now := fromTS(ts(p.Now))
-		runs[k] = &store.Run{ID: id, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Input: p.Input,
-			InputHash: p.InputHash, State: store.StatePending, CreatedAt: now, UpdatedAt: now}
-		results[i].Created = true
+		created(i, id)
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	for j, i := range order[len(order)-len(rest)/runInsertArgs:] {
+		res, err := w.exec(stmtRunInsert, rest[j*runInsertArgs:(j+1)*runInsertArgs]...)
+		if err != nil {
+			return fmt.Errorf("run %s/%s: %w", ps[i].Workflow, ps[i].RunKey, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return err
+			}
+			continue // known: read below
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		created(i, id)
 	}
 	// The runs of the known keys, read in one statement.
 	var known [][2]string

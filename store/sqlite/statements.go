@@ -16,7 +16,8 @@ import (
 type stmtID int
 
 const (
-	stmtRunByKey stmtID = iota
+	stmtRunInsert stmtID = iota
+	stmtRunByKey
 	stmtRunStateSet
 	stmtRunsByIDs
 	stmtRunsOfSteps
@@ -32,6 +33,7 @@ const (
 	stmtStepSkip
 	stmtStepReuse
 	stmtStepWait
+	stmtStepTake
 	stmtStepRelease
 	stmtStepCancelDependents
 	stmtStepSkipDependents
@@ -43,16 +45,17 @@ const (
 	stmtStepReap
 	stmtAttemptReap
 	// Batched claim and start statements: the ledger rows and the runs of a list of keys,
-	// the steps of a list a claim took, and multi-row statements, one per size in
-	// bulkSizes, that take ledger rows, take steps (compare-and-set) and insert runs.
+	// the steps of a list a claim took, multi-row inserts of ledger rows (one statement per
+	// size in bulkSizes), and the compare-and-set of the steps a claim takes and the insert
+	// of runs for wideSizes.
 	stmtEffectsByKeys
 	stmtRunsByKeys
 	stmtStepsTaken
 	stmtEffectsTakeBulk
-	stmtStepsTakeBulk  = stmtEffectsTakeBulk + stmtID(len(bulkSizes))
-	stmtRunsInsertBulk = stmtStepsTakeBulk + stmtID(len(bulkSizes))
+	stmtStepsTakeWide  = stmtEffectsTakeBulk + stmtID(len(bulkSizes))
+	stmtRunsInsertWide = stmtStepsTakeWide + stmtID(len(wideSizes))
 	// The multi-row inserts, one statement per size in bulkSizes.
-	stmtEventsBulk   = stmtRunsInsertBulk + stmtID(len(bulkSizes))
+	stmtEventsBulk   = stmtRunsInsertWide + stmtID(len(wideSizes))
 	stmtStepsBulk    = stmtEventsBulk + stmtID(len(bulkSizes))
 	stmtAttemptsBulk = stmtStepsBulk + stmtID(len(bulkSizes))
 	numStmts         = stmtAttemptsBulk + stmtID(len(bulkSizes))
@@ -61,6 +64,11 @@ const (
 // bulkSizes are the row counts of the prepared multi-row inserts: n rows are written with
 // at most one statement per size, largest first.
 var bulkSizes = [...]int{128, 32, 8, 2, 1}
+
+// wideSizes are the row counts of the multi-row statements that cost more than as many
+// single-row ones below some rows (an UPDATE … FROM, an INSERT … RETURNING): the rows
+// that remain are written one by one.
+var wideSizes = [...]int{128, 32}
 
 const (
 	eventColumns = `at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail`
@@ -91,10 +99,10 @@ const (
 	effectTakeRow     = `(?, 'in_flight', ?, ?, ?, ?, ?, ?)`
 	effectTakeArgs    = 7
 
-	// The compare-and-set of the steps a claim takes: a row of v per step (id, new attempt,
-	// effect key, fingerprint, lease expiry, attempt expected), followed by the owner and
-	// the time. Without RETURNING: the count of rows changed says whether every step was
-	// taken, and stmtStepsTaken says which when one was not.
+	// The compare-and-set of the steps a claim takes, as stmtStepTake for many: a row of v
+	// per step (id, new attempt, effect key, fingerprint, lease expiry, attempt expected),
+	// followed by the owner and the time. Without RETURNING: the count of rows changed
+	// says whether every step was taken, and stmtStepsTaken says which when one was not.
 	stepTakeRow  = `(?, ?, ?, ?, ?, ?)`
 	stepTakeArgs = 6
 	stepTakeSQL  = `WITH v (id, attempt, effect_key, fingerprint, lease_expires_at, prev_attempt) AS (VALUES %s)
@@ -109,6 +117,8 @@ const (
 
 var stmtSQL = func() [numStmts]string {
 	q := [numStmts]string{
+		stmtRunInsert: `INSERT INTO runs (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (workflow, run_key) DO NOTHING`,
 		stmtRunByKey:    `SELECT ` + runColumns + ` FROM runs r WHERE r.workflow = ? AND r.run_key = ?`,
 		stmtRunStateSet: `UPDATE runs SET state = ?, updated_at = ? WHERE id = ?`,
 		stmtRunsByIDs:   `SELECT r.id, r.workflow, r.entity, r.state FROM runs r WHERE r.id IN (SELECT value FROM json_each(?))`,
@@ -136,6 +146,8 @@ var stmtSQL = func() [numStmts]string {
 		stmtStepReuse: `UPDATE steps SET state = 'completed', effect_key = ?, fingerprint = ?, output = ?, reason = 'effect_reused',
 			lease_owner = '', lease_expires_at = 0, updated_at = ? WHERE id = ?`,
 		stmtStepWait: `UPDATE steps SET next_at = ?, effect_key = ?, fingerprint = ?, reason = ?, updated_at = ? WHERE id = ?`,
+		stmtStepTake: `UPDATE steps SET state = 'processing', attempt = ?, effect_key = ?, fingerprint = ?, lease_owner = ?, lease_expires_at = ?,
+			reason = '', updated_at = ? WHERE id = ? AND state IN ('pending', 'retrying') AND attempt = ?`,
 		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending' AND waiting > 0`,
 		stmtStepCancelDependents: fmt.Sprintf(propagateSQL, `'failed', 'cancelled'`),
@@ -169,14 +181,16 @@ var stmtSQL = func() [numStmts]string {
 			WHERE (r.workflow, r.run_key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
 	}
 	for i, n := range bulkSizes {
-		q[stmtEffectsTakeBulk+stmtID(i)] = `INSERT INTO effects (` + effectTakeColumns + `) VALUES ` + rowsOf(effectTakeRow, n) +
-			` ON CONFLICT (effect_key) DO NOTHING`
-		q[stmtStepsTakeBulk+stmtID(i)] = fmt.Sprintf(stepTakeSQL, rowsOf(stepTakeRow, n))
-		q[stmtRunsInsertBulk+stmtID(i)] = `INSERT INTO runs (` + runInsertColumns + `) VALUES ` + rowsOf(runInsertRow, n) +
-			` ON CONFLICT (workflow, run_key) DO NOTHING RETURNING id, workflow, run_key`
 		q[stmtEventsBulk+stmtID(i)] = `INSERT INTO events (` + eventColumns + `) VALUES ` + rowsOf(eventRow, n)
 		q[stmtStepsBulk+stmtID(i)] = `INSERT INTO steps (` + stepInsertColumns + `) VALUES ` + rowsOf(stepInsertRow, n)
 		q[stmtAttemptsBulk+stmtID(i)] = `INSERT INTO attempts (` + attemptInsertColumns + `) VALUES ` + rowsOf(attemptInsertRow, n)
+		q[stmtEffectsTakeBulk+stmtID(i)] = `INSERT INTO effects (` + effectTakeColumns + `) VALUES ` + rowsOf(effectTakeRow, n) +
+			` ON CONFLICT (effect_key) DO NOTHING`
+	}
+	for i, n := range wideSizes {
+		q[stmtStepsTakeWide+stmtID(i)] = fmt.Sprintf(stepTakeSQL, rowsOf(stepTakeRow, n))
+		q[stmtRunsInsertWide+stmtID(i)] = `INSERT INTO runs (` + runInsertColumns + `) VALUES ` + rowsOf(runInsertRow, n) +
+			` ON CONFLICT (workflow, run_key) DO NOTHING RETURNING id, workflow, run_key`
 	}
 	return q
 }()

@@ -229,7 +229,7 @@ func takeEffects(w *writeTx, cands []*store.ClaimCandidate, plans []*store.Claim
 	if len(keys) == 0 {
 		return ledger, nil
 	}
-	inserted, err := w.bulkN(stmtEffectsTakeBulk, effectTakeArgs, args, nil)
+	inserted, _, err := w.bulkN(stmtEffectsTakeBulk, bulkSizes[:], effectTakeArgs, args, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,8 @@ func takeEffects(w *writeTx, cands []*store.ClaimCandidate, plans []*store.Claim
 }
 
 // takeSteps applies the compare-and-set of the steps to take, as store.PlanClaim left
-// them (attempt, key, fingerprint and lease), and returns the IDs of those it changed.
+// them (attempt, key, fingerprint and lease), and returns the IDs of those it changed:
+// many at a time while they fill a statement, the rest one by one.
 func takeSteps(w *writeTx, p *store.StepClaimParams, takes []*store.Step, now int64) (map[int64]bool, error) {
 	if len(takes) == 0 {
 		return nil, nil
@@ -284,26 +285,40 @@ func takeSteps(w *writeTx, p *store.StepClaimParams, takes []*store.Step, now in
 	for _, st := range takes {
 		args = append(args, st.ID, st.Attempt, st.EffectKey, st.Fingerprint, ts(st.LeaseExpiresAt), st.Attempt-1)
 	}
-	changed, err := w.bulkN(stmtStepsTakeBulk, stepTakeArgs, args, []any{p.Owner, now})
+	changed, rest, err := w.bulkN(stmtStepsTakeWide, wideSizes[:], stepTakeArgs, args, []any{p.Owner, now})
 	if err != nil {
 		return nil, err
 	}
+	wide, single := takes[:len(takes)-len(rest)/stepTakeArgs], takes[len(takes)-len(rest)/stepTakeArgs:]
 	taken := make(map[int64]bool, len(takes))
-	if changed == int64(len(takes)) {
-		for _, st := range takes {
+	if changed == int64(len(wide)) {
+		for _, st := range wide {
 			taken[st.ID] = true
 		}
-		return taken, nil
+	} else if err := takenOf(w, p, wide, now, taken); err != nil {
+		return nil, err
 	}
-	// Not every step was taken (none can be lost while the transaction holds the write
-	// lock since it read them): those processing with the owner, attempt and lease the
-	// statement wrote, since now, were taken by it.
+	for _, st := range single {
+		n, err := w.execN(stmtStepTake, st.Attempt, st.EffectKey, st.Fingerprint, p.Owner, ts(st.LeaseExpiresAt), now, st.ID, st.Attempt-1)
+		if err != nil {
+			return nil, err
+		}
+		taken[st.ID] = n == 1
+	}
+	return taken, nil
+}
+
+// takenOf adds to taken the steps of takes that a multi-row compare-and-set changed, when
+// it did not change them all (none can be lost while the transaction holds the write lock
+// since it read them): those processing with the owner, attempt and lease it wrote, since
+// now.
+func takenOf(w *writeTx, p *store.StepClaimParams, takes []*store.Step, now int64, taken map[int64]bool) error {
 	byID := make(map[int64]*store.Step, len(takes))
 	ids := make([]int64, len(takes))
 	for i, st := range takes {
 		byID[st.ID], ids[i] = st, st.ID
 	}
-	err = w.scanAll(stmtStepsTaken, []any{idList(ids), p.Owner, now}, func(rows *sql.Rows) error {
+	return w.scanAll(stmtStepsTaken, []any{idList(ids), p.Owner, now}, func(rows *sql.Rows) error {
 		var id, lease int64
 		var attempt int
 		if err := rows.Scan(&id, &attempt, &lease); err != nil {
@@ -314,7 +329,6 @@ func takeSteps(w *writeTx, p *store.StepClaimParams, takes []*store.Step, now in
 		}
 		return nil
 	})
-	return taken, err
 }
 
 // applyClaim writes and audits what plan decided for candidate c, whose spec is spec: eff

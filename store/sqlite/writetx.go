@@ -177,17 +177,14 @@ func (w *writeTx) bulk(first stmtID, n int, args []any) error {
 	return nil
 }
 
-// bulkN runs the multi-row statements that start at first, one per size of bulkSizes,
-// over the rows in args (n values each), in their order, each statement's rows followed
-// by the values of tail, and returns how many rows they changed.
-func (w *writeTx) bulkN(first stmtID, n int, args, tail []any) (int64, error) {
+// bulkN runs the multi-row statements that start at first, one per size of sizes
+// (largest first), over the rows in args (n values each), in their order, each
+// statement's rows followed by the values of tail, while the rows left fill one. It
+// returns how many rows they changed and the rows left.
+func (w *writeTx) bulkN(first stmtID, sizes []int, n int, args, tail []any) (changed int64, rest []any, err error) {
 	var buf []any
-	var changed int64
-	for rows := len(args) / n; rows > 0; {
-		for i, size := range bulkSizes {
-			if size > rows {
-				continue
-			}
+	for i, size := range sizes {
+		for len(args) >= size*n {
 			chunk := args[:size*n]
 			if len(tail) > 0 {
 				buf = append(append(buf[:0], chunk...), tail...)
@@ -195,33 +192,28 @@ func (w *writeTx) bulkN(first stmtID, n int, args, tail []any) (int64, error) {
 			}
 			c, err := w.execN(first+stmtID(i), chunk...)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			changed += c
-			args, rows = args[size*n:], rows-size
-			break
+			args = args[size*n:]
 		}
 	}
-	return changed, nil
+	return changed, args, nil
 }
 
-// bulkQuery runs the multi-row statements that start at first, one per size of
-// bulkSizes, over the rows in args (n values each), in their order, and calls scan for
-// every row the statements return.
-func (w *writeTx) bulkQuery(first stmtID, n int, args []any, scan func(*sql.Rows) error) error {
-	for rows := len(args) / n; rows > 0; {
-		for i, size := range bulkSizes {
-			if size > rows {
-				continue
-			}
+// bulkQuery runs the multi-row statements that start at first, one per size of sizes
+// (largest first), over the rows in args (n values each), in their order, while the rows
+// left fill one, and calls scan for every row they return. It returns the rows left.
+func (w *writeTx) bulkQuery(first stmtID, sizes []int, n int, args []any, scan func(*sql.Rows) error) (rest []any, err error) {
+	for i, size := range sizes {
+		for len(args) >= size*n {
 			if err := w.scanAll(first+stmtID(i), args[:size*n], scan); err != nil {
-				return err
+				return nil, err
 			}
-			args, rows = args[size*n:], rows-size
-			break
+			args = args[size*n:]
 		}
 	}
-	return nil
+	return args, nil
 }
 
 // scanAll runs statement id and calls scan for every row it returns.
