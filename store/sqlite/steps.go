@@ -145,10 +145,10 @@ func roundLen(cands []*store.ClaimCandidate) int {
 }
 
 // claimRound decides candidates of different runs, in order, as if each were decided
-// alone in turn: one statement takes the ledger rows of their keys, store.PlanClaim decides
-// each candidate given the row its key has once the candidates before it tried to take it,
-// one compare-and-set takes the steps to take, and then each candidate's decision is
-// applied, audited and its run's state re-derived, in order.
+// alone in turn: multi-row inserts take the ledger rows of their keys, store.PlanClaim
+// decides each candidate given the row its key has once the candidates before it tried to
+// take it, a compare-and-set takes the steps to take (many rows at a time), and then each
+// candidate's decision is applied, audited and its run's state re-derived, in order.
 func claimRound(w *writeTx, p *store.StepClaimParams, cands []*store.ClaimCandidate, res *store.ClaimResult) error {
 	now := ts(p.Now)
 	plans := make([]*store.ClaimPlan, len(cands))
