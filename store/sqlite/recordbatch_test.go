@@ -17,8 +17,8 @@ func TestRecordBatchIDs(t *testing.T) {
 	if got, want := recordBatchStmt(numRecordKinds-1, len(batchSizes)-1), stmtRecordBatchLast; got != want {
 		t.Errorf("last batched record statement %d, want %d", got, want)
 	}
-	if stmtEventsBulk != stmtRecordBatchLast+1 {
-		t.Errorf("stmtEventsBulk = %d, want %d", stmtEventsBulk, stmtRecordBatchLast+1)
+	if stmtEffectsByKeys != stmtRecordBatchLast+1 {
+		t.Errorf("stmtEffectsByKeys = %d, want %d", stmtEffectsByKeys, stmtRecordBatchLast+1)
 	}
 }
 

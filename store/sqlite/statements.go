@@ -24,7 +24,6 @@ const (
 	stmtStepsOfRuns
 	stmtStepsOfRunsWithOutputs
 	stmtClaimCandidates
-	stmtEffectInsert
 	stmtEffectGet
 	stmtEffectFingerprint
 	stmtEffectComplete
@@ -49,8 +48,18 @@ const (
 	// reserved IDs), so they follow on without naming this block.
 	stmtRecordBatch
 	stmtRecordBatchLast = iota + stmtID(numRecordBatch) - 2
+	// Batched claim and start statements: the ledger rows and the runs of a list of keys,
+	// the steps of a list a claim took, multi-row inserts of ledger rows (one statement per
+	// size in bulkSizes), and the compare-and-set of the steps a claim takes and the insert
+	// of runs for wideSizes.
+	stmtEffectsByKeys
+	stmtRunsByKeys
+	stmtStepsTaken
+	stmtEffectsTakeBulk
+	stmtStepsTakeWide  = stmtEffectsTakeBulk + stmtID(len(bulkSizes))
+	stmtRunsInsertWide = stmtStepsTakeWide + stmtID(len(wideSizes))
 	// The multi-row inserts, one statement per size in bulkSizes.
-	stmtEventsBulk
+	stmtEventsBulk   = stmtRunsInsertWide + stmtID(len(wideSizes))
 	stmtStepsBulk    = stmtEventsBulk + stmtID(len(bulkSizes))
 	stmtAttemptsBulk = stmtStepsBulk + stmtID(len(bulkSizes))
 	numStmts         = stmtAttemptsBulk + stmtID(len(bulkSizes))
@@ -152,6 +161,10 @@ var recordBatchOne = [numRecordKinds]string{
 func recordBatchStmt(kind recordBatch, size int) stmtID {
 	return stmtRecordBatch + stmtID(int(kind)*len(batchSizes)+size)
 }
+// wideSizes are the row counts of the multi-row statements that cost more than as many
+// single-row ones below some rows (an UPDATE … FROM, an INSERT … RETURNING): the rows
+// that remain are written one by one.
+var wideSizes = [...]int{128, 32}
 
 const (
 	eventColumns = `at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail`
@@ -175,6 +188,27 @@ const (
 		RETURNING id, name, attempt`
 
 	effectColumns = `effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until`
+
+	// The ledger rows a claim takes. Without RETURNING, which costs more than it saves:
+	// the count of rows inserted says whether every key was new.
+	effectTakeColumns = `effect_key, state, fingerprint, run_id, step_id, workflow, step_name, created_at`
+	effectTakeRow     = `(?, 'in_flight', ?, ?, ?, ?, ?, ?)`
+	effectTakeArgs    = 7
+
+	// The compare-and-set of the steps a claim takes, as stmtStepTake for many: a row of v
+	// per step (id, new attempt, effect key, fingerprint, lease expiry, attempt expected),
+	// followed by the owner and the time. Without RETURNING: the count of rows changed
+	// says whether every step was taken, and stmtStepsTaken says which when one was not.
+	stepTakeRow  = `(?, ?, ?, ?, ?, ?)`
+	stepTakeArgs = 6
+	stepTakeSQL  = `WITH v (id, attempt, effect_key, fingerprint, lease_expires_at, prev_attempt) AS (VALUES %s)
+		UPDATE steps SET state = 'processing', attempt = v.attempt, effect_key = v.effect_key, fingerprint = v.fingerprint,
+			lease_owner = ?, lease_expires_at = v.lease_expires_at, reason = '', updated_at = ?
+		FROM v WHERE steps.id = v.id AND steps.state IN ('pending', 'retrying') AND steps.attempt = v.prev_attempt`
+
+	runInsertColumns = `workflow, run_key, entity, input, input_hash, state, created_at, updated_at`
+	runInsertRow     = `(?, ?, ?, ?, ?, 'pending', ?, ?)`
+	runInsertArgs    = 7
 )
 
 var stmtSQL = func() [numStmts]string {
@@ -196,8 +230,6 @@ var stmtSQL = func() [numStmts]string {
 			WHERE s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= ?
 			  AND s.workflow IN (SELECT value FROM json_each(?))
 			ORDER BY s.next_at, s.id LIMIT ?`,
-		stmtEffectInsert: `INSERT INTO effects (effect_key, state, fingerprint, run_id, step_id, workflow, step_name, created_at)
-			VALUES (?, 'in_flight', ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
 		stmtEffectGet:         `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = ?`,
 		stmtEffectFingerprint: `UPDATE effects SET fingerprint = ? WHERE effect_key = ?`,
 		stmtEffectComplete: `UPDATE effects SET state = 'completed', result = ?, completed_at = ?, retain_until = ?
@@ -227,7 +259,15 @@ var stmtSQL = func() [numStmts]string {
 			WHERE s.state = 'processing' AND s.lease_expires_at < ? ORDER BY s.lease_expires_at LIMIT ?`,
 		stmtStepReap: `UPDATE steps SET state = ?, next_at = ?, lease_owner = '', lease_expires_at = 0, last_outcome = 'unknown',
 			last_error = ?, reason = ?, updated_at = ? WHERE id = ? AND state IN ('processing', 'cancelled') AND lease_owner = ? AND attempt = ?`,
-		stmtAttemptReap: `UPDATE attempts SET ended_at = ?, outcome = 'unknown', error = ? WHERE step_id = ? AND number = ? AND ended_at = 0`,
+		stmtAttemptReap:   `UPDATE attempts SET ended_at = ?, outcome = 'unknown', error = ? WHERE step_id = ? AND number = ? AND ended_at = 0`,
+		stmtEffectsByKeys: `SELECT ` + effectColumns + ` FROM effects WHERE effect_key IN (SELECT value FROM json_each(?))`,
+		// The steps of a list (JSON) processing under an owner since a time, with their
+		// attempt and lease: those a claim took.
+		stmtStepsTaken: `SELECT s.id, s.attempt, s.lease_expires_at FROM steps s
+			WHERE s.id IN (SELECT value FROM json_each(?)) AND s.state = 'processing' AND s.lease_owner = ? AND s.updated_at = ?`,
+		// A JSON array of [workflow, run key] pairs.
+		stmtRunsByKeys: `SELECT ` + runColumns + ` FROM runs r
+			WHERE (r.workflow, r.run_key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
 	}
 	for kind := range numRecordKinds {
 		row := "(" + rowsOf("?", recordBatchWidth[kind]) + ")"
@@ -242,6 +282,13 @@ var stmtSQL = func() [numStmts]string {
 		q[stmtEventsBulk+stmtID(i)] = `INSERT INTO events (` + eventColumns + `) VALUES ` + rowsOf(eventRow, n)
 		q[stmtStepsBulk+stmtID(i)] = `INSERT INTO steps (` + stepInsertColumns + `) VALUES ` + rowsOf(stepInsertRow, n)
 		q[stmtAttemptsBulk+stmtID(i)] = `INSERT INTO attempts (` + attemptInsertColumns + `) VALUES ` + rowsOf(attemptInsertRow, n)
+		q[stmtEffectsTakeBulk+stmtID(i)] = `INSERT INTO effects (` + effectTakeColumns + `) VALUES ` + rowsOf(effectTakeRow, n) +
+			` ON CONFLICT (effect_key) DO NOTHING`
+	}
+	for i, n := range wideSizes {
+		q[stmtStepsTakeWide+stmtID(i)] = fmt.Sprintf(stepTakeSQL, rowsOf(stepTakeRow, n))
+		q[stmtRunsInsertWide+stmtID(i)] = `INSERT INTO runs (` + runInsertColumns + `) VALUES ` + rowsOf(runInsertRow, n) +
+			` ON CONFLICT (workflow, run_key) DO NOTHING RETURNING id, workflow, run_key`
 	}
 	return q
 }()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/onceflow/onceflow/store"
@@ -18,6 +20,8 @@ var batchTests = []subtest{
 	{"StartFailedCommitsNothing", testBatchStartFailed},
 	{"GetByKey", testBatchGetByKey},
 	{"ClaimMixed", testBatchClaimMixed},
+	{"ClaimSharedKeys", testBatchClaimSharedKeys},
+	{"StartEventsInOrder", testBatchStartEventsInOrder},
 	{"RecordMixed", testBatchRecordMixed},
 	{"RecordEveryKind", testBatchRecordEveryKind},
 	{"SameTrailAsSingleItems", testBatchTrail},
@@ -151,6 +155,115 @@ func testBatchClaimMixed(h *harness) {
 	h.wantTypes("reuse", h.runEvents(reuse.ID), store.EventRunCreated, store.EventEffectReused,
 		store.EventStepCompleted, store.EventRunStateChanged)
 	h.wantTypes("wait", h.runEvents(wait.ID), store.EventRunCreated, store.EventEffectWaiting)
+}
+
+// testBatchClaimSharedKeys: one claim whose candidates share effect keys decides each as
+// if it were claimed alone, in candidate order: of two new steps with one new key, the
+// first takes it and the second waits for it; a key completed in the ledger is reused
+// (twice), one held in flight elsewhere makes its step wait, and two due steps of one run
+// are both decided.
+func testBatchClaimSharedKeys(h *harness) {
+	done := h.runWithKeys("done", base, map[string]string{"send": "k-done", "send.fp": "fp"}, step("send"))
+	h.mustRecord(succeed(h.claimOne(base, "w0"), at(time.Second), `{"n": 1}`))
+	holder := h.runWithKeys("holder", at(time.Second), map[string]string{"send": "k-held"}, step("send"))
+	h.claimOne(at(time.Second), "w0")
+
+	now := at(2 * time.Second)
+	first := h.runWithKeys("first", now, map[string]string{"send": "k-new"}, step("send"))
+	second := h.runWithKeys("second", now, map[string]string{"send": "k-new"}, step("send"))
+	reuse := h.runWithKeys("reuse", now, map[string]string{"send": "k-done", "send.fp": "fp"}, step("send"), step("after", "send"))
+	wait := h.runWithKeys("wait", now, map[string]string{"send": "k-held"}, step("send"))
+	// Two steps of one run: a reuses k-done, b (a key of its own) is taken afterwards.
+	both := h.runWithKeys("both", now, map[string]string{"a": "k-done", "a.fp": "fp"}, step("a"), step("b"), step("c", "a", "b"))
+
+	res := h.claim(store.StepClaimParams{Now: now, Owner: "w1"})
+	h.wantClaimed(res, 2, 0, 2, h.step(first.ID, "send"), h.step(both.ID, "b"))
+	h.wantStep(first.ID, "send", store.StateProcessing, 1, "")
+	h.wantStep(second.ID, "send", store.StatePending, 0, store.ReasonEffectInFlight)
+	h.wantStep(reuse.ID, "send", store.StateCompleted, 0, "effect_reused")
+	h.wantStep(wait.ID, "send", store.StatePending, 0, store.ReasonEffectInFlight)
+	h.wantStep(both.ID, "a", store.StateCompleted, 0, "effect_reused")
+	h.wantStep(both.ID, "b", store.StateProcessing, 1, "")
+	h.wantEffect("k-new", store.EffectInFlight, h.step(first.ID, "send"))
+	h.wantEffect("k-held", store.EffectInFlight, h.step(holder.ID, "send"))
+	h.wantEffect("k-done", store.EffectCompleted, h.step(done.ID, "send"))
+	wantEqual(h.t, "waiting count of reuse/after", h.step(reuse.ID, "after").Waiting, 0)
+	wantEqual(h.t, "waiting count of both/c", h.step(both.ID, "c").Waiting, 1)
+
+	for _, tc := range []struct {
+		run    *store.Run
+		holder *store.Run
+	}{{second, first}, {wait, holder}} {
+		e := h.only(h.runEvents(tc.run.ID), store.EventEffectWaiting)
+		if got := h.detailOf(e)["held_by_run"]; fmt.Sprint(got) != fmt.Sprint(tc.holder.ID) {
+			h.t.Errorf("run %s waits: held_by_run = %v, want %d", tc.run.RunKey, got, tc.holder.ID)
+		}
+	}
+	h.wantTypes("first", h.runEvents(first.ID), store.EventRunCreated, store.EventStepClaimed, store.EventRunStateChanged)
+	h.wantTypes("second", h.runEvents(second.ID), store.EventRunCreated, store.EventEffectWaiting)
+	h.wantTypes("reuse", h.runEvents(reuse.ID), store.EventRunCreated, store.EventEffectReused, store.EventStepCompleted,
+		store.EventRunStateChanged)
+	h.wantTypes("wait", h.runEvents(wait.ID), store.EventRunCreated, store.EventEffectWaiting)
+	h.wantTypes("both", h.runEvents(both.ID), store.EventRunCreated, store.EventEffectReused, store.EventStepCompleted,
+		store.EventRunStateChanged, store.EventStepClaimed)
+
+	// The claim's events follow its candidates' order.
+	var order []int64
+	for _, e := range h.events(store.EventListParams{Since: now}) {
+		if e.Type != store.EventRunCreated && (len(order) == 0 || order[len(order)-1] != e.RunID) {
+			order = append(order, e.RunID)
+		}
+	}
+	if want := []int64{first.ID, second.ID, reuse.ID, wait.ID, both.ID}; !slices.Equal(order, want) {
+		h.t.Errorf("runs in the order of the claim's events = %v, want %v", order, want)
+	}
+}
+
+// testBatchStartEventsInOrder: a batch of starts with a key known before it and a key
+// repeated in it appends one event per start, in the batch's order, and gives the new runs
+// and their steps IDs in that order.
+func testBatchStartEventsInOrder(h *harness) {
+	old := h.run("old", step("a"))
+	now := at(time.Second)
+	ps := []store.RunInsertParams{
+		insertParams("new-1", step("a"), step("b", "a")),
+		insertParams("old", step("a")),
+		insertParams("new-1", step("a")),
+		insertParams("new-2", step("a")),
+	}
+	for i := range ps {
+		ps[i].Now = now
+	}
+	ps[2].InputHash = "other"
+	res, err := h.s.RunInsertMany(h.ctx, ps)
+	if err != nil {
+		h.t.Fatalf("RunInsertMany: %v", err)
+	}
+	for i, want := range []bool{true, false, false, true} {
+		if r := res[i]; r.Err != nil || r.Run == nil || r.Created != want {
+			h.t.Fatalf("result %d: %+v, want created %v", i, r, want)
+		}
+	}
+	wantEqual(h.t, "run of the known key", res[1].Run.ID, old.ID)
+	wantEqual(h.t, "run of the repeated key", res[2].Run.ID, res[0].Run.ID)
+	if res[3].Run.ID <= res[0].Run.ID {
+		h.t.Errorf("new runs' IDs %d, %d: want them in the batch's order", res[0].Run.ID, res[3].Run.ID)
+	}
+	s1, s2 := h.steps(res[0].Run.ID), h.steps(res[3].Run.ID)
+	if len(s1) != 2 || len(s2) != 1 || s1["a"].ID >= s1["b"].ID || s1["b"].ID >= s2["a"].ID {
+		h.t.Errorf("steps of new-1 %v and new-2 %v: want a and b of new-1, then a of new-2", s1, s2)
+	}
+	evs := h.events(store.EventListParams{Since: now})
+	h.wantTypes("the batch", evs, store.EventRunCreated, store.EventRunDeduplicated, store.EventRunDeduplicated, store.EventRunCreated)
+	for i, e := range evs {
+		wantEqual(h.t, fmt.Sprintf("event %d run", i), e.RunID, res[i].Run.ID)
+	}
+	if d := h.detailOf(evs[1]); d["same_input"] != true {
+		h.t.Errorf("known key, same input: detail %s", evs[1].Detail)
+	}
+	if d := h.detailOf(evs[2]); d["same_input"] != false {
+		h.t.Errorf("repeated key, other input: detail %s", evs[2].Detail)
+	}
 }
 
 // testBatchRecordMixed: one StepRecord call with a success, a record whose lease was lost,

@@ -1,0 +1,214 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// TestTakeStepsReportsEach: the compare-and-set of a claim's steps, many in one
+// statement and the rest one by one, says which steps it took when some of them are no
+// longer as the claim read them.
+func TestTakeStepsReportsEach(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const n = 40 // one statement of wideSizes[1] rows, then 8 one by one
+	var inserts []store.StepInsert
+	for i := range n {
+		inserts = append(inserts, store.StepInsert{Name: fmt.Sprintf("s%02d", i)})
+	}
+	run, _, err := s.RunInsert(ctx, store.RunInsertParams{Workflow: "orders", RunKey: "r", Input: json.RawMessage(`{}`), InputHash: "h",
+		Now: now, Steps: inserts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := s.StepListByRun(ctx, run.ID)
+	if err != nil || len(steps) != n {
+		t.Fatalf("%d steps, %v", len(steps), err)
+	}
+	lease := now.Add(time.Minute)
+	lost := map[int]bool{5: true, 35: true} // in the multi-row statement and one by one
+	var takes []*store.Step
+	for i, st := range steps {
+		attempt := 1
+		if lost[i] {
+			attempt = 2 // expects attempt 1: not as read
+		}
+		takes = append(takes, &store.Step{ID: st.ID, Attempt: attempt, EffectKey: "k-" + st.Name, LeaseExpiresAt: lease})
+	}
+	var taken map[int64]bool
+	err = s.write(ctx, "test", func(w *writeTx) error {
+		taken, err = takeSteps(w, &store.StepClaimParams{Owner: "w1"}, takes, ts(now))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.StepListByRun(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range after {
+		want := store.StateProcessing
+		if lost[i] {
+			want = store.StatePending
+		}
+		if taken[st.ID] != !lost[i] {
+			t.Errorf("step %s: taken = %v, want %v", st.Name, taken[st.ID], !lost[i])
+		}
+		if st.State != want || (want == store.StateProcessing && (st.LeaseOwner != "w1" || st.EffectKey != takes[i].EffectKey)) {
+			t.Errorf("step %s: %s owner %q key %q, want %s", st.Name, st.State, st.LeaseOwner, st.EffectKey, want)
+		}
+	}
+}
+
+// TestKeysJSONCannotCarry: run keys and effect keys that are not valid UTF-8, which the
+// statements reading a list of keys as JSON cannot match, are still found: a known run
+// key gives its run, and a key held in the ledger makes the next step with it wait.
+func TestKeysJSONCannotCarry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	start := func(keys ...string) []store.RunInsertResult {
+		t.Helper()
+		var ps []store.RunInsertParams
+		for _, k := range keys {
+			ps = append(ps, store.RunInsertParams{Workflow: "orders", RunKey: k, Input: json.RawMessage(`{}`), InputHash: "h", Now: now,
+				Steps: []store.StepInsert{{Name: "a"}}})
+		}
+		res, err := s.RunInsertMany(ctx, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Err != nil || r.Run == nil || r.Run.RunKey != keys[i] {
+				t.Fatalf("start %q: %+v", keys[i], r)
+			}
+		}
+		return res
+	}
+	first := start("bad\xff", "nul\x00x")
+	again := start("bad\xff", "nul\x00x", "new")
+	for i := range first {
+		if again[i].Created || again[i].Run.ID != first[i].Run.ID {
+			t.Errorf("known key %q: run %d created %v, want run %d not created", first[i].Run.RunKey, again[i].Run.ID, again[i].Created, first[i].Run.ID)
+		}
+	}
+	if !again[2].Created {
+		t.Errorf("new key: not created")
+	}
+
+	claim := func() *store.ClaimResult {
+		t.Helper()
+		res, err := s.StepClaim(ctx, store.StepClaimParams{Owner: "w1", Now: now, LeaseFor: time.Minute, Limit: 1, Workflows: []string{"orders"},
+			WaitFor: time.Second, Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
+				return store.EffectSpec{Key: "key\xff"}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := claim(); len(res.Claimed) != 1 {
+		t.Fatalf("first claim: %+v, want one step taken", res)
+	}
+	if res := claim(); len(res.Claimed) != 0 || res.Waiting != 1 {
+		t.Errorf("second claim: %+v, want one step waiting for the key", res)
+	}
+}
+
+// TestStartsManyRows: starts many enough to fill a multi-row insert, mixing new keys,
+// known keys and keys repeated in the batch, get the results and events one by one would.
+func TestStartsManyRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	params := func(keys ...string) []store.RunInsertParams {
+		var ps []store.RunInsertParams
+		for _, k := range keys {
+			ps = append(ps, store.RunInsertParams{Workflow: "orders", RunKey: k, Input: json.RawMessage(`{}`), InputHash: "h", Now: now,
+				Steps: []store.StepInsert{{Name: "a"}, {Name: "b", Needs: []string{"a"}}}})
+		}
+		return ps
+	}
+	var old, batch []string
+	for i := range 40 {
+		old = append(old, fmt.Sprintf("old-%d", i))
+	}
+	if _, err := s.RunInsertMany(ctx, params(old...)); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]int64{}
+	for _, k := range old {
+		r, err := s.RunGetByKey(ctx, "orders", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known[k] = r.ID
+	}
+	// 40 new keys, each followed by a known one; new-0 again at the end.
+	for i := range 40 {
+		batch = append(batch, fmt.Sprintf("new-%d", i), old[i])
+	}
+	batch = append(batch, "new-0")
+	res, err := s.RunInsertMany(ctx, params(batch...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i, r := range res {
+		k := batch[i]
+		switch {
+		case r.Err != nil || r.Run == nil || r.Run.RunKey != k:
+			t.Fatalf("start %d (%s): %+v", i, k, r)
+		case known[k] != 0:
+			if r.Created || r.Run.ID != known[k] {
+				t.Errorf("known key %s: run %d created %v, want run %d", k, r.Run.ID, r.Created, known[k])
+			}
+		case i == len(batch)-1:
+			if r.Created || r.Run.ID != res[0].Run.ID {
+				t.Errorf("repeated key %s: run %d created %v, want run %d", k, r.Run.ID, r.Created, res[0].Run.ID)
+			}
+		default:
+			if !r.Created || r.Run.ID <= last {
+				t.Errorf("new key %s: run %d created %v, want a new run after %d", k, r.Run.ID, r.Created, last)
+			}
+			last = r.Run.ID
+			if steps, err := s.StepListByRun(ctx, r.Run.ID); err != nil || len(steps) != 2 {
+				t.Errorf("new key %s: %d steps, %v", k, len(steps), err)
+			}
+		}
+	}
+	evs, err := s.EventList(ctx, store.EventListParams{AfterID: 40, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != len(batch) {
+		t.Fatalf("%d events, want %d", len(evs), len(batch))
+	}
+	for i, e := range evs {
+		if want := res[i].Run.ID; e.RunID != want || (e.Type == store.EventRunCreated) != res[i].Created {
+			t.Errorf("event %d: %s of run %d, want run %d created %v", i, e.Type, e.RunID, want, res[i].Created)
+		}
+	}
+}
