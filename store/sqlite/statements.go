@@ -161,6 +161,7 @@ var recordBatchOne = [numRecordKinds]string{
 func recordBatchStmt(kind recordBatch, size int) stmtID {
 	return stmtRecordBatch + stmtID(int(kind)*len(batchSizes)+size)
 }
+
 // wideSizes are the row counts of the multi-row statements that cost more than as many
 // single-row ones below some rows (an UPDATE … FROM, an INSERT … RETURNING): the rows
 // that remain are written one by one.
