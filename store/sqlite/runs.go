@@ -42,7 +42,7 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*store.
 }
 
 // RunInsertMany implements store.Store: one transaction whatever the batch's size, with
-// multi-row inserts of the runs, their steps and the audit events.
+// one prepared INSERT per run and multi-row inserts of the steps and the audit events.
 func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]store.RunInsertResult, error) {
 	results, valid := validateStarts(ps)
 	if valid == 0 {
@@ -72,14 +72,10 @@ func validateStarts(ps []store.RunInsertParams) (results []store.RunInsertResult
 }
 
 // insertAll inserts the runs of the valid params of ps in w (valid of them) and sets their
-// results: multi-row statements insert the runs whose keys are new, one statement reads
-// the runs of the known keys, and a key repeated in ps is the first one's run (not
-// created). The events are appended in the order of ps.
+// results.
 func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsertResult, valid int) error {
 	type runKey struct{ workflow, key string }
-	first := make(map[runKey]int, valid) // the param that inserts each key
-	var order []int
-	args := make([]any, 0, valid*runInsertArgs)
+	seen := make(map[runKey]*store.Run, valid)
 	for i := range ps {
 		p, r := &ps[i], &results[i]
 		if r.Err != nil {
@@ -87,118 +83,48 @@ func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsert
 		}
 		r.Run, r.Created = nil, false
 		k := runKey{p.Workflow, p.RunKey}
-		if _, ok := first[k]; ok {
-			continue
-		}
-		first[k] = i
-		order = append(order, i)
-		now := ts(p.Now)
-		args = append(args, p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now)
-	}
-	// The new runs: many rows at a time while they fill a statement, the rest one by one.
-	runs := make(map[runKey]*store.Run, len(order))
-	created := func(i int, id int64) {
-		p := &ps[i]
-		now := fromTS(ts(p.Now))
-		runs[runKey{p.Workflow, p.RunKey}] = &store.Run{ID: id, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Input: p.Input,
-			InputHash: p.InputHash, State: store.StatePending, CreatedAt: now, UpdatedAt: now}
-		results[i].Created = true
-	}
-	rest, err := w.bulkQuery(stmtRunsInsertWide, wideSizes[:], runInsertArgs, args, func(rows *sql.Rows) error {
-		var id int64
-		var k runKey
-		if err := rows.Scan(&id, &k.workflow, &k.key); err != nil {
-			return err
-		}
-		i, ok := first[k]
-		if !ok {
-			return fmt.Errorf("run %s/%s: inserted for no start", k.workflow, k.key)
-		}
-		created(i, id)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for j, i := range order[len(order)-len(rest)/runInsertArgs:] {
-		res, err := w.exec(stmtRunInsert, rest[j*runInsertArgs:(j+1)*runInsertArgs]...)
-		if err != nil {
-			return fmt.Errorf("run %s/%s: %w", ps[i].Workflow, ps[i].RunKey, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err != nil {
-				return err
+		run := seen[k]
+		if run == nil {
+			var err error
+			if run, r.Created, err = insertRun(w, p); err != nil {
+				return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
 			}
-			continue // known: read below
+			seen[k] = run
 		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		created(i, id)
-	}
-	// The runs of the known keys, read in one statement.
-	var known [][2]string
-	for _, i := range order {
-		if k := (runKey{ps[i].Workflow, ps[i].RunKey}); runs[k] == nil {
-			known = append(known, [2]string{k.workflow, k.key})
-		}
-	}
-	if len(known) > 0 {
-		list, err := json.Marshal(known)
-		if err != nil {
-			return err
-		}
-		err = w.scanAll(stmtRunsByKeys, []any{string(list)}, func(rows *sql.Rows) error {
-			run, err := scanRun(rows)
-			if err != nil {
-				return err
-			}
-			if k := (runKey{run.Workflow, run.RunKey}); runs[k] == nil {
-				runs[k] = run
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for _, i := range order {
-		p := &ps[i]
-		k := runKey{p.Workflow, p.RunKey}
-		var err error
-		switch run := runs[k]; {
-		case results[i].Created:
-			err = insertSteps(w, p, run.ID)
-		case run == nil: // a key JSON cannot carry as it is (invalid UTF-8) is read alone
-			runs[k], err = scanRun(w.queryRow(stmtRunByKey, p.Workflow, p.RunKey))
-		}
-		if err != nil {
-			return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
-		}
-	}
-	for i := range ps {
-		p, r := &ps[i], &results[i]
-		if r.Err != nil {
-			continue
-		}
-		r.Run = runs[runKey{p.Workflow, p.RunKey}]
-		w.event(store.RunInsertEvent(p, r.Run, r.Created))
+		r.Run = run
+		w.event(store.RunInsertEvent(p, run, r.Created))
 	}
 	return nil
 }
 
-// insertSteps buffers the steps of a new run.
-func insertSteps(w *writeTx, p *store.RunInsertParams, runID int64) error {
+// insertRun inserts one run and buffers its steps, or reads the existing run for its key.
+func insertRun(w *writeTx, p *store.RunInsertParams) (*store.Run, bool, error) {
 	now := ts(p.Now)
+	res, err := w.exec(stmtRunInsert, p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now)
+	if err != nil {
+		return nil, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err != nil {
+			return nil, false, err
+		}
+		run, err := scanRun(w.queryRow(stmtRunByKey, p.Workflow, p.RunKey))
+		return run, false, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return nil, false, err
+	}
+	run := &store.Run{ID: id, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Input: p.Input,
+		InputHash: p.InputHash, State: store.StatePending, CreatedAt: fromTS(now), UpdatedAt: fromTS(now)}
 	for _, st := range p.Steps {
 		needs, err := json.Marshal(nonNil(st.Needs))
 		if err != nil {
-			return err
+			return nil, false, err
 		}
-		w.insertStep(runID, p.Workflow, st.Name, string(needs), len(st.Needs), now)
+		w.insertStep(id, p.Workflow, st.Name, string(needs), len(st.Needs), now)
 	}
-	return nil
+	return run, true, nil
 }
 
 // RunGetByKey implements store.Store.

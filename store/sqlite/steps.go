@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -119,79 +118,13 @@ func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, 
 	if err := w.addRuns(runs, true); err != nil {
 		return err
 	}
-	// The candidates are decided in rounds of candidates of different runs: a candidate's
-	// outputs are its run's as the candidates before it left them (a reused step completes
-	// with an output), and only a candidate of the same run changes them.
-	for len(cands) > 0 {
-		n := roundLen(cands)
-		if err := claimRound(w, p, cands[:n], res); err != nil {
-			return err
-		}
-		cands = cands[n:]
-	}
-	return nil
-}
-
-// roundLen returns how many candidates at the head of cands belong to different runs.
-func roundLen(cands []*store.ClaimCandidate) int {
-	seen := make(map[int64]bool, len(cands))
-	for i, c := range cands {
-		if seen[c.Run.ID] {
-			return i
-		}
-		seen[c.Run.ID] = true
-	}
-	return len(cands)
-}
-
-// claimRound decides candidates of different runs, in order, as if each were decided
-// alone in turn: multi-row inserts take the ledger rows of their keys, store.PlanClaim
-// decides each candidate given the row its key has once the candidates before it tried to
-// take it, a compare-and-set takes the steps to take (many rows at a time), and then each
-// candidate's decision is applied, audited and its run's state re-derived, in order.
-func claimRound(w *writeTx, p *store.StepClaimParams, cands []*store.ClaimCandidate, res *store.ClaimResult) error {
-	now := ts(p.Now)
-	plans := make([]*store.ClaimPlan, len(cands))
-	specs := make([]store.EffectSpec, len(cands))
-	for i, c := range cands {
+	for _, c := range cands {
 		rs, err := w.run(c.Run.ID)
 		if err != nil {
 			return err
 		}
 		c.Outputs = rs.outputsOf()
-		plans[i], specs[i] = store.PlanPrepare(p, c)
-	}
-	ledger, err := takeEffects(w, cands, plans, specs, now)
-	if err != nil {
-		return err
-	}
-	effs := make([]*store.Effect, len(cands))
-	var takes []*store.Step // the steps to take, as store.PlanClaim left them
-	for i, c := range cands {
-		if plans[i] != nil {
-			continue
-		}
-		eff := ledger[specs[i].Key]
-		effs[i] = eff
-		plan := store.PlanClaim(p, c, specs[i], eff)
-		plans[i] = plan
-		if plan.Action != store.ClaimTake {
-			continue
-		}
-		if plan.UpdateFingerprint {
-			if _, err := w.exec(stmtEffectFingerprint, specs[i].Fingerprint, specs[i].Key); err != nil {
-				return fmt.Errorf("step %d: %w", c.Step.ID, err)
-			}
-			eff.Fingerprint = specs[i].Fingerprint // as the candidates after this one see it
-		}
-		takes = append(takes, c.Step)
-	}
-	taken, err := takeSteps(w, p, takes, now)
-	if err != nil {
-		return err
-	}
-	for i, c := range cands {
-		claimed, err := applyClaim(w, p, c, plans[i], specs[i], effs[i], taken[c.Step.ID], res)
+		claimed, err := claimOne(w, p, c, res)
 		if err != nil {
 			return fmt.Errorf("step %d: %w", c.Step.ID, err)
 		}
@@ -205,139 +138,20 @@ func claimRound(w *writeTx, p *store.StepClaimParams, cands []*store.ClaimCandid
 	return nil
 }
 
-// takeEffects inserts, in candidate order, the ledger row of each key the candidates
-// without a plan prepared, held by the first candidate with that key, unless the key has a
-// row, and returns the rows as they stand by key: a second candidate with a key sees the
-// first one's row, as it would after the first one's own insert.
-func takeEffects(w *writeTx, cands []*store.ClaimCandidate, plans []*store.ClaimPlan, specs []store.EffectSpec, now int64) (map[string]*store.Effect, error) {
-	first := make(map[string]int, len(cands)) // the candidate that inserts each key
-	var keys []string
-	var args []any // rows of effectTakeArgs values
-	for i, c := range cands {
-		if plans[i] != nil {
-			continue
-		}
-		k := specs[i].Key
-		if _, ok := first[k]; ok {
-			continue // its insert would conflict with the first one's row
-		}
-		first[k] = i
-		keys = append(keys, k)
-		args = append(args, k, specs[i].Fingerprint, c.Run.ID, c.Step.ID, c.Run.Workflow, c.Step.Name, now)
-	}
-	ledger := make(map[string]*store.Effect, len(keys))
-	if len(keys) == 0 {
-		return ledger, nil
-	}
-	inserted, _, err := w.bulkN(stmtEffectsTakeBulk, bulkSizes[:], effectTakeArgs, args, nil)
-	if err != nil {
-		return nil, err
-	}
-	if inserted == int64(len(keys)) {
-		// Every key was new: its row is the one its first candidate inserted.
-		for _, k := range keys {
-			c, spec := cands[first[k]], specs[first[k]]
-			ledger[k] = &store.Effect{Key: k, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: c.Run.ID, StepID: c.Step.ID,
-				Workflow: c.Run.Workflow, StepName: c.Step.Name, CreatedAt: fromTS(now)}
-		}
-		return ledger, nil
-	}
-	// Some keys had a row: the rows of all of them as they stand, read in one statement.
-	list, err := json.Marshal(keys)
-	if err != nil {
-		return nil, err
-	}
-	err = w.scanAll(stmtEffectsByKeys, []any{string(list)}, func(rows *sql.Rows) error {
-		e, err := scanEffect(rows)
-		if err != nil {
-			return err
-		}
-		if _, ok := first[e.Key]; ok {
-			ledger[e.Key] = e
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	// A key JSON cannot carry as it is (invalid UTF-8) is read alone.
-	for _, k := range keys {
-		if ledger[k] != nil {
-			continue
-		}
-		e, err := scanEffect(w.queryRow(stmtEffectGet, k))
-		if err != nil {
-			return nil, fmt.Errorf("effect %q: %w", k, err)
-		}
-		ledger[k] = e
-	}
-	return ledger, nil
-}
-
-// takeSteps applies the compare-and-set of the steps to take, as store.PlanClaim left
-// them (attempt, key, fingerprint and lease), and returns the IDs of those it changed:
-// many at a time while they fill a statement, the rest one by one.
-func takeSteps(w *writeTx, p *store.StepClaimParams, takes []*store.Step, now int64) (map[int64]bool, error) {
-	if len(takes) == 0 {
-		return nil, nil
-	}
-	args := make([]any, 0, len(takes)*stepTakeArgs)
-	for _, st := range takes {
-		args = append(args, st.ID, st.Attempt, st.EffectKey, st.Fingerprint, ts(st.LeaseExpiresAt), st.Attempt-1)
-	}
-	changed, rest, err := w.bulkN(stmtStepsTakeWide, wideSizes[:], stepTakeArgs, args, []any{p.Owner, now})
-	if err != nil {
-		return nil, err
-	}
-	wide, single := takes[:len(takes)-len(rest)/stepTakeArgs], takes[len(takes)-len(rest)/stepTakeArgs:]
-	taken := make(map[int64]bool, len(takes))
-	if changed == int64(len(wide)) {
-		for _, st := range wide {
-			taken[st.ID] = true
-		}
-	} else if err := takenOf(w, p, wide, now, taken); err != nil {
-		return nil, err
-	}
-	for _, st := range single {
-		n, err := w.execN(stmtStepTake, st.Attempt, st.EffectKey, st.Fingerprint, p.Owner, ts(st.LeaseExpiresAt), now, st.ID, st.Attempt-1)
-		if err != nil {
-			return nil, err
-		}
-		taken[st.ID] = n == 1
-	}
-	return taken, nil
-}
-
-// takenOf adds to taken the steps of takes that a multi-row compare-and-set changed, when
-// it did not change them all (none can be lost while the transaction holds the write lock
-// since it read them): those processing with the owner, attempt and lease it wrote, since
-// now.
-func takenOf(w *writeTx, p *store.StepClaimParams, takes []*store.Step, now int64, taken map[int64]bool) error {
-	byID := make(map[int64]*store.Step, len(takes))
-	ids := make([]int64, len(takes))
-	for i, st := range takes {
-		byID[st.ID], ids[i] = st, st.ID
-	}
-	return w.scanAll(stmtStepsTaken, []any{idList(ids), p.Owner, now}, func(rows *sql.Rows) error {
-		var id, lease int64
-		var attempt int
-		if err := rows.Scan(&id, &attempt, &lease); err != nil {
-			return err
-		}
-		if st := byID[id]; st != nil && st.Attempt == attempt && ts(st.LeaseExpiresAt) == lease {
-			taken[id] = true
-		}
-		return nil
-	})
-}
-
-// applyClaim writes and audits what plan decided for candidate c, whose spec is spec: eff
-// is the ledger row its key had (for a plan of store.PlanClaim), and taken says whether the
-// compare-and-set of a step to take applied.
-func applyClaim(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, plan *store.ClaimPlan, spec store.EffectSpec, eff *store.Effect,
-	taken bool, res *store.ClaimResult) (*store.ClaimedStep, error) {
+// claimOne consults the ledger for one candidate and claims, reuses, parks, skips or
+// postpones it as store.PlanClaim decides.
+func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res *store.ClaimResult) (*store.ClaimedStep, error) {
 	run, st := c.Run, c.Step
 	now := ts(p.Now)
+	plan, spec := store.PlanPrepare(p, c)
+	var eff *store.Effect
+	if plan == nil {
+		var err error
+		if eff, err = takeEffect(w, spec, run, st, now); err != nil {
+			return nil, err
+		}
+		plan = store.PlanClaim(p, c, spec, eff)
+	}
 	var claimed *store.ClaimedStep
 	switch plan.Action {
 	case store.ClaimPark:
@@ -374,7 +188,16 @@ func applyClaim(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, p
 			s.delayed = plan.Reason == store.ReasonDelayed
 		}
 	case store.ClaimTake:
-		if !taken {
+		if plan.UpdateFingerprint {
+			if _, err := w.exec(stmtEffectFingerprint, spec.Fingerprint, spec.Key); err != nil {
+				return nil, err
+			}
+		}
+		n, err := w.execN(stmtStepTake, st.Attempt, spec.Key, spec.Fingerprint, p.Owner, ts(st.LeaseExpiresAt), now, st.ID, st.Attempt-1)
+		if err != nil {
+			return nil, err
+		}
+		if n != 1 {
 			return nil, nil // taken meanwhile
 		}
 		w.insertAttempt(run.ID, st.ID, st.Name, st.Attempt, spec.Key, p.Owner, now)
@@ -395,6 +218,20 @@ func applyClaim(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, p
 		return nil, w.release(run.ID, st.Name, now)
 	}
 	return claimed, nil
+}
+
+// takeEffect inserts the ledger row for spec.Key held by st unless the key has one, and
+// returns the row as it stands.
+func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Step, now int64) (*store.Effect, error) {
+	n, err := w.execN(stmtEffectInsert, spec.Key, spec.Fingerprint, run.ID, st.ID, run.Workflow, st.Name, now)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		return &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: run.ID, StepID: st.ID,
+			Workflow: run.Workflow, StepName: st.Name, CreatedAt: fromTS(now)}, nil
+	}
+	return scanEffect(w.queryRow(stmtEffectGet, spec.Key))
 }
 
 // StepRecord implements store.Store.
@@ -426,6 +263,91 @@ func validateRecords(ps []store.StepRecordParams) (results []error, valid []bool
 		ids = append(ids, ps[i].StepID)
 	}
 	return results, valid, ids
+}
+
+// recordAll records the valid entries of ps in w and sets their results.
+func recordAll(w *writeTx, ps []store.StepRecordParams, valid []bool, ids []int64, results []error) error {
+	// The steps of the runs of every entry's step, read once.
+	if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
+		return err
+	}
+	for i := range ps {
+		if !valid[i] {
+			continue
+		}
+		lost, err := recordOne(w, &ps[i])
+		if err != nil {
+			return fmt.Errorf("step %d: %w", ps[i].StepID, err)
+		}
+		results[i] = nil
+		switch lost {
+		case lostLease:
+			results[i] = store.LeaseLostError(&ps[i])
+		case lostCancelled:
+			results[i] = store.CancelledError(&ps[i])
+		}
+	}
+	return nil
+}
+
+// Why a record's compare-and-set did not apply.
+const (
+	applied       = 0
+	lostLease     = 1 // another owner or attempt holds the step, or it is no longer processing
+	lostCancelled = 2 // the step was cancelled with its run while the attempt ran
+)
+
+// recordOne applies one attempt result as store.PlanRecord decides; lost says why the
+// compare-and-set on the step did not apply.
+func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
+	now := ts(p.Now)
+	if _, err := w.exec(stmtAttemptRecord, now, string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+		return applied, err
+	}
+	// The step as the transaction read it: its run, name and key do not change here.
+	ss := w.steps[p.StepID]
+	if ss == nil || ss.state != store.StateProcessing {
+		return recordLost(w, p)
+	}
+	output := p.RecordOutput()
+	n, err := w.execN(stmtStepRecord, string(p.NextState), ts(p.RecordNextAt()), string(p.Outcome), output, p.Error, p.Reason, now,
+		p.StepID, p.Owner, p.Attempt)
+	if err != nil {
+		return applied, err
+	}
+	if n == 0 {
+		return recordLost(w, p)
+	}
+	rs, err := w.run(ss.runID)
+	if err != nil {
+		return applied, err
+	}
+	ss.set(p.NextState, output)
+	st := &store.Step{ID: p.StepID, RunID: ss.runID, Name: ss.name, EffectKey: ss.effectKey, State: p.NextState, Attempt: p.Attempt}
+	plan := store.PlanRecord(p, rs.run, st, p.Error)
+	switch plan.Effect {
+	case store.EffectComplete:
+		if _, err := w.exec(stmtEffectComplete, output, now, ts(p.RetainUntil), st.EffectKey, st.ID); err != nil {
+			return applied, err
+		}
+	case store.EffectRelease:
+		if _, err := w.exec(stmtEffectRelease, st.EffectKey, st.ID); err != nil {
+			return applied, err
+		}
+	}
+	w.event(plan.Event)
+	switch plan.Dependents {
+	case store.DependentsRelease:
+		err = w.release(st.RunID, st.Name, now)
+	case store.DependentsCancel:
+		err = w.cancelDependents(rs.run, p.Now)
+	case store.DependentsSkip:
+		err = w.skipDependents(rs.run, p.Now)
+	}
+	if err != nil {
+		return applied, err
+	}
+	return applied, w.refresh(st.RunID, p.Now, p.RecordActor())
 }
 
 // recordLost handles the result of an attempt whose lease is gone: the attempt row keeps

@@ -34,7 +34,6 @@ type writeTx struct {
 	bound [numStmts]*sql.Stmt
 
 	events      []*store.Event
-	padded      []any // the arguments of a padded batched statement (batch)
 	stepRows    []any // buffered rows of stepInsertArgs values
 	attemptRows []any // buffered rows of attemptInsertArgs values
 	runs        map[int64]*runSteps
@@ -176,63 +175,6 @@ func (w *writeTx) bulk(first stmtID, n int, args []any) error {
 		}
 	}
 	return nil
-}
-
-// bulkN runs the multi-row statements that start at first, one per size of sizes
-// (largest first), over the rows in args (n values each), in their order, each
-// statement's rows followed by the values of tail, while the rows left fill one. It
-// returns how many rows they changed and the rows left.
-func (w *writeTx) bulkN(first stmtID, sizes []int, n int, args, tail []any) (changed int64, rest []any, err error) {
-	var buf []any
-	for i, size := range sizes {
-		for len(args) >= size*n {
-			chunk := args[:size*n]
-			if len(tail) > 0 {
-				buf = append(append(buf[:0], chunk...), tail...)
-				chunk = buf
-			}
-			c, err := w.execN(first+stmtID(i), chunk...)
-			if err != nil {
-				return 0, nil, err
-			}
-			changed += c
-			args = args[size*n:]
-		}
-	}
-	return changed, args, nil
-}
-
-// bulkQuery runs the multi-row statements that start at first, one per size of sizes
-// (largest first), over the rows in args (n values each), in their order, while the rows
-// left fill one, and calls scan for every row they return. It returns the rows left.
-func (w *writeTx) bulkQuery(first stmtID, sizes []int, n int, args []any, scan func(*sql.Rows) error) (rest []any, err error) {
-	for i, size := range sizes {
-		for len(args) >= size*n {
-			if err := w.scanAll(first+stmtID(i), args[:size*n], scan); err != nil {
-				return nil, err
-			}
-			args = args[size*n:]
-		}
-	}
-	return args, nil
-}
-
-// scanAll runs statement id and calls scan for every row it returns.
-func (w *writeTx) scanAll(id stmtID, args []any, scan func(*sql.Rows) error) error {
-	rows, err := w.query(id, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	return rows.Close()
 }
 
 // idList encodes IDs as the JSON array the json_each statements take.
@@ -409,9 +351,21 @@ func (w *writeTx) release(runID int64, name string, now int64) error {
 	if err != nil {
 		return err
 	}
-	released, err := rs.dependents(name)
-	if err != nil || len(released) == 0 {
-		return err
+	var released []*stepStatus
+	for _, st := range rs.steps {
+		if st.state != store.StatePending || st.waiting <= 0 {
+			continue
+		}
+		needs, err := st.needsOf()
+		if err != nil {
+			return err
+		}
+		if slices.Contains(needs, name) {
+			released = append(released, st)
+		}
+	}
+	if len(released) == 0 {
+		return nil
 	}
 	ids := make([]int64, len(released))
 	for i, st := range released {
@@ -425,25 +379,6 @@ func (w *writeTx) release(runID int64, name string, now int64) error {
 		st.waiting--
 	}
 	return nil
-}
-
-// dependents returns the pending steps of the run that need the step called name and
-// wait for a need.
-func (rs *runSteps) dependents(name string) ([]*stepStatus, error) {
-	var out []*stepStatus
-	for _, st := range rs.steps {
-		if st.state != store.StatePending || st.waiting <= 0 {
-			continue
-		}
-		needs, err := st.needsOf()
-		if err != nil {
-			return nil, err
-		}
-		if slices.Contains(needs, name) {
-			out = append(out, st)
-		}
-	}
-	return out, nil
 }
 
 // cancelDependents cancels, transitively, the pending steps that need a failed or

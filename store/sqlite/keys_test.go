@@ -10,71 +10,9 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// TestTakeStepsReportsEach: the compare-and-set of a claim's steps, many in one
-// statement and the rest one by one, says which steps it took when some of them are no
-// longer as the claim read them.
-func TestTakeStepsReportsEach(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	const n = 40 // one statement of wideSizes[1] rows, then 8 one by one
-	var inserts []store.StepInsert
-	for i := range n {
-		inserts = append(inserts, store.StepInsert{Name: fmt.Sprintf("s%02d", i)})
-	}
-	run, _, err := s.RunInsert(ctx, store.RunInsertParams{Workflow: "orders", RunKey: "r", Input: json.RawMessage(`{}`), InputHash: "h",
-		Now: now, Steps: inserts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, err := s.StepListByRun(ctx, run.ID)
-	if err != nil || len(steps) != n {
-		t.Fatalf("%d steps, %v", len(steps), err)
-	}
-	lease := now.Add(time.Minute)
-	lost := map[int]bool{5: true, 35: true} // in the multi-row statement and one by one
-	var takes []*store.Step
-	for i, st := range steps {
-		attempt := 1
-		if lost[i] {
-			attempt = 2 // expects attempt 1: not as read
-		}
-		takes = append(takes, &store.Step{ID: st.ID, Attempt: attempt, EffectKey: "k-" + st.Name, LeaseExpiresAt: lease})
-	}
-	var taken map[int64]bool
-	err = s.write(ctx, "test", func(w *writeTx) error {
-		taken, err = takeSteps(w, &store.StepClaimParams{Owner: "w1"}, takes, ts(now))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := s.StepListByRun(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, st := range after {
-		want := store.StateProcessing
-		if lost[i] {
-			want = store.StatePending
-		}
-		if taken[st.ID] != !lost[i] {
-			t.Errorf("step %s: taken = %v, want %v", st.Name, taken[st.ID], !lost[i])
-		}
-		if st.State != want || (want == store.StateProcessing && (st.LeaseOwner != "w1" || st.EffectKey != takes[i].EffectKey)) {
-			t.Errorf("step %s: %s owner %q key %q, want %s", st.Name, st.State, st.LeaseOwner, st.EffectKey, want)
-		}
-	}
-}
-
-// TestKeysJSONCannotCarry: run keys and effect keys that are not valid UTF-8, which the
-// statements reading a list of keys as JSON cannot match, are still found: a known run
-// key gives its run, and a key held in the ledger makes the next step with it wait.
+// TestKeysJSONCannotCarry: run keys and effect keys that are not valid UTF-8, which a
+// list of keys passed as JSON could not carry, are found: a known run key gives its run,
+// and a key held in the ledger makes the next step with it wait.
 func TestKeysJSONCannotCarry(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -132,8 +70,8 @@ func TestKeysJSONCannotCarry(t *testing.T) {
 	}
 }
 
-// TestStartsManyRows: starts many enough to fill a multi-row insert, mixing new keys,
-// known keys and keys repeated in the batch, get the results and events one by one would.
+// TestStartsManyRows: a large batch of starts, mixing new keys, known keys and keys
+// repeated in the batch, gets the results and events starting them one by one would.
 func TestStartsManyRows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

@@ -10,20 +10,8 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// TestRecordBatchIDs checks that the batched record statements fill the IDs reserved for
-// them, and that the IDs after them follow on.
-func TestRecordBatchIDs(t *testing.T) {
-	t.Parallel()
-	if got, want := recordBatchStmt(numRecordKinds-1, len(batchSizes)-1), stmtRecordBatchLast; got != want {
-		t.Errorf("last batched record statement %d, want %d", got, want)
-	}
-	if stmtEffectsByKeys != stmtRecordBatchLast+1 {
-		t.Errorf("stmtEffectsByKeys = %d, want %d", stmtEffectsByKeys, stmtRecordBatchLast+1)
-	}
-}
-
-// TestStepRecordManyRows records more steps in one call than the largest batched
-// statement holds: each chunk applies, and the last is padded.
+// TestStepRecordManyRows records more steps in one call than a multi-row insert of the
+// write path holds (128 rows): every record applies and releases its run's next step.
 func TestStepRecordManyRows(t *testing.T) {
 	t.Parallel()
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "onceflow.db"), Options{})
