@@ -239,9 +239,11 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 	b.Queue(`SELECT `+stepColumns+`, `+runColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
 		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)
 	// The steps of those runs, read once the runs are locked (a statement of its own, so
-	// that it sees what the transactions that held them committed).
+	// that it sees what the transactions that held them committed). The run IDs are an
+	// array, so that the planner looks them up in the (run_id, name) index: as a semi-join
+	// it may hash the whole steps table, which costs more as the table grows.
 	b.Queue(`SELECT `+stepStatusColumns+`, NULL::bytea
-		FROM steps WHERE run_id IN (SELECT run_id FROM steps WHERE id = ANY($1))`, all)
+		FROM steps WHERE run_id = ANY(ARRAY(SELECT run_id FROM steps WHERE id = ANY($1)))`, all)
 	br := t.SendBatch(ctx, b)
 	err := func() error {
 		rows, err := br.Query()
