@@ -116,9 +116,13 @@ type Store struct {
 
 	mu        sync.Mutex
 	closed    bool
-	listeners sync.WaitGroup
-	stop      context.CancelFunc // ends the listeners
+	listeners sync.WaitGroup     // the listeners and the notifier
+	stop      context.CancelFunc // ends the listeners and the notifier
 	stopCtx   context.Context
+	// notifyWanted is set when a transaction that made steps due committed after the
+	// notifier last sent a notification; notifying is set while the notifier runs
+	// (notify.go). Both are guarded by mu.
+	notifyWanted, notifying bool
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value connection
@@ -227,14 +231,18 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// txn is one transaction of the store: the pgx transaction plus the statements, audit
-// events and notification it will send in one round trip just before it commits.
+// txn is one transaction of the store: the pgx transaction plus the statements and audit
+// events it will send in one round trip just before it commits, and whether workers are
+// to be notified once it committed.
 type txn struct {
 	conn
 	s      *Store
 	queued *pgx.Batch
 	events []*store.Event
 	notify bool
+	// notifyInTx sends the notification inside the transaction, delivered when it commits:
+	// for a caller's transaction (RunInsertTx), whose commit the store does not see.
+	notifyInTx bool
 }
 
 // event appends e to the transaction's audit events.
@@ -260,11 +268,11 @@ func (t *txn) sendQueued(ctx context.Context) error {
 }
 
 // flush sends the queued writes, then the buffered events, after marking the transaction
-// as an event writer (see EventList), then the notification, in one round trip. Events
-// are made storable here, whoever built them: text without NUL bytes or invalid UTF-8 and
-// details without the escape \u0000, which jsonb refuses.
+// as an event writer (see EventList), and with notifyInTx the notification, in one round
+// trip. Events are made storable here, whoever built them: text without NUL bytes or
+// invalid UTF-8 and details without the escape \u0000, which jsonb refuses.
 func (t *txn) flush(ctx context.Context) error {
-	if t.queued == nil && len(t.events) == 0 && !t.notify {
+	if t.queued == nil && len(t.events) == 0 && !(t.notify && t.notifyInTx) {
 		return nil
 	}
 	b := t.queued
@@ -304,7 +312,7 @@ func (t *txn) flush(ctx context.Context) error {
 			ats, typs, runIDs, stepIDs, workflows, entities, stepNames, keys, attempts, actors, reasons, details)
 		t.events = nil
 	}
-	if t.notify {
+	if t.notify && t.notifyInTx {
 		b.Queue(`SELECT pg_notify($1, '')`, t.s.channel)
 		t.notify = false
 	}
@@ -371,6 +379,9 @@ func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
 			return err // COMMIT was never sent: the transaction rolled back
 		}
 		return &commitError{err}
+	}
+	if t.notify {
+		s.notifyLater()
 	}
 	return nil
 }

@@ -130,7 +130,7 @@ func (s *Store) runInsertTx(ctx context.Context, sp pgx.Tx, p store.RunInsertPar
 	if _, err := sp.Exec(ctx, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{s.schema}.Sanitize()); err != nil {
 		return nil, false, err
 	}
-	t := &txn{conn: sp, s: s}
+	t := &txn{conn: sp, s: s, notifyInTx: true}
 	res := make([]store.RunInsertResult, 1)
 	err := runInsertMany(ctx, t, []store.RunInsertParams{p}, res)
 	if err == nil {
