@@ -27,7 +27,8 @@
 // whatever its size: each statement covers every item at once (multi-row INSERT … ON
 // CONFLICT, UPDATE … FROM unnest(…) … RETURNING), the statements that do not depend on
 // each other's results travel together in one pgx.Batch, BEGIN travels with the first
-// statement, and a transaction's audit events are one INSERT sent with its last writes. An
+// statement, and a transaction's audit events are one INSERT sent with its last writes
+// and COMMIT. Workers in other processes are notified after the commit (notifyLater). An
 // item's compare-and-set outcome is read from RETURNING, so one item's conflict or lost
 // lease never fails the others. A batch applies its items one after the other, as the same
 // items one per call would: the steps of the runs it touches are read once, after the runs
@@ -269,9 +270,60 @@ func (t *txn) sendQueued(ctx context.Context) error {
 
 // flush sends the queued writes, then the buffered events, after marking the transaction
 // as an event writer (see EventList), and with notifyInTx the notification, in one round
-// trip. Events are made storable here, whoever built them: text without NUL bytes or
-// invalid UTF-8 and details without the escape \u0000, which jsonb refuses.
+// trip.
 func (t *txn) flush(ctx context.Context) error {
+	b := t.flushBatch()
+	if b == nil {
+		return nil
+	}
+	if err := t.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// flushCommit is flush followed by COMMIT in the same round trip, for a transaction of
+// the store's own; it reports whether it committed. When there is nothing to flush, it
+// sends nothing: the caller commits. A failure of a statement before COMMIT means the
+// server skipped COMMIT and rolled back: it is returned as it is. Any other failure once
+// the batch was sent leaves the outcome unknown: a *commitError.
+func (t *txn) flushCommit(ctx context.Context, x *pooledTx) (bool, error) {
+	b := t.flushBatch()
+	if b == nil {
+		return false, nil
+	}
+	n := b.Len()
+	b.Queue(`COMMIT`)
+	br := t.SendBatch(ctx, b)
+	var err error
+	for i := 0; i < n && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	if err != nil {
+		_ = br.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) || pgconn.SafeToRetry(err) || !x.begun && x.tx == nil {
+			return false, fmt.Errorf("write: %w", err)
+		}
+		return false, &commitError{err}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return false, &commitError{err}
+	case tag.String() == "ROLLBACK":
+		return false, fmt.Errorf("write: %w", pgx.ErrTxCommitRollback)
+	}
+	return true, nil
+}
+
+// flushBatch returns the batch flush sends, or nil when there is nothing to send. Events
+// are made storable here, whoever built them: text without NUL bytes or invalid UTF-8 and
+// details without the escape \u0000, which jsonb refuses.
+func (t *txn) flushBatch() *pgx.Batch {
 	if t.queued == nil && len(t.events) == 0 && !(t.notify && t.notifyInTx) {
 		return nil
 	}
@@ -316,10 +368,7 @@ func (t *txn) flush(ctx context.Context) error {
 		b.Queue(`SELECT pg_notify($1, '')`, t.s.channel)
 		t.notify = false
 	}
-	if err := t.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
+	return b
 }
 
 // Retries of transactions that rolled back for a reason that may not happen again.
@@ -360,8 +409,14 @@ func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
 	x := &pooledTx{pool: s.pool}
 	t := &txn{conn: x, s: s}
 	err := fn(t)
+	committed := false
 	if err == nil {
-		err = t.flush(ctx)
+		committed, err = t.flushCommit(ctx, x)
+	}
+	var ce *commitError
+	if errors.As(err, &ce) {
+		x.release()
+		return err
 	}
 	if err != nil {
 		lost := x.connLost()
@@ -374,7 +429,9 @@ func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
 		}
 		return err
 	}
-	if err := x.commit(ctx); err != nil {
+	if committed {
+		x.release()
+	} else if err := x.commit(ctx); err != nil {
 		if pgconn.SafeToRetry(err) {
 			return err // COMMIT was never sent: the transaction rolled back
 		}
