@@ -40,9 +40,9 @@
 // wait for each other in a cycle. Statements are prepared once per connection and planned
 // for their parameters on every execution (plan_cache_mode=force_custom_plan, unless the
 // URL sets it): a generic plan chosen while a table is nearly empty would otherwise stay in
-// use as it grows. The claim's and the reaper's locking scans set it for their own
-// transaction in any case (SET LOCAL, in the same round trip), since a generic plan would
-// make them scan every step.
+// use as it grows. When the URL sets another mode, the claim's and the reaper's locking
+// scans set it for their own transaction (SET LOCAL, in the same round trip), since a
+// generic plan would make them scan every step.
 //
 // # Audit trail order
 //
@@ -112,6 +112,9 @@ type Store struct {
 	eventMarkKey int32
 	// channel is the LISTEN/NOTIFY channel that says steps may be due in this schema.
 	channel string
+	// customPlans is set when every connection plans each execution for its parameters
+	// (plan_cache_mode=force_custom_plan from the start): the locking scans need not set it.
+	customPlans bool
 	// destinations remembers the destinations whose slot and bucket rows exist (limits.go).
 	destinations sync.Map
 
@@ -154,7 +157,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
-	s := &Store{pool: pool, config: cfg, stop: stop, stopCtx: stopCtx}
+	s := &Store{pool: pool, config: cfg, stop: stop, stopCtx: stopCtx,
+		customPlans: cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "force_custom_plan"}
 	if err := s.init(ctx, opts); err != nil {
 		s.Close()
 		return nil, err
