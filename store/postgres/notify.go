@@ -115,8 +115,7 @@ const notifyTimeout = 5 * time.Second
 // while one is sent are covered by the next. A NOTIFY inside the transactions themselves
 // would make each of them take PostgreSQL's notification queue lock until its commit is
 // flushed, so that concurrent commits of the write path could not share a WAL flush.
-// A notification that cannot be sent is a wake-up lost: the workers' polling finds the
-// steps.
+// A notification that cannot be sent is sent again after a pause, until the store closes.
 func (s *Store) notifyLater() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,7 +144,18 @@ func (s *Store) notifier() {
 		s.notifyWanted = false
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.stopCtx, notifyTimeout)
-		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.channel)
+		_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.channel)
 		cancel()
+		if err != nil {
+			s.mu.Lock()
+			s.notifyWanted = true
+			s.mu.Unlock()
+			t := time.NewTimer(listenRetryMin)
+			select {
+			case <-s.stopCtx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 }
