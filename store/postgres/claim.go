@@ -80,18 +80,21 @@ var claimCandidatesNoWaitSQL = strings.Replace(claimCandidatesSQL, "FOR NO KEY U
 const customPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
 
 // lockingScan sends the transaction's queued writes, if any (so that query sees them),
-// customPlans and query in one round trip and returns query's rows.
+// customPlans unless the connections plan that way already, and query in one round trip
+// and returns query's rows.
 func lockingScan[T any](ctx context.Context, t *txn, scan func(pgx.CollectableRow) (T, error), query string, args ...any) ([]T, error) {
 	b := &pgx.Batch{}
 	if t.queued != nil {
 		b, t.queued = t.queued, nil
 	}
+	if !t.s.customPlans {
+		b.Queue(customPlans)
+	}
 	queued := b.Len()
-	b.Queue(customPlans)
 	b.Queue(query, args...)
 	br := t.SendBatch(ctx, b)
 	defer br.Close()
-	for range queued + 1 {
+	for range queued {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}

@@ -16,12 +16,12 @@ const (
 	listenRetryMax = 5 * time.Second
 )
 
-// Notifications implements store.Notifier with LISTEN/NOTIFY. RunInsert, RunInsertMany (and RunInsertTx,
-// on the caller's commit), StepRecord and StepReapExpired notify, from inside their
-// transactions, when they make a step due now; PostgreSQL delivers a notification only if
-// its transaction commits. Each call listens on a dedicated connection, outside the pool,
-// which reconnects with jittered backoff when it is lost and then sends a value, since
-// notifications may have been missed.
+// Notifications implements store.Notifier with LISTEN/NOTIFY. RunInsert, RunInsertMany,
+// StepRecord, StepReapExpired and the other writes that make a step due now notify once
+// their transaction committed (notifyLater); RunInsertTx notifies from inside the caller's
+// transaction, delivered if it commits. Each call listens on a dedicated connection,
+// outside the pool, which reconnects with jittered backoff when it is lost and then sends
+// a value, since notifications may have been missed.
 func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -103,5 +103,59 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn, ch chan<- struct
 			continue
 		}
 		send()
+	}
+}
+
+// notifyTimeout bounds the sending of one notification.
+const notifyTimeout = 5 * time.Second
+
+// notifyLater notifies the listeners that steps are due, after the transaction that made
+// them due committed. The notifications are sent one at a time, each in a statement of its
+// own, by one goroutine that runs while there are some to send: the commits that happen
+// while one is sent are covered by the next. A NOTIFY inside the transactions themselves
+// would make each of them take PostgreSQL's notification queue lock until its commit is
+// flushed, so that concurrent commits of the write path could not share a WAL flush.
+// A notification that cannot be sent is sent again after a pause, until the store closes.
+func (s *Store) notifyLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.notifyWanted = true
+	if s.notifying {
+		return
+	}
+	s.notifying = true
+	s.listeners.Add(1)
+	go s.notifier()
+}
+
+// notifier sends notifications until none is wanted.
+func (s *Store) notifier() {
+	defer s.listeners.Done()
+	for {
+		s.mu.Lock()
+		if !s.notifyWanted || s.closed {
+			s.notifying = false
+			s.mu.Unlock()
+			return
+		}
+		s.notifyWanted = false
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.stopCtx, notifyTimeout)
+		_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.channel)
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			s.notifyWanted = true
+			s.mu.Unlock()
+			t := time.NewTimer(listenRetryMin)
+			select {
+			case <-s.stopCtx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 }

@@ -18,13 +18,16 @@ type conn interface {
 }
 
 // pooledTx is a read committed transaction on a pooled connection whose BEGIN is sent in
-// the same round trip as its first statement (pgx.Batch.BeginTx). Until then nothing has
-// been sent and no connection is held: a transaction that sends nothing commits nothing.
-// It ends with commit or rollback, which hand the connection back to the pool.
+// the same round trip as its first statement (pgx.Batch.BeginTx), and whose COMMIT may be
+// sent in the same round trip as its last ones (txn.flushCommit). Until its first statement
+// nothing has been sent and no connection is held: a transaction that sends nothing
+// commits nothing. It ends with commit, rollback or, after a COMMIT sent in a batch,
+// release, which hand the connection back to the pool.
 type pooledTx struct {
 	pool *pgxpool.Pool
-	// tx is the transaction once its first statement was sent; begun is set once BEGIN
-	// succeeded.
+	// c is the connection once the first statement was sent, and tx the transaction on it;
+	// begun is set once BEGIN succeeded.
+	c     *pgxpool.Conn
 	tx    pgx.Tx
 	begun bool
 }
@@ -34,10 +37,15 @@ func (x *pooledTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	if x.tx != nil {
 		return x.tx.SendBatch(ctx, b)
 	}
+	c, err := x.pool.Acquire(ctx)
+	if err != nil {
+		return errBatch{err}
+	}
+	x.c = c
 	nb := &pgx.Batch{}
 	nb.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
-	br := x.pool.SendBatch(ctx, nb)
+	br := c.SendBatch(ctx, nb)
 	x.tx = br.Tx()
 	if _, err := br.Exec(); err != nil {
 		br.Close()
@@ -90,7 +98,7 @@ func (x *pooledTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 // connLost reports whether the transaction's connection was closed (the server then
 // rolled the transaction back). Ask before rollback, which hands the connection back.
 func (x *pooledTx) connLost() bool {
-	return x.begun && x.tx.Conn().IsClosed()
+	return x.begun && x.c.Conn().IsClosed()
 }
 
 // commit commits the transaction, if it began.
@@ -98,6 +106,7 @@ func (x *pooledTx) commit(ctx context.Context) error {
 	if x.tx == nil {
 		return nil
 	}
+	defer x.release()
 	return x.tx.Commit(ctx)
 }
 
@@ -106,6 +115,16 @@ func (x *pooledTx) commit(ctx context.Context) error {
 func (x *pooledTx) rollback(ctx context.Context) {
 	if x.tx != nil {
 		_ = x.tx.Rollback(ctx)
+	}
+	x.release()
+}
+
+// release hands the connection back to the pool, which closes it unless it is idle,
+// outside a transaction.
+func (x *pooledTx) release() {
+	if x.c != nil {
+		x.c.Release()
+		x.c = nil
 	}
 }
 

@@ -27,7 +27,8 @@
 // whatever its size: each statement covers every item at once (multi-row INSERT … ON
 // CONFLICT, UPDATE … FROM unnest(…) … RETURNING), the statements that do not depend on
 // each other's results travel together in one pgx.Batch, BEGIN travels with the first
-// statement, and a transaction's audit events are one INSERT sent with its last writes. An
+// statement, and a transaction's audit events are one INSERT sent with its last writes
+// and COMMIT. Workers in other processes are notified after the commit (notifyLater). An
 // item's compare-and-set outcome is read from RETURNING, so one item's conflict or lost
 // lease never fails the others. A batch applies its items one after the other, as the same
 // items one per call would: the steps of the runs it touches are read once, after the runs
@@ -39,9 +40,9 @@
 // wait for each other in a cycle. Statements are prepared once per connection and planned
 // for their parameters on every execution (plan_cache_mode=force_custom_plan, unless the
 // URL sets it): a generic plan chosen while a table is nearly empty would otherwise stay in
-// use as it grows. The claim's and the reaper's locking scans set it for their own
-// transaction in any case (SET LOCAL, in the same round trip), since a generic plan would
-// make them scan every step.
+// use as it grows. When the URL sets another mode, the claim's and the reaper's locking
+// scans set it for their own transaction (SET LOCAL, in the same round trip), since a
+// generic plan would make them scan every step.
 //
 // # Audit trail order
 //
@@ -111,14 +112,21 @@ type Store struct {
 	eventMarkKey int32
 	// channel is the LISTEN/NOTIFY channel that says steps may be due in this schema.
 	channel string
+	// customPlans is set when every connection plans each execution for its parameters
+	// (plan_cache_mode=force_custom_plan from the start): the locking scans need not set it.
+	customPlans bool
 	// destinations remembers the destinations whose slot and bucket rows exist (limits.go).
 	destinations sync.Map
 
 	mu        sync.Mutex
 	closed    bool
-	listeners sync.WaitGroup
-	stop      context.CancelFunc // ends the listeners
+	listeners sync.WaitGroup     // the listeners and the notifier
+	stop      context.CancelFunc // ends the listeners and the notifier
 	stopCtx   context.Context
+	// notifyWanted is set when a transaction that made steps due committed after the
+	// notifier last sent a notification; notifying is set while the notifier runs
+	// (notify.go). Both are guarded by mu.
+	notifyWanted, notifying bool
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value connection
@@ -149,7 +157,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
-	s := &Store{pool: pool, config: cfg, stop: stop, stopCtx: stopCtx}
+	s := &Store{pool: pool, config: cfg, stop: stop, stopCtx: stopCtx,
+		customPlans: cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "force_custom_plan"}
 	if err := s.init(ctx, opts); err != nil {
 		s.Close()
 		return nil, err
@@ -227,14 +236,18 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// txn is one transaction of the store: the pgx transaction plus the statements, audit
-// events and notification it will send in one round trip just before it commits.
+// txn is one transaction of the store: the pgx transaction plus the statements and audit
+// events it will send in one round trip just before it commits, and whether workers are
+// to be notified once it committed.
 type txn struct {
 	conn
 	s      *Store
 	queued *pgx.Batch
 	events []*store.Event
 	notify bool
+	// notifyInTx sends the notification inside the transaction, delivered when it commits:
+	// for a caller's transaction (RunInsertTx), whose commit the store does not see.
+	notifyInTx bool
 }
 
 // event appends e to the transaction's audit events.
@@ -260,11 +273,62 @@ func (t *txn) sendQueued(ctx context.Context) error {
 }
 
 // flush sends the queued writes, then the buffered events, after marking the transaction
-// as an event writer (see EventList), then the notification, in one round trip. Events
+// as an event writer (see EventList), and with notifyInTx the notification, in one round
+// trip.
+func (t *txn) flush(ctx context.Context) error {
+	b := t.flushBatch()
+	if b == nil {
+		return nil
+	}
+	if err := t.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// flushCommit is flush followed by COMMIT in the same round trip, for a transaction of
+// the store's own; it reports whether it committed. When there is nothing to flush, it
+// sends nothing: the caller commits. A failure of a statement before COMMIT means the
+// server skipped COMMIT and rolled back: it is returned as it is. Any other failure once
+// the batch was sent leaves the outcome unknown: a *commitError.
+func (t *txn) flushCommit(ctx context.Context, x *pooledTx) (bool, error) {
+	b := t.flushBatch()
+	if b == nil {
+		return false, nil
+	}
+	n := b.Len()
+	b.Queue(`COMMIT`)
+	br := t.SendBatch(ctx, b)
+	var err error
+	for i := 0; i < n && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	if err != nil {
+		_ = br.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) || pgconn.SafeToRetry(err) || !x.begun && x.tx == nil {
+			return false, fmt.Errorf("write: %w", err)
+		}
+		return false, &commitError{err}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return false, &commitError{err}
+	case tag.String() == "ROLLBACK":
+		return false, fmt.Errorf("write: %w", pgx.ErrTxCommitRollback)
+	}
+	return true, nil
+}
+
+// flushBatch returns the batch flush sends, or nil when there is nothing to send. Events
 // are made storable here, whoever built them: text without NUL bytes or invalid UTF-8 and
 // details without the escape \u0000, which jsonb refuses.
-func (t *txn) flush(ctx context.Context) error {
-	if t.queued == nil && len(t.events) == 0 && !t.notify {
+func (t *txn) flushBatch() *pgx.Batch {
+	if t.queued == nil && len(t.events) == 0 && !(t.notify && t.notifyInTx) {
 		return nil
 	}
 	b := t.queued
@@ -304,14 +368,11 @@ func (t *txn) flush(ctx context.Context) error {
 			ats, typs, runIDs, stepIDs, workflows, entities, stepNames, keys, attempts, actors, reasons, details)
 		t.events = nil
 	}
-	if t.notify {
+	if t.notify && t.notifyInTx {
 		b.Queue(`SELECT pg_notify($1, '')`, t.s.channel)
 		t.notify = false
 	}
-	if err := t.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
+	return b
 }
 
 // Retries of transactions that rolled back for a reason that may not happen again.
@@ -352,8 +413,14 @@ func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
 	x := &pooledTx{pool: s.pool}
 	t := &txn{conn: x, s: s}
 	err := fn(t)
+	committed := false
 	if err == nil {
-		err = t.flush(ctx)
+		committed, err = t.flushCommit(ctx, x)
+	}
+	var ce *commitError
+	if errors.As(err, &ce) {
+		x.release()
+		return err
 	}
 	if err != nil {
 		lost := x.connLost()
@@ -366,11 +433,16 @@ func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
 		}
 		return err
 	}
-	if err := x.commit(ctx); err != nil {
+	if committed {
+		x.release()
+	} else if err := x.commit(ctx); err != nil {
 		if pgconn.SafeToRetry(err) {
 			return err // COMMIT was never sent: the transaction rolled back
 		}
 		return &commitError{err}
+	}
+	if t.notify {
+		s.notifyLater()
 	}
 	return nil
 }

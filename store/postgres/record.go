@@ -21,7 +21,9 @@ import (
 //     in ID order (the order RunReplay follows: steps, then runs); the steps of those runs
 //     (what decides the runs' states and the steps' dependents);
 //  2. after PlanRecord, in Go, the ledger rows the entries hold, locked in key order, then
-//     completed or released (only when an entry changes the ledger);
+//     completed or released (only when an entry changes the ledger), sent with the next
+//     round trip (the claim of a WriteBatch, or the events and COMMIT) unless an entry
+//     that lost its lease completes one, whose events depend on it;
 //  3. the release, cancel or skip of dependents and the run states, decided in Go entry by
 //     entry (see runSet), and the audit events, just before COMMIT.
 func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]error, error) {
@@ -132,13 +134,22 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		}
 	}
 
-	if len(fx.keys) > 0 {
+	switch {
+	case len(fx.keys) == 0:
+	case fx.lostKept():
+		// Which completions applied decides events: read them now.
 		b := &pgx.Batch{}
 		fx.queue(b)
 		br := t.SendBatch(ctx, b)
 		if err := errors.Join(readRecordWrites(br, &fx), br.Close()); err != nil {
 			return err
 		}
+	default:
+		// Nothing reads their results: they go with the transaction's next round trip.
+		if t.queued == nil {
+			t.queued = &pgx.Batch{}
+		}
+		fx.queue(t.queued)
 	}
 	// Entry by entry, as one entry per call would: its events, its change and the
 	// propagation to the steps that need its step, then its run's state.
@@ -239,9 +250,11 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 	b.Queue(`SELECT `+stepColumns+`, `+runColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
 		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)
 	// The steps of those runs, read once the runs are locked (a statement of its own, so
-	// that it sees what the transactions that held them committed).
+	// that it sees what the transactions that held them committed). The run IDs are an
+	// array, so that the planner looks them up in the (run_id, name) index: as a semi-join
+	// it may hash the whole steps table, which costs more as the table grows.
 	b.Queue(`SELECT `+stepStatusColumns+`, NULL::bytea
-		FROM steps WHERE run_id IN (SELECT run_id FROM steps WHERE id = ANY($1))`, all)
+		FROM steps WHERE run_id = ANY(ARRAY(SELECT run_id FROM steps WHERE id = ANY($1)))`, all)
 	br := t.SendBatch(ctx, b)
 	err := func() error {
 		rows, err := br.Query()
@@ -332,6 +345,17 @@ func (fx *effectWrites) release(st *store.Step) {
 	}
 	fx.note(st.EffectKey)
 	fx.releaseKey, fx.releaseID = append(fx.releaseKey, st.EffectKey), append(fx.releaseID, st.ID)
+}
+
+// lostKept reports whether a completion is that of an entry that lost its lease, whose
+// events depend on whether it applied.
+func (fx *effectWrites) lostKept() bool {
+	for _, e := range fx.completing {
+		if !e.applied && !e.cancelled {
+			return true
+		}
+	}
+	return false
 }
 
 func (fx *effectWrites) note(key string) {

@@ -50,9 +50,10 @@ func (s *Store) RunInsert(ctx context.Context, p store.RunInsertParams) (*store.
 }
 
 // RunInsertMany implements store.Store. The batch is one transaction of a few round trips
-// whatever its size: one multi-row INSERT … ON CONFLICT DO NOTHING of the runs, one SELECT
-// of those that existed, one INSERT of every new run's steps sent together with the audit
-// events.
+// whatever its size: one statement that reads the runs that exist already and inserts the
+// others (INSERT … ON CONFLICT DO NOTHING), one SELECT of those a concurrent transaction
+// inserted meanwhile (rare), one INSERT of every new run's steps sent together with the
+// audit events.
 func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) ([]store.RunInsertResult, error) {
 	results := make([]store.RunInsertResult, len(ps))
 	valid := 0
@@ -129,7 +130,7 @@ func (s *Store) runInsertTx(ctx context.Context, sp pgx.Tx, p store.RunInsertPar
 	if _, err := sp.Exec(ctx, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{s.schema}.Sanitize()); err != nil {
 		return nil, false, err
 	}
-	t := &txn{conn: sp, s: s}
+	t := &txn{conn: sp, s: s, notifyInTx: true}
 	res := make([]store.RunInsertResult, 1)
 	err := runInsertMany(ctx, t, []store.RunInsertParams{p}, res)
 	if err == nil {
@@ -178,25 +179,50 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 			inputs[j] = []byte{}
 		}
 	}
-	rows, err := t.Query(ctx, `INSERT INTO runs AS r (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
-		SELECT u.workflow, u.run_key, u.entity, u.input, u.input_hash, 'pending', u.now, u.now
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
-			AS u(workflow, run_key, entity, input, input_hash, now, ord)
-		ORDER BY u.ord
-		ON CONFLICT (workflow, run_key) DO NOTHING
-		RETURNING `+runColumns, workflows, keys, entities, inputs, hashes, nows)
+	// The runs that exist already are read, not inserted: an INSERT … ON CONFLICT of a key
+	// whose run another transaction is updating (a claim or a record changing its state)
+	// waits for that transaction to end, and with it every start of the batch. A key
+	// inserted by a transaction still in progress is not seen here: the INSERT waits for it.
+	rows, err := t.Query(ctx, `WITH u AS MATERIALIZED (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
+				AS u(workflow, run_key, entity, input, input_hash, now, ord)),
+		old AS MATERIALIZED (
+			SELECT `+runColumns+` FROM runs r JOIN u ON r.workflow = u.workflow AND r.run_key = u.run_key),
+		ins AS (
+			INSERT INTO runs AS r (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
+			SELECT u.workflow, u.run_key, u.entity, u.input, u.input_hash, 'pending', u.now, u.now
+			FROM u WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.workflow = u.workflow AND old.run_key = u.run_key)
+			ORDER BY u.ord
+			ON CONFLICT (workflow, run_key) DO NOTHING
+			RETURNING `+runColumns+`)
+		SELECT true, * FROM ins UNION ALL SELECT false, * FROM old`, workflows, keys, entities, inputs, hashes, nows)
 	if err != nil {
 		return err
 	}
-	created, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
+	var created, existed []*store.Run
+	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+		var r store.Run
+		var isNew bool
+		dest, done := runDest(&r)
+		if err := row.Scan(append([]any{&isNew}, dest...)...); err != nil {
+			return struct{}{}, err
+		}
+		done()
+		if isNew {
+			created = append(created, &r)
+		} else {
+			existed = append(existed, &r)
+		}
+		return struct{}{}, nil
+	})
 	if err != nil {
 		return err
 	}
 	runs := make(map[runKey]*store.Run, n)
-	for _, r := range created {
+	for _, r := range slices.Concat(created, existed) {
 		runs[runKey{r.Workflow, r.RunKey}] = r
 	}
-	if len(created) < n {
+	if len(created)+len(existed) < n {
 		// Other transactions hold or held these keys: ON CONFLICT waited for them to
 		// commit, and this statement's snapshot, taken now, sees their rows.
 		var ws, ks []string
