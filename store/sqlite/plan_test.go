@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,11 +9,7 @@ import (
 // each finds its rows through an index, so its cost does not grow with the history stored.
 func TestWritePathPlans(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "onceflow.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := tempStore(t)
 	for id, q := range stmtSQL {
 		if strings.HasPrefix(strings.TrimSpace(q), "INSERT") && !strings.Contains(q, "SELECT") {
 			continue // plain inserts have no plan to check
