@@ -324,7 +324,7 @@ func (c *Client) planReplay(ctx context.Context, run *store.Run, steps []*store.
 	view.Input = input
 	outputs := map[string]json.RawMessage{} // outputs known before anything runs
 	pl := &planner{action: map[string]ReplayAction{}, after: map[string][]string{}, outputs: outputs}
-	for _, st := range topoOrder(steps) {
+	for _, st := range store.DependencyOrder(steps) {
 		ps := &ReplayStep{Step: st.Name, State: st.State, EffectKey: st.EffectKey}
 		plan.Steps = append(plan.Steps, ps)
 		state := st.State
@@ -488,42 +488,6 @@ func knownOutputs(outputs map[string]json.RawMessage) map[string]json.RawMessage
 	out := make(map[string]json.RawMessage, len(outputs))
 	for name, o := range outputs {
 		out[name] = o
-	}
-	return out
-}
-
-// topoOrder orders steps so that each comes after the steps it needs, keeping the stored
-// order among steps that are ready together.
-func topoOrder(steps []*store.Step) []*store.Step {
-	done := map[string]bool{}
-	out := make([]*store.Step, 0, len(steps))
-	for len(out) < len(steps) {
-		progressed := false
-		for _, st := range steps {
-			if done[st.Name] {
-				continue
-			}
-			ready := true
-			for _, n := range st.Needs {
-				if !done[n] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				done[st.Name] = true
-				out = append(out, st)
-				progressed = true
-			}
-		}
-		if !progressed { // a cycle cannot be registered; keep the rest in stored order
-			for _, st := range steps {
-				if !done[st.Name] {
-					done[st.Name] = true
-					out = append(out, st)
-				}
-			}
-		}
 	}
 	return out
 }

@@ -34,47 +34,6 @@ const (
 	padding = 10
 )
 
-// topoOrder orders steps so that every step comes after the steps it needs (Kahn's
-// algorithm, stable by insertion order); steps in a cycle, which a valid workflow never
-// has, come last in insertion order.
-func topoOrder(steps []*store.Step) []*store.Step {
-	byName := make(map[string]bool, len(steps))
-	for _, st := range steps {
-		byName[st.Name] = true
-	}
-	done := make(map[string]bool, len(steps))
-	out := make([]*store.Step, 0, len(steps))
-	for len(out) < len(steps) {
-		progressed := false
-		for _, st := range steps {
-			if done[st.Name] {
-				continue
-			}
-			ready := true
-			for _, n := range st.Needs {
-				if byName[n] && !done[n] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				done[st.Name] = true
-				out = append(out, st)
-				progressed = true
-			}
-		}
-		if !progressed {
-			for _, st := range steps {
-				if !done[st.Name] {
-					done[st.Name] = true
-					out = append(out, st)
-				}
-			}
-		}
-	}
-	return out
-}
-
 // layout places ordered (in dependency order) in columns by depth.
 func layout(ordered []*store.Step) graph {
 	depth := map[string]int{}

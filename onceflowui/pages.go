@@ -314,7 +314,7 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	}
 	steps, attempts, entries, m := rec.steps, rec.attempts, rec.entries, rec.m
 	d := &runData{Run: run, Input: pretty(m.JSON(run.Input))}
-	ordered := topoOrder(steps)
+	ordered := store.DependencyOrder(steps)
 	d.Graph = layout(ordered)
 	for _, st := range ordered {
 		row := stepRow{Step: st, LastError: m.Text(st.LastError)}
