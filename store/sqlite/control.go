@@ -19,10 +19,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 	var res *store.RunCancelResult
 	err := s.write(ctx, "run cancel", func(w *writeTx) error {
 		tx := w.tx
-		run, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, p.RunID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("run %d: %w", p.RunID, store.ErrNotFound)
-		}
+		run, err := runByID(ctx, tx, p.RunID)
 		if err != nil {
 			return err
 		}
@@ -60,7 +57,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 		if err := w.flush(); err != nil {
 			return err
 		}
-		res.Run, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, run.ID))
+		res.Run, err = runByID(ctx, tx, run.ID)
 		return err
 	})
 	if err != nil {

@@ -121,7 +121,7 @@ func reviewTarget(ctx context.Context, tx *sql.Tx, a store.ReviewAction) (*store
 	if err != nil {
 		return nil, nil, err
 	}
-	run, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, st.RunID))
+	run, err := runByID(ctx, tx, st.RunID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -333,10 +333,7 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 	var res *store.RunReplayResult
 	err := s.write(ctx, "run replay", func(w *writeTx) error {
 		tx := w.tx
-		run, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, p.RunID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("run %d: %w", p.RunID, store.ErrNotFound)
-		}
+		run, err := runByID(ctx, tx, p.RunID)
 		if err != nil {
 			return err
 		}
@@ -415,7 +412,7 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 		if err := w.flush(); err != nil {
 			return err
 		}
-		if res.Run, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, run.ID)); err != nil {
+		if res.Run, err = runByID(ctx, tx, run.ID); err != nil {
 			return err
 		}
 		for _, st := range reset {

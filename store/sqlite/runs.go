@@ -141,14 +141,24 @@ func (s *Store) RunGetByKey(ctx context.Context, workflow, runKey string) (*stor
 
 // RunGetByID implements store.Store.
 func (s *Store) RunGetByID(ctx context.Context, id int64) (*store.Run, error) {
-	run, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlite: run %d: %w", id, store.ErrNotFound)
+	run, err := runByID(ctx, s.r, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: run get: %w", err)
 	}
 	return run, nil
+}
+
+// runByID reads run id with q (the read pool or a transaction); a missing run is
+// store.ErrNotFound.
+func runByID(ctx context.Context, q queryRower, id int64) (*store.Run, error) {
+	run, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
+	}
+	return run, err
 }
 
 // RunList implements store.Store.
