@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store"
 )
 
 // controlFlags are what cancel, pause and resume take.
@@ -171,11 +172,9 @@ func newPausedCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				out := []map[string]any{}
-				for _, wp := range list {
-					out = append(out, map[string]any{"workflow": wp.Workflow, "since": wp.Since, "actor": wp.Actor, "note": wp.Note})
-				}
-				return writeJSON(g.stdout, out)
+				return writeJSONList(g.stdout, list, func(wp store.WorkflowPause) map[string]any {
+					return map[string]any{"workflow": wp.Workflow, "since": wp.Since, "actor": wp.Actor, "note": wp.Note}
+				})
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(g.stdout, "no workflow is paused")

@@ -93,11 +93,7 @@ func schedulesList(ctx context.Context, g *globals, f schedulesFlags) error {
 		return err
 	}
 	if f.json {
-		out := []views.Schedule{}
-		for _, in := range infos {
-			out = append(out, views.NewSchedule(in))
-		}
-		return writeJSON(g.stdout, out)
+		return writeJSONList(g.stdout, infos, views.NewSchedule)
 	}
 	if len(infos) == 0 {
 		fmt.Fprintln(g.stdout, "no schedules in these workflow files")
