@@ -89,9 +89,5 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	if opts.Env == nil {
 		opts.Env = os.LookupEnv
 	}
-	return newServer(config{
-		Client: client, Store: client.Store(), Definitions: opts.Workflows, Tokens: opts.Tokens, Env: opts.Env,
-		MaxBody: opts.MaxBody, MaxDepth: opts.MaxDepth, Logger: opts.Logger, Now: opts.Now, Redact: redact.ClientPolicy(client),
-		MetricsHandler: opts.MetricsHandler, Metrics: opts.Metrics, Ready: opts.Ready, Reload: opts.Reload,
-	}), nil
+	return newServer(config{Options: opts, Client: client, Store: client.Store(), Redact: redact.ClientPolicy(client)}), nil
 }

@@ -77,39 +77,15 @@ func redactToken(item string) string {
 	return "…"
 }
 
-// config is what a Server serves, with NewHandler's defaults applied.
+// config is what a Server serves: the options NewHandler was given, with its defaults
+// applied, and what it takes from the client.
 type config struct {
+	Options
 	Client *onceflow.Client
 	Store  store.Store
-	// Definitions are the workflow files served: their run_key templates and webhooks.
-	Definitions []*flowfile.Definition
-	Tokens      []Token
-	// Env looks up webhook secrets (default: none).
-	Env func(name string) (string, bool)
-	// MaxBody caps request bodies, applied before parsing or verifying (default 1 MiB).
-	MaxBody int64
-	// MaxDepth caps how deeply a request body's JSON may nest (default DefaultMaxDepth);
-	// a deeper body is a 400 that names the limit.
-	MaxDepth int
-	Logger   *slog.Logger
-	// Now is the clock used for webhook timestamps (default time.Now).
-	Now func() time.Time
 	// Redact masks secrets in log lines and problem documents, and secrets and personal
 	// data in the runs the API shows (default: the secret-looking fields only).
 	Redact *redact.Policy
-	// MetricsHandler, when set, is served at GET /metrics without a token: what it serves
-	// carries no keys, entities, ids or personal data.
-	MetricsHandler http.Handler
-	// Metrics, when set, counts webhook deliveries.
-	Metrics Metrics
-	// Ready, when set, is asked by /readyz after the database: an error (such as a queue
-	// consumer that cannot reach its broker) makes the answer 503 with the error's text,
-	// which must carry no secret, as the problem's detail.
-	Ready func(ctx context.Context) error
-	// Reload, when set, serves POST /v1/admin/reload (scope admin): it reloads the
-	// workflow definitions and returns what changed, or the problems that kept the old
-	// definitions in place (see Reloader).
-	Reload Reloader
 }
 
 // Metrics receives what the server measures. Its labels are workflow names and outcomes
@@ -169,7 +145,7 @@ func newServer(cfg config) *Server {
 		s.digests = append(s.digests, sha256.Sum256([]byte(t.Secret)))
 		s.actors = append(s.actors, "token:"+t.Name)
 	}
-	s.SetDefinitions(cfg.Definitions)
+	s.SetDefinitions(cfg.Workflows)
 	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
 	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
 	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
