@@ -2,7 +2,6 @@ package onceflow
 
 import (
 	"context"
-	"time"
 
 	"github.com/onceflow/onceflow/store"
 )
@@ -10,39 +9,14 @@ import (
 // reaperLeader is the name of the leadership that decides which of many workers reaps.
 const reaperLeader = "reaper"
 
-// reapLoop runs the lease reaper every ReapInterval until ctx ends, on one worker at a
-// time: before each reap it acquires or renews the reaper leadership, for three intervals,
-// and only the leader reaps. A leader that stops is replaced once its leadership expires.
+// reapLoop runs the lease reaper every ReapInterval until ctx ends, on the worker that
+// leads the reaper.
 func (c *Client) reapLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.ReapInterval)
-	defer t.Stop()
-	for {
-		c.reapIfLeader(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	c.leaderLoop(ctx, reaperLeader, c.cfg.ReapInterval, nil, func(ctx context.Context) {
+		if _, err := c.Reap(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("lease reaper failed", "error", err)
 		}
-	}
-}
-
-func (c *Client) reapIfLeader(ctx context.Context) {
-	leader, err := c.store.LeaderAttempt(ctx, store.LeaderAttemptParams{
-		Name: reaperLeader, Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), TTL: 3 * c.cfg.ReapInterval,
 	})
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			c.log.Warn("lease reaper: leader election failed", "error", err)
-		}
-		return
-	case !leader:
-		c.log.Debug("lease reaper: another worker is the leader; not reaping")
-		return
-	}
-	if _, err := c.Reap(ctx); err != nil && ctx.Err() == nil {
-		c.log.Warn("lease reaper failed", "error", err)
-	}
 }
 
 // Reap finds steps whose worker stopped renewing its lease (it crashed, or lost the

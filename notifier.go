@@ -33,37 +33,17 @@ type NotifyResult struct {
 	Closed  int
 }
 
-// notifyLoop runs the notifier every Notify.Interval until ctx ends, on one worker at a
-// time, like the lease reaper: only the holder of the notifier leadership notifies.
+// notifyLoop runs the notifier every Notify.Interval until ctx ends, on the worker that
+// leads the notifier, like the lease reaper.
 func (c *Client) notifyLoop(ctx context.Context) {
 	if len(c.cfg.Notify.Policies) == 0 {
 		return
 	}
-	t := time.NewTicker(c.cfg.Notify.Interval)
-	defer t.Stop()
-	for {
-		c.notifyIfLeader(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	c.leaderLoop(ctx, notifierLeader, c.cfg.Notify.Interval, nil, c.notifyOnce)
 }
 
-func (c *Client) notifyIfLeader(ctx context.Context) {
-	leader, err := c.store.LeaderAttempt(ctx, store.LeaderAttemptParams{
-		Name: notifierLeader, Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), TTL: 3 * c.cfg.Notify.Interval,
-	})
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			c.log.Warn("notifier: leader election failed", "error", err)
-		}
-		return
-	case !leader:
-		return
-	}
+// notifyOnce runs one pass of the notifier and logs what it did.
+func (c *Client) notifyOnce(ctx context.Context) {
 	res, err := c.Notify(ctx)
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("notifier failed; it tries again", "error", err, "interval", c.cfg.Notify.Interval)

@@ -24,36 +24,12 @@ const maxSkipEvents = 100
 // schedules does not compete for the leadership; it looks again each interval, as a
 // reload may give it some.
 func (c *Client) scheduleLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.ScheduleInterval)
-	defer t.Stop()
-	for {
-		if len(c.scheduleDefs()) > 0 {
-			c.fireIfLeader(ctx)
+	active := func() bool { return len(c.scheduleDefs()) > 0 }
+	c.leaderLoop(ctx, schedulerLeader, c.cfg.ScheduleInterval, active, func(ctx context.Context) {
+		if err := c.FireSchedules(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("scheduler: firing ticks failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (c *Client) fireIfLeader(ctx context.Context) {
-	leader, err := c.store.LeaderAttempt(ctx, store.LeaderAttemptParams{
-		Name: schedulerLeader, Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), TTL: 3 * c.cfg.ScheduleInterval,
 	})
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			c.log.Warn("scheduler: leader election failed", "error", err)
-		}
-		return
-	case !leader:
-		return
-	}
-	if err := c.FireSchedules(ctx); err != nil && ctx.Err() == nil {
-		c.log.Warn("scheduler: firing ticks failed", "error", err)
-	}
 }
 
 // FireSchedules fires, for every registered schedule, the ticks that came due since it last
