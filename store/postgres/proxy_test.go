@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ type faultProxy struct {
 type proxyConn struct {
 	client, server *net.TCPConn
 	swallow        atomic.Bool // the next answer from the database is lost
+	fe             frontendScanner
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -96,12 +98,13 @@ func (p *faultProxy) pipe(pc *proxyConn, dst, src *net.TCPConn, toServer bool) {
 			if d := time.Duration(p.delay.Load()); d > 0 {
 				time.Sleep(d) // the injected latency itself
 			}
+			commit := toServer && pc.fe.commits(buf[:n])
 			switch {
-			case toServer && isCommit(buf[:n]) && take(&p.dropCommits):
+			case commit && take(&p.dropCommits):
 				p.lost.Add(1)
 				reset(pc)
 				return
-			case toServer && isCommit(buf[:n]) && take(&p.loseAnswers):
+			case commit && take(&p.loseAnswers):
 				pc.swallow.Store(true)
 			case !toServer && pc.swallow.Load():
 				p.lost.Add(1)
@@ -121,9 +124,56 @@ func (p *faultProxy) pipe(pc *proxyConn, dst, src *net.TCPConn, toServer bool) {
 	}
 }
 
-// isCommit reports whether a chunk from the client holds a simple-protocol COMMIT.
-func isCommit(b []byte) bool {
-	return len(b) > 5 && b[0] == 'Q' && bytes.Contains(bytes.ToLower(b), []byte("commit\x00"))
+// frontendScanner follows the messages a client sends PostgreSQL to tell which chunks
+// execute a COMMIT: a simple query, or the extended protocol's Bind of a statement whose
+// text is COMMIT (a COMMIT sent in a pipelined batch, prepared once per connection).
+type frontendScanner struct {
+	buf     []byte
+	started bool            // the startup message, which has no type byte, was read
+	commit  map[string]bool // prepared statement name -> whether its text is COMMIT
+}
+
+// commits adds a chunk and reports whether the messages it completes execute a COMMIT.
+func (f *frontendScanner) commits(chunk []byte) bool {
+	f.buf = append(f.buf, chunk...)
+	if f.commit == nil {
+		f.commit = map[string]bool{}
+	}
+	found := false
+	for {
+		head := 5
+		if !f.started {
+			head = 4
+		}
+		if len(f.buf) < head {
+			return found
+		}
+		size := int(binary.BigEndian.Uint32(f.buf[head-4:head])) + head - 4
+		if len(f.buf) < size {
+			return found
+		}
+		msg := f.buf[:size]
+		f.buf = f.buf[size:]
+		if !f.started {
+			// An SSL or GSS encryption request is followed by another startup message.
+			f.started = size != 8
+			continue
+		}
+		fields := bytes.Split(msg[5:], []byte{0})
+		switch msg[0] {
+		case 'Q':
+			found = found || isCommitText(fields[0])
+		case 'P':
+			f.commit[string(fields[0])] = len(fields) > 1 && isCommitText(fields[1])
+		case 'B':
+			found = found || len(fields) > 1 && f.commit[string(fields[1])]
+		}
+	}
+}
+
+// isCommitText reports whether a statement's text is COMMIT.
+func isCommitText(q []byte) bool {
+	return bytes.EqualFold(bytes.TrimRight(bytes.TrimSpace(q), ";"), []byte("commit"))
 }
 
 // take decrements n if it is positive and reports whether it did.
