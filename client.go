@@ -123,6 +123,8 @@ type Client struct {
 	writes *groupcommit.Committer[writeItem, writeResult]
 	// startsInWrites is set when starts go through writes too (store.BatchWriter.OneWriter).
 	startsInWrites bool
+	// recent are the run keys Start answers from an index lookup.
+	recent *recentKeys
 
 	serving  sync.Mutex // held while Serve runs
 	inflight inflight
@@ -198,6 +200,7 @@ func New(cfg Config) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
 		paused:    map[string]bool{},
+		recent:    newRecentKeys(),
 	}
 	gc := func(kind string) groupcommit.Config {
 		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second,
@@ -299,10 +302,12 @@ func runFrom(r *store.Run, dup bool) *Run {
 // *RunConflictError. input is a JSON object: a map, a struct, a json.RawMessage or []byte.
 // The run is durably stored when Start returns.
 //
-// A key that is already known is answered from an index lookup, without waiting for any
-// writer; the run.deduplicated audit event of that decision is appended by the next group
-// commit. New runs started concurrently are written together, one transaction for all that
-// arrive while the previous one commits (see Config.MaxBatch).
+// A key this client started or found started recently (the last 65,536 keys) is answered
+// from an index lookup, without waiting for any writer; the run.deduplicated audit event of
+// that decision is appended by the next group commit. Other keys, new ones above all, are
+// written together with the starts that arrive concurrently, one transaction for all that
+// arrive while the previous one commits (see Config.MaxBatch); a key another process
+// started is found there by the unique constraint.
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
 	return c.startAs(ctx, workflow, runKey, input, "api")
 }
@@ -314,13 +319,15 @@ func (c *Client) startAs(ctx context.Context, workflow, runKey string, input any
 		return nil, err
 	}
 	p.Actor = actor
-	known, err := c.store.RunGetByKey(ctx, workflow, runKey)
-	switch {
-	case err == nil:
-		c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
-		return c.started(p, known, false)
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+	if c.recent.has(workflow, runKey) {
+		known, err := c.store.RunGetByKey(ctx, workflow, runKey)
+		switch {
+		case err == nil:
+			c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
+			return c.started(p, known, false)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+		}
 	}
 	res, err := c.insertRun(ctx, p)
 	if err == nil {
@@ -329,6 +336,7 @@ func (c *Client) startAs(ctx context.Context, workflow, runKey string, input any
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 	}
+	c.recent.add(workflow, runKey)
 	r, err := c.started(p, res.Run, res.Created)
 	if err == nil && res.Created {
 		c.poke()

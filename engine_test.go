@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -591,5 +592,47 @@ func TestSkipStepFromFunction(t *testing.T) {
 	}
 	if r := b.run(t, run.ID); r.State != store.StateCompleted {
 		t.Fatalf("run %s", r.State)
+	}
+}
+
+// A key started by another client (another process, or before a restart) is not among the
+// keys this client remembers: its Start goes through the group commit, where the unique
+// constraint finds the run, and answers exactly as the index lookup does.
+func TestStartFindsKeysOfAnotherClient(t *testing.T) {
+	b := setup(t)
+	b.register(t, onceflow.Workflow{Name: "lead", Steps: []onceflow.Step{{ID: "a", Do: noop}}})
+	first := b.start(t, "lead", "form-1", map[string]any{"id": 1})
+	other, err := onceflow.New(onceflow.Config{Store: b.store, WorkerID: "other", Clock: b.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Register(onceflow.Workflow{Name: "lead", Steps: []onceflow.Step{{ID: "a", Do: noop}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // through the group commit, then through the lookup
+		r, err := other.Start(b.ctx, "lead", "form-1", map[string]any{"id": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Duplicate || r.ID != first.ID {
+			t.Fatalf("start %d by another client: run %d duplicate=%v, want run %d duplicate", i+1, r.ID, r.Duplicate, first.ID)
+		}
+	}
+	var conflict *onceflow.RunConflictError
+	if _, err := other.Start(b.ctx, "lead", "form-1", map[string]any{"id": 2}); !errors.As(err, &conflict) || conflict.RunID != first.ID {
+		t.Fatalf("other input: %v, want a RunConflictError naming run %d", err, first.ID)
+	}
+	if err := other.Flush(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := b.store.RunList(b.ctx, store.RunListParams{Workflow: "lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(runs))
+	}
+	if got := eventTypes(b.events(t, store.EventListParams{RunID: first.ID}), ""); slices.Index(got, store.EventRunDeduplicated) < 0 {
+		t.Fatalf("events %v: no %s", got, store.EventRunDeduplicated)
 	}
 }
