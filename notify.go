@@ -164,17 +164,22 @@ func (c *Client) initNotify() error {
 		return errors.Join(problems...)
 	}
 	for _, ch := range n.Channels {
-		err := c.Register(Workflow{
-			Name:          ch.Name,
-			Entity:        "incident:{input.incident}",
-			RequiredInput: []string{"kind", "incident"},
-			Steps:         []Step{{ID: notifySendStep, Do: ch.Send, Retry: ch.Retry, OnUnknown: ch.OnUnknown, Timeout: ch.Timeout}},
-		})
-		if err != nil {
+		if err := c.Register(ch.workflow()); err != nil {
 			return fmt.Errorf("onceflow: Config.Notify: channel %q: %w", ch.Name, err)
 		}
 	}
 	return nil
+}
+
+// workflow is the channel's workflow, which the client registers itself and keeps when
+// its definitions are replaced.
+func (ch *NotifyChannel) workflow() Workflow {
+	return Workflow{
+		Name:          ch.Name,
+		Entity:        "incident:{input.incident}",
+		RequiredInput: []string{"kind", "incident"},
+		Steps:         []Step{{ID: notifySendStep, Do: ch.Send, Retry: ch.Retry, OnUnknown: ch.OnUnknown, Timeout: ch.Timeout}},
+	}
 }
 
 // window is the policy's window with its default.

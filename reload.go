@@ -44,7 +44,8 @@ func (c *Client) ReplaceWorkflows(ws []Workflow) (WorkflowChanges, error) {
 // workflows; if any workflow or schedule has a problem, nothing changes. A schedule that
 // keeps its name keeps its place in time (the ticks it fired are in the database); a new
 // one starts from now; a removed one fires no more ticks. The fan-out workflow of a
-// schedule with ForEach is registered with it, so that the fan-outs in flight go on.
+// schedule with ForEach is registered with it, so that the fan-outs in flight go on, and
+// the workflows of Config.Notify's channels stay.
 func (c *Client) ReplaceDefinitions(ws []Workflow, ss []Schedule) (WorkflowChanges, error) {
 	var problems []error
 	defs := make(map[string]*workflowDef, len(ws)+len(ss))
@@ -62,6 +63,20 @@ func (c *Client) ReplaceDefinitions(ws []Workflow, ss []Schedule) (WorkflowChang
 			if err := redact.CheckField(f); err != nil {
 				problems = append(problems, &DefinitionError{Workflow: w.Name, Field: "redact", Problem: err.Error()})
 			}
+		}
+		defs[w.Name] = def
+	}
+	// The notification channels' workflows are the client's own (Config.Notify): they stay.
+	for i := range c.cfg.Notify.Channels {
+		w := c.cfg.Notify.Channels[i].workflow()
+		if _, dup := defs[w.Name]; dup {
+			problems = append(problems, &DefinitionError{Workflow: w.Name, Field: "name", Problem: "is the name of a notification channel (Config.Notify)"})
+			continue
+		}
+		def, err := compile(w)
+		if err != nil {
+			problems = append(problems, err)
+			continue
 		}
 		defs[w.Name] = def
 	}

@@ -93,3 +93,35 @@ func TestReplaceWorkflows(t *testing.T) {
 		t.Errorf("removed workflow's step: %s", st)
 	}
 }
+
+// The workflows of the notification channels are the client's own: replacing the
+// definitions keeps them, and a definition may not take a channel's name.
+func TestReplaceKeepsNotifyChannels(t *testing.T) {
+	send := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	b := setup(t, func(c *onceflow.Config) {
+		c.Notify = onceflow.NotifyConfig{Channels: []onceflow.NotifyChannel{{Name: "onceflow.notify-slack.ops", Send: send}},
+			Policies: []onceflow.NotifyPolicy{{Name: "all", Channels: []string{"onceflow.notify-slack.ops"}}}}
+	})
+	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "s", Do: noop}}})
+	ch, err := b.client.ReplaceWorkflows([]onceflow.Workflow{{Name: "v", Steps: []onceflow.Step{{ID: "s", Do: noop}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.client.Workflows(); !slices.Equal(got, []string{"onceflow.notify-slack.ops", "v"}) {
+		t.Fatalf("workflows after a replace: %v", got)
+	}
+	if !slices.Equal(ch.Removed, []string{"w"}) || !slices.Equal(ch.Added, []string{"v"}) {
+		t.Errorf("changes = %+v", ch)
+	}
+	// An alert can still be started and sent.
+	r := b.start(t, "onceflow.notify-slack.ops", "incident:1:alert", map[string]any{"kind": "alert", "incident": 1})
+	b.work(t)
+	if got := b.run(t, r.ID).State; got != store.StateCompleted {
+		t.Fatalf("alert run %s", got)
+	}
+	_, err = b.client.ReplaceWorkflows([]onceflow.Workflow{{Name: "onceflow.notify-slack.ops", Steps: []onceflow.Step{{ID: "s", Do: noop}}}})
+	var de *onceflow.DefinitionError
+	if !errors.As(err, &de) || de.Workflow != "onceflow.notify-slack.ops" {
+		t.Fatalf("a workflow named as a channel: %v", err)
+	}
+}
