@@ -66,7 +66,11 @@ func child() int {
 	if err != nil {
 		return fail(err)
 	}
-	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow("orders")} {
+	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500}
+	if os.Getenv("ONCEFLOW_TEST_BROKER") == "nats" {
+		cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
+	}
+	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", cfg.RunKey)} {
 		if err := c.Register(w); err != nil {
 			return fail(err)
 		}
@@ -80,11 +84,9 @@ func child() int {
 			}
 		}
 	}
-	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500}
 	var run func(context.Context) error
 	switch os.Getenv("ONCEFLOW_TEST_BROKER") {
 	case "nats":
-		cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
 		run = queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: os.Getenv("ONCEFLOW_TEST_URL"), Stream: os.Getenv("ONCEFLOW_TEST_QUEUE"),
 			Consumer: "onceflow-orders", AckWait: 5 * time.Second, Batch: 20}).Run
 	case "amqp":

@@ -2,6 +2,7 @@ package queuetrigger_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,12 +60,12 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow("orders")} {
+			key, _ := keytmpl.Parse("{headers.Event-Id}")
+			for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", key)} {
 				if err := c.Register(w); err != nil {
 					t.Fatal(err)
 				}
 			}
-			key, _ := keytmpl.Parse("{headers.Event-Id}")
 			trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key},
 				queuetrigger.NATSConfig{Stream: "ORDERS"})
 			cases := []struct {
@@ -138,5 +139,113 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rejected message is corrected and replayed from the review queue: the replay starts
+// the run the message should have started, once, and a correction that is still wrong
+// keeps the item in review with the new reason.
+func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := keytmpl.Parse("{headers.Event-Id}")
+	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", key)} {
+		if err := c.Register(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key},
+		queuetrigger.NATSConfig{Stream: "ORDERS"})
+	work := func() {
+		t.Helper()
+		for {
+			n, err := c.Work(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				return
+			}
+		}
+	}
+	item := func(runKey string) *onceflow.ReviewItem {
+		t.Helper()
+		items, err := c.ReviewList(ctx, onceflow.ReviewFilter{Workflow: "orders.rejected"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			if it.RunKey == runKey {
+				return it
+			}
+		}
+		return nil
+	}
+	msgs := map[string]queuetrigger.Message{
+		"not-json": {Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte("order=1"), Identity: "seq:1"},
+		"invalid":  {Headers: map[string]string{"Event-Id": "e2"}, Payload: []byte(`{"total": 2}`), Identity: "seq:2"},
+		"no-key":   {Headers: map[string]string{}, Payload: []byte(`{"order_id": 3}`), Identity: "seq:3"},
+	}
+	for name, m := range msgs {
+		if out, err := trig.Handle(ctx, m); err != nil || out != queuetrigger.Rejected {
+			t.Fatalf("%s: %s %v", name, out, err)
+		}
+	}
+	work()
+	replay := func(runKey, patch, wantReason string) {
+		t.Helper()
+		it := item(runKey)
+		if it == nil {
+			t.Fatalf("no review item %s", runKey)
+		}
+		if _, err := c.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: it.RunID, Step: "input", MergePatch: json.RawMessage(patch), Actor: "ops"}); err != nil {
+			t.Fatalf("replay %s: %v", runKey, err)
+		}
+		work()
+		got := item(runKey)
+		switch {
+		case wantReason == "" && got != nil:
+			t.Fatalf("%s still in review after the replay: %s %s", runKey, got.Reason, got.LastError)
+		case wantReason != "" && (got == nil || got.Reason != wantReason):
+			t.Fatalf("%s after the replay: %+v, want reason %s", runKey, got, wantReason)
+		}
+	}
+	src := "nats:ORDERS/onceflow-orders|"
+	// Still not an object: stays, with its reason; then the object: the run starts.
+	replay(src+"seq:1", `{"payload": "order_id=1"}`, queuetrigger.ReasonInputNotJSON)
+	replay(src+"seq:1", `{"payload": {"order_id": 1}}`, "")
+	// Still lacking a required field: stays; then corrected as text.
+	replay(src+"seq:2", `{"payload": "{\"total\": 2, \"id\": 2}"}`, queuetrigger.ReasonInputInvalid)
+	replay(src+"seq:2", `{"payload": "{\"total\": 2, \"order_id\": 2}"}`, "")
+	// No key: the correction names one.
+	replay(src+"seq:3", `{"run_key": "e3"}`, "")
+
+	for key, want := range map[string]string{"e1": `{"order_id":1}`, "e2": `{"order_id":2,"total":2}`, "e3": `{"order_id":3}`} {
+		run, err := st.RunGetByKey(ctx, "orders", key)
+		if err != nil {
+			t.Fatalf("run %s: %v", key, err)
+		}
+		if string(run.Input) != want || run.State != store.StateCompleted {
+			t.Fatalf("run %s: %s %s, want %s completed", key, run.Input, run.State, want)
+		}
+	}
+	// The message delivered again after its correction finds its run: no second one.
+	if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte(`{"order_id": 1}`), Identity: "seq:9"}); err != nil || out != queuetrigger.Duplicate {
+		t.Fatalf("redelivery: %s %v", out, err)
+	}
+	runs, err := st.RunList(ctx, store.RunListParams{Workflow: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 {
+		t.Fatalf("%d runs of orders, want 3", len(runs))
 	}
 }

@@ -243,19 +243,83 @@ func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (st
 	return Rejected, nil
 }
 
-// RejectWorkflow is the companion workflow that keeps the rejected messages of workflow:
-// its one step, "input", parks in needs_review with the rejection's reason. Register it
-// wherever workflow's steps are executed.
-func RejectWorkflow(workflow string) onceflow.Workflow {
+// RejectWorkflow is the companion workflow that keeps the rejected messages of workflow,
+// registered on c wherever workflow's steps are executed; runKey is the queue's run_key
+// template (nil: the message id). Its one step, "input", starts the run the message would
+// have started — the payload as the workflow's input, under the key the template derives
+// from it, its headers and its message id, or under the input's "run_key" when set — and
+// completes with that run's ID; while that cannot be done, it parks in needs_review with
+// the reason. A person corrects the item with a replay whose merge patch sets "payload"
+// (a JSON object, or the raw text) or "run_key"; the replay then starts the run once, or
+// the item stays in review with the new reason. The workflow's run key decides duplicates
+// as for any start: a key already started with the same payload is that run.
+func RejectWorkflow(c *onceflow.Client, workflow string, runKey *keytmpl.Template) onceflow.Workflow {
 	return onceflow.Workflow{Name: workflow + RejectSuffix, Steps: []onceflow.Step{{
 		ID: "input", EffectKey: "{workflow}:{run.key}", OnFailure: onceflow.Review,
-		Do: func(_ context.Context, sc *onceflow.StepContext) (any, error) {
-			var in struct{ Reason, Error string }
-			_ = json.Unmarshal(sc.Input, &in)
-			return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: in.Reason,
-				Err: fmt.Errorf("rejected message: %s; correct it at its source and publish it again, then abandon this item", in.Error)}
+		Do: func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
+			return startRejected(ctx, c, workflow, runKey, sc.Input)
 		},
 	}}}
+}
+
+// rejectedInput is the input of a rejected message's run, as reject writes it and a
+// person corrects it.
+type rejectedInput struct {
+	MessageID string            `json:"message_id"`
+	Headers   map[string]string `json:"headers"`
+	Payload   json.RawMessage   `json:"payload"`
+	RunKey    string            `json:"run_key"`
+}
+
+// startRejected starts the run of a rejected message from its (corrected) input, as
+// handle would have.
+func startRejected(ctx context.Context, c *onceflow.Client, workflow string, runKey *keytmpl.Template, raw json.RawMessage) (any, error) {
+	park := func(reason string, err error) (any, error) {
+		return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: reason,
+			Err: fmt.Errorf("rejected message: %w; correct it with a replay whose merge patch sets \"payload\" (a JSON object) or \"run_key\", or abandon this item", err)}
+	}
+	var in rejectedInput
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return park(ReasonInputNotJSON, fmt.Errorf("the item's input: %w", err))
+	}
+	payload := in.Payload
+	var text string
+	if json.Unmarshal(payload, &text) == nil {
+		payload = json.RawMessage(text) // the raw message, kept as text
+	}
+	tree, err := keytmpl.Decode(payload)
+	if _, isObject := tree.(map[string]any); err != nil || !isObject {
+		return park(ReasonInputNotJSON, errors.New("the message is not a JSON object"))
+	}
+	key := in.RunKey
+	switch {
+	case key != "":
+	case runKey != nil:
+		headers := map[string]any{}
+		for k, v := range in.Headers {
+			headers[k] = v
+		}
+		data := map[string]any{"input": tree, "headers": headers, "message": map[string]any{"id": in.MessageID}}
+		if key, err = runKey.Render(data); err != nil {
+			return park(ReasonRunKeyMissing, fmt.Errorf("run_key: %w", err))
+		}
+	case in.MessageID != "":
+		key = in.MessageID
+	default:
+		return park(ReasonRunKeyMissing, errors.New("the message has no message id and the queue has no run_key template"))
+	}
+	run, err := c.Start(ctx, workflow, key, payload)
+	switch {
+	case errors.Is(err, onceflow.ErrInvalidInput):
+		return park(ReasonInputInvalid, err)
+	case errors.Is(err, onceflow.ErrInvalidKey):
+		return park(ReasonRunKeyMissing, err)
+	case errors.Is(err, onceflow.ErrRunConflict):
+		return park(ReasonRunKeyConflict, err)
+	case err != nil:
+		return nil, err // the store: retried as any step's error
+	}
+	return map[string]any{"workflow": workflow, "run_key": key, "run_id": run.ID, "duplicate": run.Duplicate}, nil
 }
 
 // Paused reports whether the trigger pulls nothing because the backlog of due steps is

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/natsstep"
@@ -22,14 +24,44 @@ type queueTrigger interface {
 // registerRejects registers, for every workflow fed by a queue, the companion workflow
 // that keeps its rejected messages for review: every process that executes steps needs it.
 func (a *app) registerRejects() error {
-	for _, d := range a.defs {
-		if d.Queue != nil {
-			if err := a.client.Register(queuetrigger.RejectWorkflow(d.Name)); err != nil {
-				return err
-			}
+	ws, err := rejectWorkflows(a.client, a.defs)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := a.client.Register(w); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// rejectWorkflows are the companion workflows of the definitions fed by a queue.
+func rejectWorkflows(c *onceflow.Client, defs []*flowfile.Definition) ([]onceflow.Workflow, error) {
+	var out []onceflow.Workflow
+	for _, d := range defs {
+		if d.Queue == nil {
+			continue
+		}
+		key, err := queueRunKey(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, queuetrigger.RejectWorkflow(c, d.Name, key))
+	}
+	return out, nil
+}
+
+// queueRunKey is the run key template of d's queue; nil when the message id is the key.
+func queueRunKey(d *flowfile.Definition) (*keytmpl.Template, error) {
+	if d.Queue.RunKey == "" {
+		return nil, nil
+	}
+	t, err := keytmpl.Parse(d.Queue.RunKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: queue.run_key: %w", d.File(), err)
+	}
+	return t, nil
 }
 
 // newTriggers builds the queue consumers of the workflow files; connection URLs come from
@@ -46,14 +78,12 @@ func (a *app) newTriggers() ([]queueTrigger, error) {
 		if a.metrics != nil {
 			cfg.Metrics = a.metrics
 		}
-		if q.RunKey != "" {
-			t, err := keytmpl.Parse(q.RunKey)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: queue.run_key: %w", d.File(), err))
-				continue
-			}
-			cfg.RunKey = t
+		key, err := queueRunKey(d)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		cfg.RunKey = key
 		env := q.URLEnv
 		if env == "" {
 			env = amqpstep.EnvURL

@@ -147,15 +147,15 @@ func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string) (
 	if err != nil {
 		return nil, nil, deps, err
 	}
-	for _, w := range append(wfs, queuetrigger.RejectWorkflow(defs[0].Name)) {
-		if err := c.Register(w); err != nil {
-			return nil, nil, deps, err
-		}
-	}
 	q := defs[0].Queue
 	key, err := keytmpl.Parse(q.RunKey)
 	if err != nil {
 		return nil, nil, deps, err
+	}
+	for _, w := range append(wfs, queuetrigger.RejectWorkflow(c, defs[0].Name, key)) {
+		if err := c.Register(w); err != nil {
+			return nil, nil, deps, err
+		}
 	}
 	trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: defs[0].Name, RunKey: key, Client: c, Stats: st, MaxBacklog: q.MaxBacklog},
 		queuetrigger.NATSConfig{URL: natsURL, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer, Subject: q.NATS.Subject, AckWait: 5 * time.Second, Batch: 20})
