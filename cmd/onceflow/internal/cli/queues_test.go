@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -34,7 +35,7 @@ steps:
 
 // queueApp serves a workflow fed by queue q with ONCEFLOW_AMQP_URL=url, until the test
 // ends; it returns the API's base URL and the store.
-func queueApp(t *testing.T, url, q string) (string, store.Store) {
+func queueApp(t *testing.T, url, q string) (string, store.Store, *app) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(strings.Replace(queueYAML, "QUEUE", q, 1)), 0o600); err != nil {
@@ -72,7 +73,7 @@ func queueApp(t *testing.T, url, q string) (string, store.Store) {
 		}
 		st.Close()
 	})
-	return "http://" + ln.Addr().String(), st
+	return "http://" + ln.Addr().String(), st, a
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -88,7 +89,7 @@ func get(t *testing.T, url string) (int, string) {
 
 // A broker that cannot be reached at start is a clear /readyz answer and is retried.
 func TestServeQueueBrokerUnreachable(t *testing.T) {
-	base, _ := queueApp(t, "amqp://guest:guest@127.0.0.1:1/", "orders")
+	base, _, _ := queueApp(t, "amqp://guest:guest@127.0.0.1:1/", "orders")
 	var body string
 	waitFor(t, "/readyz says the broker cannot be reached", func() bool {
 		var code int
@@ -139,7 +140,7 @@ func TestServeQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.QueueDelete(q, false, false, false) //nolint:errcheck
-	base, st := queueApp(t, url, q)
+	base, st, a := queueApp(t, url, q)
 	for _, m := range []amqp.Publishing{
 		{MessageId: "evt-1", Body: []byte(`{"order_id": 1}`)},
 		{MessageId: "evt-1", Body: []byte(`{"order_id": 1}`)},
@@ -169,5 +170,23 @@ func TestServeQueue(t *testing.T) {
 		return strings.Contains(m, `onceflow_queue_connected{broker="amqp",workflow="orders"} 1`) &&
 			strings.Contains(m, `onceflow_queue_messages_total{outcome="duplicate",workflow="orders"} 1`) &&
 			strings.Contains(m, `onceflow_queue_messages_total{outcome="rejected",workflow="orders"} 1`)
+	})
+
+	// After a reload, the rejected message is corrected and replayed: its run starts once,
+	// under the message id.
+	if _, err := a.reloadWorkflows(ctx); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	items, err := a.client.ReviewList(ctx, onceflow.ReviewFilter{Workflow: "orders.rejected"})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("review items %v %v", items, err)
+	}
+	if _, err := a.client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: items[0].RunID, Step: items[0].Step,
+		MergePatch: json.RawMessage(`{"payload": {"order_id": 2}}`), Actor: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the corrected message's run", func() bool {
+		run, err := st.RunGetByKey(ctx, "orders", "evt-2")
+		return err == nil && string(run.Input) == `{"order_id":2}`
 	})
 }

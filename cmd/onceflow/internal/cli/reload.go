@@ -103,7 +103,11 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
-	ch, err := a.client.ReplaceDefinitions(wfs, ss)
+	rejects, err := rejectWorkflows(a.client, defs)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
+	ch, err := a.client.ReplaceDefinitions(append(wfs, rejects...), ss)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
