@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,15 +35,17 @@ steps:
 `
 
 // queueApp serves a workflow fed by queue q with ONCEFLOW_AMQP_URL=url, until the test
-// ends; it returns the API's base URL and the store.
-func queueApp(t *testing.T, url, q string) (string, store.Store, *app) {
+// ends; it returns the API's base URL, the store and the app, its workflow directory and
+// its database file.
+func queueApp(t *testing.T, url, q string) (string, store.Store, *app, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(strings.Replace(queueYAML, "QUEUE", q, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
+	db := filepath.Join(t.TempDir(), "onceflow.db")
+	st := openSQLite(t, db)
 	m := metrics.New(metrics.Config{Store: st})
 	env := func(k string) (string, bool) {
 		if k == "ONCEFLOW_AMQP_URL" && url != "" {
@@ -73,7 +76,7 @@ func queueApp(t *testing.T, url, q string) (string, store.Store, *app) {
 		}
 		st.Close()
 	})
-	return "http://" + ln.Addr().String(), st, a
+	return "http://" + ln.Addr().String(), st, a, dir, db
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -89,7 +92,7 @@ func get(t *testing.T, url string) (int, string) {
 
 // A broker that cannot be reached at start is a clear /readyz answer and is retried.
 func TestServeQueueBrokerUnreachable(t *testing.T) {
-	base, _, _ := queueApp(t, "amqp://guest:guest@127.0.0.1:1/", "orders")
+	base, _, _, _, _ := queueApp(t, "amqp://guest:guest@127.0.0.1:1/", "orders")
 	var body string
 	waitFor(t, "/readyz says the broker cannot be reached", func() bool {
 		var code int
@@ -140,7 +143,7 @@ func TestServeQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.QueueDelete(q, false, false, false) //nolint:errcheck
-	base, st, a := queueApp(t, url, q)
+	base, st, a, dir, db := queueApp(t, url, q)
 	for _, m := range []amqp.Publishing{
 		{MessageId: "evt-1", Body: []byte(`{"order_id": 1}`)},
 		{MessageId: "evt-1", Body: []byte(`{"order_id": 1}`)},
@@ -181,8 +184,14 @@ func TestServeQueue(t *testing.T) {
 	if err != nil || len(items) != 1 {
 		t.Fatalf("review items %v %v", items, err)
 	}
+	// The command's preview, then the replay through the API's client.
+	id := strconv.FormatInt(items[0].RunID, 10)
+	patch := `{"payload": {"order_id": 2}}`
+	if r := runOK(t, "review", "replay", id, "input", "--db", db, "--workflows", dir, "--patch", patch, "--dry-run"); !strings.Contains(r.stdout, "input") {
+		t.Fatalf("preview: %s", r.stdout)
+	}
 	if _, err := a.client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: items[0].RunID, Step: items[0].Step,
-		MergePatch: json.RawMessage(`{"payload": {"order_id": 2}}`), Actor: "ops"}); err != nil {
+		MergePatch: json.RawMessage(patch), Actor: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the corrected message's run", func() bool {

@@ -141,7 +141,12 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 			st.Close()
 			return nil, err
 		}
-		for _, w := range wfs {
+		rejects, err := rejectWorkflows(c, defs)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		for _, w := range append(wfs, rejects...) {
 			if err := c.Register(w); err != nil {
 				st.Close()
 				return nil, err
