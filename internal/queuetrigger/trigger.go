@@ -17,10 +17,11 @@
 // A message that cannot start a run — not a JSON object, missing required fields, no key,
 // a key already used with another payload — is kept for a person, then acknowledged: it is
 // started as a run of the companion workflow NAME.rejected (RejectWorkflow), whose input
-// holds the raw message, its headers and the reason, and whose one step parks at once in
-// needs_review with the reason as its review reason. It is thus in the review queue with
-// everything needed to decide, is never redelivered in a loop and never dropped. Its run
-// key is the message's identity at the source, so a redelivery keeps one item.
+// holds the raw message, its headers and the reason, and whose one step tries what the
+// trigger tried and parks in needs_review with the reason as its review reason. It is thus
+// in the review queue with everything needed to decide, is never redelivered in a loop and
+// never dropped; a person corrects it and replays it, which starts the message's run. Its
+// run key is the message's identity at the source, so a redelivery keeps one item.
 //
 // # Back-pressure and connections
 //
