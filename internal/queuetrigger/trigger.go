@@ -179,34 +179,55 @@ func (t *Trigger) handle(ctx context.Context, m Message) (string, error) {
 	if _, isObject := tree.(map[string]any); err != nil || !isObject {
 		return t.reject(ctx, m, ReasonInputNotJSON, "the message is not a JSON object")
 	}
-	key := m.ID
-	if t.cfg.RunKey != nil {
-		headers := map[string]any{}
-		for k, v := range m.Headers {
-			headers[k] = v
-		}
-		data := map[string]any{"input": tree, "headers": headers, "message": map[string]any{"id": m.ID}}
-		if key, err = t.cfg.RunKey.Render(data); err != nil {
-			return t.reject(ctx, m, ReasonRunKeyMissing, "run_key: "+err.Error())
-		}
-	} else if key == "" {
-		return t.reject(ctx, m, ReasonRunKeyMissing, "the message has no message id (Nats-Msg-Id or AMQP message_id) and the queue has no run_key template")
+	key, err := messageKey(t.cfg.RunKey, tree, m.Headers, m.ID)
+	if err != nil {
+		return t.reject(ctx, m, ReasonRunKeyMissing, err.Error())
 	}
 	run, err := t.cfg.Client.Start(ctx, t.cfg.Workflow, key, json.RawMessage(m.Payload))
-	switch {
-	case err == nil:
-		if run.Duplicate {
-			return Duplicate, nil
-		}
-		return Started, nil
-	case errors.Is(err, onceflow.ErrInvalidInput):
-		return t.reject(ctx, m, ReasonInputInvalid, err.Error())
-	case errors.Is(err, onceflow.ErrInvalidKey):
-		return t.reject(ctx, m, ReasonRunKeyMissing, err.Error())
-	case errors.Is(err, onceflow.ErrRunConflict):
-		return t.reject(ctx, m, ReasonRunKeyConflict, err.Error())
+	if reason := startRefused(err); reason != "" {
+		return t.reject(ctx, m, reason, err.Error())
 	}
-	return "", err
+	switch {
+	case err != nil:
+		return "", err
+	case run.Duplicate:
+		return Duplicate, nil
+	}
+	return Started, nil
+}
+
+// messageKey derives a message's run key: the template over its payload, headers and
+// message id, or without a template the message id.
+func messageKey(tmpl *keytmpl.Template, payload any, headers map[string]string, id string) (string, error) {
+	if tmpl == nil {
+		if id == "" {
+			return "", errors.New("the message has no message id (Nats-Msg-Id or AMQP message_id) and the queue has no run_key template")
+		}
+		return id, nil
+	}
+	h := map[string]any{}
+	for k, v := range headers {
+		h[k] = v
+	}
+	key, err := tmpl.Render(map[string]any{"input": payload, "headers": h, "message": map[string]any{"id": id}})
+	if err != nil {
+		return "", fmt.Errorf("run_key: %w", err)
+	}
+	return key, nil
+}
+
+// startRefused is the review reason of a Start that refused a message's run, or "" when
+// err is nil or not a refusal (the store failed: nothing was decided).
+func startRefused(err error) string {
+	switch {
+	case errors.Is(err, onceflow.ErrInvalidInput):
+		return ReasonInputInvalid
+	case errors.Is(err, onceflow.ErrInvalidKey):
+		return ReasonRunKeyMissing
+	case errors.Is(err, onceflow.ErrRunConflict):
+		return ReasonRunKeyConflict
+	}
+	return ""
 }
 
 // RejectSuffix ends the name of the workflow that keeps a workflow's rejected messages.
@@ -293,31 +314,15 @@ func startRejected(ctx context.Context, c *onceflow.Client, workflow string, run
 		return park(ReasonInputNotJSON, errors.New("the message is not a JSON object"))
 	}
 	key := in.RunKey
-	switch {
-	case key != "":
-	case runKey != nil:
-		headers := map[string]any{}
-		for k, v := range in.Headers {
-			headers[k] = v
+	if key == "" {
+		if key, err = messageKey(runKey, tree, in.Headers, in.MessageID); err != nil {
+			return park(ReasonRunKeyMissing, err)
 		}
-		data := map[string]any{"input": tree, "headers": headers, "message": map[string]any{"id": in.MessageID}}
-		if key, err = runKey.Render(data); err != nil {
-			return park(ReasonRunKeyMissing, fmt.Errorf("run_key: %w", err))
-		}
-	case in.MessageID != "":
-		key = in.MessageID
-	default:
-		return park(ReasonRunKeyMissing, errors.New("the message has no message id and the queue has no run_key template"))
 	}
 	run, err := c.Start(ctx, workflow, key, payload)
-	switch {
-	case errors.Is(err, onceflow.ErrInvalidInput):
-		return park(ReasonInputInvalid, err)
-	case errors.Is(err, onceflow.ErrInvalidKey):
-		return park(ReasonRunKeyMissing, err)
-	case errors.Is(err, onceflow.ErrRunConflict):
-		return park(ReasonRunKeyConflict, err)
-	case err != nil:
+	if reason := startRefused(err); reason != "" {
+		return park(reason, err)
+	} else if err != nil {
 		return nil, err // the store: retried as any step's error
 	}
 	return map[string]any{"workflow": workflow, "run_key": key, "run_id": run.ID, "duplicate": run.Duplicate}, nil
