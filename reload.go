@@ -49,9 +49,18 @@ func (c *Client) ReplaceWorkflows(ws []Workflow) (WorkflowChanges, error) {
 func (c *Client) ReplaceDefinitions(ws []Workflow, ss []Schedule) (WorkflowChanges, error) {
 	var problems []error
 	defs := make(map[string]*workflowDef, len(ws)+len(ss))
-	for _, w := range ws {
+	// The notification channels' workflows are the client's own (Config.Notify): they stay.
+	channels := make([]Workflow, len(c.cfg.Notify.Channels))
+	for i := range c.cfg.Notify.Channels {
+		channels[i] = c.cfg.Notify.Channels[i].workflow()
+	}
+	for i, w := range slices.Concat(ws, channels) {
 		if _, dup := defs[w.Name]; dup {
-			problems = append(problems, &DefinitionError{Workflow: w.Name, Field: "name", Problem: "is defined twice"})
+			problem := "is defined twice"
+			if i >= len(ws) {
+				problem = "is the name of a notification channel (Config.Notify)"
+			}
+			problems = append(problems, &DefinitionError{Workflow: w.Name, Field: "name", Problem: problem})
 			continue
 		}
 		def, err := compile(w)
@@ -63,20 +72,6 @@ func (c *Client) ReplaceDefinitions(ws []Workflow, ss []Schedule) (WorkflowChang
 			if err := redact.CheckField(f); err != nil {
 				problems = append(problems, &DefinitionError{Workflow: w.Name, Field: "redact", Problem: err.Error()})
 			}
-		}
-		defs[w.Name] = def
-	}
-	// The notification channels' workflows are the client's own (Config.Notify): they stay.
-	for i := range c.cfg.Notify.Channels {
-		w := c.cfg.Notify.Channels[i].workflow()
-		if _, dup := defs[w.Name]; dup {
-			problems = append(problems, &DefinitionError{Workflow: w.Name, Field: "name", Problem: "is the name of a notification channel (Config.Notify)"})
-			continue
-		}
-		def, err := compile(w)
-		if err != nil {
-			problems = append(problems, err)
-			continue
 		}
 		defs[w.Name] = def
 	}

@@ -49,6 +49,40 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 	}
 }
 
+// rejectingTrigger is a client of st with the orders workflow and its companion, and a
+// trigger whose run key is the Event-Id header, for Handle to be called directly.
+func rejectingTrigger(t *testing.T, st store.Store) (*onceflow.Client, *queuetrigger.Trigger) {
+	t.Helper()
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keytmpl.Parse("{headers.Event-Id}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", key)} {
+		if err := c.Register(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key}, queuetrigger.NATSConfig{Stream: "ORDERS"}).Trigger
+}
+
+// workAll executes steps until none is due.
+func workAll(t *testing.T, c *onceflow.Client) {
+	t.Helper()
+	for {
+		n, err := c.Work(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // A message that cannot start a run is kept durably, with the raw message and the
 // reason, as one review item however often it is delivered — on both backends.
 func TestRejectedMessagesWaitInReview(t *testing.T) {
@@ -56,18 +90,7 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			st := open(t)
-			c, err := onceflow.New(onceflow.Config{Store: st})
-			if err != nil {
-				t.Fatal(err)
-			}
-			key, _ := keytmpl.Parse("{headers.Event-Id}")
-			for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", key)} {
-				if err := c.Register(w); err != nil {
-					t.Fatal(err)
-				}
-			}
-			trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key},
-				queuetrigger.NATSConfig{Stream: "ORDERS"})
+			c, trig := rejectingTrigger(t, st)
 			cases := []struct {
 				msg    queuetrigger.Message
 				reason string
@@ -95,15 +118,7 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:7"}); err != nil || out != queuetrigger.Duplicate {
 				t.Fatalf("%s %v", out, err)
 			}
-			for {
-				n, err := c.Work(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					break
-				}
-			}
+			workAll(t, c)
 			items, err := st.ReviewList(ctx, store.ReviewListParams{Workflow: "orders.rejected"})
 			if err != nil {
 				t.Fatal(err)
@@ -147,35 +162,9 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 // keeps the item in review with the new reason.
 func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c, err := onceflow.New(onceflow.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := keytmpl.Parse("{headers.Event-Id}")
-	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", key)} {
-		if err := c.Register(w); err != nil {
-			t.Fatal(err)
-		}
-	}
-	trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key},
-		queuetrigger.NATSConfig{Stream: "ORDERS"})
-	work := func() {
-		t.Helper()
-		for {
-			n, err := c.Work(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				return
-			}
-		}
-	}
+	st := backends(t)["sqlite"](t)
+	c, trig := rejectingTrigger(t, st)
+	work := func() { t.Helper(); workAll(t, c) }
 	item := func(runKey string) *onceflow.ReviewItem {
 		t.Helper()
 		items, err := c.ReviewList(ctx, onceflow.ReviewFilter{Workflow: "orders.rejected"})
