@@ -178,6 +178,9 @@ type Step struct {
 	Reason    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Progress is the latest checkpoint an attempt of the step saved (StepCheckpointer),
+	// kept for the attempts after it; nil when none did.
+	Progress json.RawMessage
 }
 
 // Effect is a row of the global effect ledger.
@@ -378,6 +381,26 @@ type StepHeartbeatParams struct {
 	Now      time.Time
 	LeaseFor time.Duration
 	StepIDs  []int64
+}
+
+// StepCheckpointParams are the arguments of StepCheckpoint.
+type StepCheckpointParams struct {
+	StepID  int64
+	Owner   string
+	Attempt int
+	Now     time.Time
+	// Progress is the checkpoint, a JSON value.
+	Progress json.RawMessage
+}
+
+// StepCheckpointer keeps the progress of a long step, so that an attempt after a crash or
+// a retry goes on where the previous one stopped instead of starting over.
+type StepCheckpointer interface {
+	// StepCheckpoint stores p.Progress as the step's Progress, compare-and-set on
+	// (StepID, Owner, Attempt, processing): when the attempt no longer holds the step, it
+	// writes nothing and returns an error wrapping ErrLeaseLost. A checkpoint is not an
+	// audit event: it says how far an attempt got, not what was decided.
+	StepCheckpoint(ctx context.Context, p StepCheckpointParams) error
 }
 
 // StepRecordParams is the result of one attempt and the engine's decision about it.

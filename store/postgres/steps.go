@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,23 +13,27 @@ import (
 )
 
 const stepColumns = `s.id, s.run_id, s.workflow, s.name, s.needs, s.waiting, s.state, s.effect_key, s.fingerprint, s.attempt,
-	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base`
+	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base,
+	s.progress`
 
 // stepDest returns the scan destinations of stepColumns into st and a function that
 // finishes the conversion after the scan.
 func stepDest(st *store.Step) ([]any, func()) {
 	var state, outcome string
-	var output []byte
+	var output, progress []byte
 	var next, created, updated time.Time
 	var lease pgtype.Timestamptz
 	return []any{&st.ID, &st.RunID, &st.Workflow, &st.Name, &st.Needs, &st.Waiting, &state, &st.EffectKey, &st.Fingerprint, &st.Attempt,
-			&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated, &st.AttemptBase}, func() {
+			&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated, &st.AttemptBase, &progress}, func() {
 			st.State, st.LastOutcome = store.State(state), store.Outcome(outcome)
 			if st.Needs == nil {
 				st.Needs = []string{}
 			}
 			if output != nil {
 				st.Output = json.RawMessage(output)
+			}
+			if progress != nil {
+				st.Progress = json.RawMessage(progress)
 			}
 			st.NextAt, st.LeaseExpiresAt = next.UTC(), fromTS(lease)
 			st.CreatedAt, st.UpdatedAt = created.UTC(), updated.UTC()
@@ -152,4 +157,19 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 		return nil, err
 	}
 	return p.Lost(held), nil
+}
+
+// StepCheckpoint implements store.StepCheckpointer.
+func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams) error {
+	if !json.Valid(p.Progress) {
+		return fmt.Errorf("postgres: step checkpoint: step %d: the progress is not JSON", p.StepID)
+	}
+	return s.tx(ctx, "step checkpoint", func(t *txn) error {
+		tag, err := t.Exec(ctx, `UPDATE steps SET progress = $1, updated_at = $2
+			WHERE id = $3 AND lease_owner = $4 AND attempt = $5 AND state = 'processing'`, []byte(p.Progress), p.Now, p.StepID, p.Owner, p.Attempt)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("step %d attempt %d owner %q: %w", p.StepID, p.Attempt, p.Owner, store.ErrLeaseLost)
+		}
+		return err
+	})
 }

@@ -41,6 +41,7 @@ const (
 	stmtStepRecord
 	stmtAttemptRecord
 	stmtStepHeartbeat
+	stmtStepCheckpoint
 	stmtReapCandidates
 	stmtReapCancelled
 	stmtStepReap
@@ -126,6 +127,8 @@ var stmtSQL = func() [numStmts]string {
 		// attempt the lease holder is still running.
 		stmtAttemptRecord: `UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, response_status = ?, response_excerpt = ?
 			WHERE step_id = ? AND number = ? AND worker = ?`,
+		stmtStepCheckpoint: `UPDATE steps SET progress = ?, updated_at = ?
+			WHERE id = ? AND lease_owner = ? AND attempt = ? AND state = 'processing'`,
 		stmtStepHeartbeat: `UPDATE steps SET lease_expires_at = ?, updated_at = ?
 			WHERE lease_owner = ? AND state IN ('processing', 'cancelled') AND id IN (SELECT value FROM json_each(?)) RETURNING id`,
 		// Steps cancelled while their attempt ran, whose worker vanished.

@@ -10,15 +10,16 @@ import (
 )
 
 const stepColumns = `s.id, s.run_id, s.workflow, s.name, s.needs, s.waiting, s.state, s.effect_key, s.fingerprint, s.attempt,
-	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base`
+	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base,
+	s.progress`
 
 func scanStep(sc scanner, extra ...any) (*store.Step, error) {
 	var st store.Step
 	var needs, state, outcome string
-	var output []byte
+	var output, progress []byte
 	var next, lease, created, updated int64
 	dest := []any{&st.ID, &st.RunID, &st.Workflow, &st.Name, &needs, &st.Waiting, &state, &st.EffectKey, &st.Fingerprint, &st.Attempt,
-		&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated, &st.AttemptBase}
+		&next, &st.LeaseOwner, &lease, &outcome, &output, &st.LastError, &st.Reason, &created, &updated, &st.AttemptBase, &progress}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
@@ -28,6 +29,9 @@ func scanStep(sc scanner, extra ...any) (*store.Step, error) {
 	st.State, st.LastOutcome = store.State(state), store.Outcome(outcome)
 	if output != nil {
 		st.Output = json.RawMessage(output)
+	}
+	if progress != nil {
+		st.Progress = json.RawMessage(progress)
 	}
 	st.NextAt, st.LeaseExpiresAt = fromTS(next), fromTS(lease)
 	st.CreatedAt, st.UpdatedAt = fromTS(created), fromTS(updated)
@@ -497,4 +501,18 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// StepCheckpoint implements store.StepCheckpointer.
+func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams) error {
+	if !json.Valid(p.Progress) {
+		return fmt.Errorf("sqlite: step checkpoint: step %d: the progress is not JSON", p.StepID)
+	}
+	return s.write(ctx, "step checkpoint", func(w *writeTx) error {
+		n, err := w.execN(stmtStepCheckpoint, []byte(p.Progress), ts(p.Now), p.StepID, p.Owner, p.Attempt)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("step %d attempt %d owner %q: %w", p.StepID, p.Attempt, p.Owner, store.ErrLeaseLost)
+		}
+		return err
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 var leaseTests = []subtest{
 	{"Heartbeat", testHeartbeat},
+	{"Checkpoint", testCheckpoint},
 	{"RecordCompareAndSet", testRecordLeaseLost},
 	{"LostSuccessKeptWhileHeld", testLostSuccessKeptWhileHeld},
 	{"LostSuccessKeptAfterReap", testLostSuccessKeptAfterReap},
@@ -68,6 +69,59 @@ func testHeartbeat(h *harness) {
 	if err != nil || len(lost) != 0 {
 		h.t.Errorf("StepHeartbeat without steps = %v, %v; want nothing", lost, err)
 	}
+}
+
+// A checkpoint is kept only while the attempt holds its step, and the attempts after it
+// see it: after a retry, after the reaper took the step from a dead worker, and in the
+// candidates of a claim.
+func testCheckpoint(h *harness) {
+	cp, ok := h.s.(store.StepCheckpointer)
+	if !ok {
+		h.t.Skip("the store keeps no checkpoints")
+	}
+	r := h.run("r1", step("a"))
+	c := h.claimOne(at(0), "w1")
+	s := c.Step
+	if s.Progress != nil {
+		h.t.Fatalf("progress before any checkpoint: %s", s.Progress)
+	}
+	save := func(owner string, attempt int, progress string) error {
+		return cp.StepCheckpoint(h.ctx, store.StepCheckpointParams{StepID: s.ID, Owner: owner, Attempt: attempt, Now: at(time.Second),
+			Progress: []byte(progress)})
+	}
+	if err := save("w1", 1, `{"cursor": "p2", "items": 50}`); err != nil {
+		h.t.Fatalf("StepCheckpoint: %v", err)
+	}
+	if err := save("w1", 1, `{"cursor": "p3", "items": 100}`); err != nil {
+		h.t.Fatalf("StepCheckpoint again: %v", err)
+	}
+	h.wantJSON("progress", h.step(r.ID, "a").Progress, `{"cursor": "p3", "items": 100}`)
+	for _, bad := range []struct {
+		owner   string
+		attempt int
+	}{{"w2", 1}, {"w1", 2}} {
+		if err := save(bad.owner, bad.attempt, `{"cursor": "x"}`); !errors.Is(err, store.ErrLeaseLost) {
+			h.t.Errorf("checkpoint by %s attempt %d: %v, want ErrLeaseLost", bad.owner, bad.attempt, err)
+		}
+	}
+	if err := save("w1", 1, `{"cursor": `); err == nil || errors.Is(err, store.ErrLeaseLost) {
+		h.t.Errorf("a checkpoint that is not JSON: %v, want an error", err)
+	}
+	h.wantJSON("progress after refused checkpoints", h.step(r.ID, "a").Progress, `{"cursor": "p3", "items": 100}`)
+
+	// The worker dies: the reaper retries the step, and the next attempt starts from the
+	// checkpoint, which the dead worker can no longer change.
+	if _, err := h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(10 * time.Minute), Decide: retryAt(at(10 * time.Minute))}); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := save("w1", 1, `{"cursor": "late"}`); !errors.Is(err, store.ErrLeaseLost) {
+		h.t.Errorf("checkpoint after the reap: %v, want ErrLeaseLost", err)
+	}
+	next := h.claimOne(at(11*time.Minute), "w2")
+	if next.Step.ID != s.ID || next.Step.Attempt != 2 {
+		h.t.Fatalf("claimed step %d attempt %d, want step %d attempt 2", next.Step.ID, next.Step.Attempt, s.ID)
+	}
+	h.wantJSON("progress of the next attempt", next.Step.Progress, `{"cursor": "p3", "items": 100}`)
 }
 
 // retryAt is a reap decision: retry at next.
