@@ -104,6 +104,9 @@ var (
 	ErrInvalidWorkflow = errors.New("invalid workflow")
 	// ErrNotFound: the run asked for does not exist.
 	ErrNotFound = store.ErrNotFound
+	// ErrLeaseLost: the attempt no longer holds its step (its lease expired and another
+	// worker took it, or the run was cancelled); StepContext.Checkpoint returns it.
+	ErrLeaseLost = store.ErrLeaseLost
 )
 
 // WorkflowNotFoundError names the unknown workflow.

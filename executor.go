@@ -228,6 +228,13 @@ func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain b
 	}
 	sc := stepContext(cs.Run, st, cs.Outputs, st.Attempt, cs.PreviousOutcome)
 	sc.clock = c.cfg.Clock
+	sc.Progress = st.Progress
+	if cp, ok := c.store.(store.StepCheckpointer); ok {
+		sc.checkpoint = func(ctx context.Context, progress json.RawMessage) error {
+			return cp.StepCheckpoint(ctx, store.StepCheckpointParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt,
+				Now: c.cfg.Clock(), Progress: progress})
+		}
+	}
 	ctx, cancel := context.WithCancelCause(base)
 	ctx, cancelTimeout := context.WithTimeout(ctx, sd.Timeout)
 	c.inflight.add(&execution{step: st, cancel: cancel, log: log})

@@ -1,7 +1,9 @@
 package onceflow
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,10 +32,35 @@ type StepContext struct {
 	Input json.RawMessage
 	// Outputs holds the outputs of the run's completed steps by step ID.
 	Outputs map[string]json.RawMessage
+	// Progress is the latest checkpoint an earlier attempt of the step saved with
+	// Checkpoint (nil when none did): a long step starts from there.
+	Progress json.RawMessage
 
 	respStatus  int
 	respExcerpt string
 	clock       func() time.Time
+	checkpoint  func(ctx context.Context, progress json.RawMessage) error
+}
+
+// Checkpoint saves how far a long step got — v, encoded as JSON — so that the attempt
+// after a crash, a timeout or a retryable error starts from there: it is that attempt's
+// Progress. It is durable when Checkpoint returns, and written only while this attempt
+// holds the step (otherwise an error wrapping ErrLeaseLost: stop working). What the step
+// did after its last checkpoint is done again by the next attempt, so that part must be
+// idempotent. A checkpoint is not in the audit trail.
+func (sc *StepContext) Checkpoint(ctx context.Context, v any) error {
+	if sc.checkpoint == nil {
+		return errors.New("onceflow: this step's store keeps no checkpoints (store.StepCheckpointer)")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("onceflow: checkpoint: %w", err)
+	}
+	if err := sc.checkpoint(ctx, b); err != nil {
+		return fmt.Errorf("onceflow: checkpoint: %w", err)
+	}
+	sc.Progress = b
+	return nil
 }
 
 // Now is the engine's clock (Config.Clock), for steps that stamp what they do.
