@@ -125,17 +125,19 @@ func sigkill(t *testing.T, child *exec.Cmd) {
 
 // A process SIGKILLed halfway through the fan-out of a monthly tick over 500 customers —
 // while it fetches the sixth of ten pages, after starting the runs of the first five —
-// leaves the walk to be taken up again once its lease expires; the walk continues, and
-// every customer has exactly one run for the period.
+// leaves the walk to be taken up again once its lease expires; the walk continues from
+// the sixth page, its checkpoint, and every customer has exactly one run for the period.
 func TestFanOutKilledHalfway(t *testing.T) {
 	var mu sync.Mutex
 	hung := false
+	fetched := map[int]int{} // requests per page, by the index of its first customer
 	arrived := make(chan struct{})
 	list := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		from, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
 		mu.Lock()
 		hang := from == fanOutCustomers/2 && !hung
 		hung = hung || hang
+		fetched[from]++
 		mu.Unlock()
 		if hang {
 			close(arrived)
@@ -202,8 +204,19 @@ func TestFanOutKilledHalfway(t *testing.T) {
 	if err := json.Unmarshal(b.steps(t, walk.ID)["for-each"].Output, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Started != fanOutCustomers/2 || out.Existing != fanOutCustomers/2 || out.Pages != fanOutCustomers/fanOutPageSize {
-		t.Fatalf("second walk %+v: want half started, half found existing", out)
+	if out != (onceflow.FanOutResult{Pages: fanOutCustomers / fanOutPageSize, Items: fanOutCustomers, Started: fanOutCustomers}) {
+		t.Fatalf("walk %+v: want the counts of one walk over every page", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for from := 0; from < fanOutCustomers; from += fanOutPageSize {
+		want := 1
+		if from == fanOutCustomers/2 {
+			want = 2 // the page the child died fetching, fetched again by the survivor
+		}
+		if fetched[from] != want {
+			t.Errorf("page at %d fetched %d times, want %d (all: %v)", from, fetched[from], want, fetched)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,23 @@ type FanOutResult struct {
 	Existing int `json:"existing"`
 }
 
+// fanOutProgress is the checkpoint of a fan-out's walk after each page: the next page's
+// cursor and the counts so far, so that an attempt after a crash, a timeout or a failed
+// fetch goes on from the page where the previous one stopped.
+type fanOutProgress struct {
+	// Tick is the schedule time of the walk, so that a checkpoint is read only by it.
+	Tick   string `json:"tick"`
+	Cursor string `json:"cursor"`
+	FanOutResult
+	// Failed counts the items that could not be started; Errors are the first of their
+	// errors.
+	Failed int      `json:"failed,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+}
+
+// maxFanOutErrors is how many item errors a fan-out reports.
+const maxFanOutErrors = 5
+
 func (c *Client) fanOutStep(sd *scheduleDef) StepFunc {
 	return func(ctx context.Context, sc *StepContext) (any, error) {
 		var in struct {
@@ -55,14 +73,19 @@ func (c *Client) fanOutStep(sd *scheduleDef) StepFunc {
 			return nil, PermanentError(fmt.Errorf("schedule time %q: %w", in.Schedule.Time, err))
 		}
 		tick := sd.tick(at)
-		var res FanOutResult
-		var itemErrs []error
-		cursor := ""
+		prog := fanOutProgress{Tick: in.Schedule.Time}
+		if sc.Progress != nil {
+			var saved fanOutProgress
+			if json.Unmarshal(sc.Progress, &saved) == nil && saved.Tick == prog.Tick && saved.Cursor != "" {
+				prog = saved // go on from the page the previous attempt had reached
+			}
+		}
+		res := &prog.FanOutResult
 		for {
 			if res.Pages == maxFanOutPages {
 				return nil, PermanentError(fmt.Errorf("the list has more than %d pages; its next cursor never ends", maxFanOutPages))
 			}
-			page, err := sd.ForEach.Fetch(ctx, tick, cursor)
+			page, err := sd.ForEach.Fetch(ctx, tick, prog.Cursor)
 			if err != nil {
 				return nil, fmt.Errorf("fetch page %d of the list: %w", res.Pages+1, err)
 			}
@@ -74,30 +97,38 @@ func (c *Client) fanOutStep(sd *scheduleDef) StepFunc {
 			res.Items += len(page.Items)
 			res.Started += started
 			res.Existing += existing
-			itemErrs = append(itemErrs, errs...)
+			prog.Failed += len(errs)
+			for _, e := range errs {
+				if len(prog.Errors) < maxFanOutErrors {
+					prog.Errors = append(prog.Errors, e.Error())
+				}
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			if page.Next == "" {
 				break
 			}
-			if page.Next == cursor {
-				return nil, PermanentError(fmt.Errorf("page %d names itself (%q) as the next page", res.Pages, cursor))
+			if page.Next == prog.Cursor {
+				return nil, PermanentError(fmt.Errorf("page %d names itself (%q) as the next page", res.Pages, prog.Cursor))
 			}
-			cursor = page.Next
+			prog.Cursor = page.Next
+			if sc.checkpoint != nil {
+				if err := sc.Checkpoint(ctx, prog); err != nil {
+					return nil, err
+				}
+			}
 		}
-		if len(itemErrs) > 0 {
-			return nil, PermanentError(fmt.Errorf("%d of %d items could not be started (the others were): %w", len(itemErrs), res.Items, errors.Join(first(itemErrs, 5)...)))
+		if prog.Failed > 0 {
+			more := ""
+			if prog.Failed > len(prog.Errors) {
+				more = fmt.Sprintf("; … and %d more", prog.Failed-len(prog.Errors))
+			}
+			return nil, PermanentError(fmt.Errorf("%d of %d items could not be started (the others were): %s%s",
+				prog.Failed, res.Items, strings.Join(prog.Errors, "; "), more))
 		}
-		return res, nil
+		return *res, nil
 	}
-}
-
-func first(errs []error, n int) []error {
-	if len(errs) > n {
-		return append(errs[:n:n], fmt.Errorf("… and %d more", len(errs)-n))
-	}
-	return errs
 }
 
 // startItems starts a run for each item whose run does not exist yet, concurrently so that

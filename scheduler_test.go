@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,6 +361,59 @@ func TestScheduleFanOut(t *testing.T) {
 	walk := b.steps(t, runs[0].ID)["for-each"]
 	if walk.State != store.StateNeedsReview || !strings.Contains(walk.LastError, "24 of 144 items could not be started") {
 		t.Fatalf("walk over broken entries: %s %q", walk.State, walk.LastError)
+	}
+}
+
+// A walk that stops halfway — a page that cannot be fetched, a crash, a timeout — goes on,
+// at its next attempt, from the page it had reached: the pages before are not fetched
+// again, and the counts add up as for one walk.
+func TestScheduleFanOutResumesFromItsCheckpoint(t *testing.T) {
+	b := setup(t)
+	b.register(t, onceflow.Workflow{Name: "invoice", Entity: "customer:{input.item.customer_id}", Steps: []onceflow.Step{{ID: "issue", Do: noop}}})
+	list := customers(120, 50, nil, nil)
+	var mu sync.Mutex
+	var cursors []string
+	failed := false
+	fetch := func(ctx context.Context, tick onceflow.Tick, cursor string) (onceflow.FanOutPage, error) {
+		mu.Lock()
+		cursors = append(cursors, cursor)
+		fail := cursor == "50" && !failed
+		failed = failed || fail
+		mu.Unlock()
+		if fail {
+			return onceflow.FanOutPage{}, errors.New("billing API answered 503")
+		}
+		return list(ctx, tick, cursor)
+	}
+	if err := b.client.RegisterSchedule(onceflow.Schedule{Name: "invoices", Workflow: "invoice", Cron: "0 9 1 * *", Timezone: "Europe/Berlin",
+		RunKey:  "invoice:{item.customer_id}:{schedule.period}:subscription",
+		ForEach: &onceflow.FanOut{Fetch: fetch, Retry: onceflow.RetryPolicy{MaxAttempts: 3, Initial: time.Second}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC))
+	b.fire(t)
+	b.clock.Set(time.Date(2026, 11, 1, 8, 0, 5, 0, time.UTC))
+	b.fire(t)
+	for b.work(t) > 0 {
+	}
+	if n := len(b.runKeys(t, "invoice")); n != 50 {
+		t.Fatalf("after the failed page: %d invoice runs, want the first page's 50", n)
+	}
+	b.clock.Advance(10 * time.Minute)
+	for b.work(t) > 0 {
+	}
+	if n := len(b.runKeys(t, "invoice")); n != 120 {
+		t.Fatalf("after the retry: %d invoice runs, want 120", n)
+	}
+	if !slices.Equal(cursors, []string{"", "50", "50", "100"}) {
+		t.Fatalf("pages fetched %q, want the retry to start at the page that failed", cursors)
+	}
+	runs, _ := b.store.RunList(b.ctx, store.RunListParams{Workflow: "invoices.for-each"})
+	walk := b.steps(t, runs[0].ID)["for-each"]
+	var got onceflow.FanOutResult
+	if err := json.Unmarshal(walk.Output, &got); err != nil || walk.State != store.StateCompleted || walk.Attempt != 2 ||
+		got != (onceflow.FanOutResult{Pages: 3, Items: 120, Started: 120}) {
+		t.Fatalf("walk %s attempt %d output %s (%v)", walk.State, walk.Attempt, walk.Output, err)
 	}
 }
 
