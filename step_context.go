@@ -47,7 +47,9 @@ type StepContext struct {
 // Progress. It is durable when Checkpoint returns, and written only while this attempt
 // holds the step (otherwise an error wrapping ErrLeaseLost: stop working). What the step
 // did after its last checkpoint is done again by the next attempt, so that part must be
-// idempotent. A checkpoint is not in the audit trail.
+// idempotent. The checkpoint stays for manual retries and replays too: a step whose
+// input a person may correct keeps in its checkpoint what the progress depends on (the
+// fan-out walk keeps its tick). A checkpoint is not in the audit trail.
 func (sc *StepContext) Checkpoint(ctx context.Context, v any) error {
 	if sc.checkpoint == nil {
 		return errors.New("onceflow: this step's store keeps no checkpoints (store.StepCheckpointer)")
