@@ -230,10 +230,7 @@ func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain b
 	sc.clock = c.cfg.Clock
 	sc.Progress = st.Progress
 	if cp, ok := c.store.(store.StepCheckpointer); ok {
-		sc.checkpoint = func(ctx context.Context, progress json.RawMessage) error {
-			return cp.StepCheckpoint(ctx, store.StepCheckpointParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt,
-				Now: c.cfg.Clock(), Progress: progress})
-		}
+		sc.checkpointer, sc.checkpointAt = cp, store.StepCheckpointParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt}
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	ctx, cancelTimeout := context.WithTimeout(ctx, sd.Timeout)

@@ -113,7 +113,7 @@ func (c *Client) fanOutStep(sd *scheduleDef) StepFunc {
 				return nil, PermanentError(fmt.Errorf("page %d names itself (%q) as the next page", res.Pages, prog.Cursor))
 			}
 			prog.Cursor = page.Next
-			if sc.checkpoint != nil {
+			if sc.checkpointer != nil {
 				if err := sc.Checkpoint(ctx, prog); err != nil {
 					return nil, err
 				}

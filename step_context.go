@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/store"
 )
 
 // StepContext is what a step function knows about the work it is doing.
@@ -39,7 +40,10 @@ type StepContext struct {
 	respStatus  int
 	respExcerpt string
 	clock       func() time.Time
-	checkpoint  func(ctx context.Context, progress json.RawMessage) error
+	// checkpointer and checkpointAt, when the store keeps checkpoints: the attempt's step,
+	// owner and attempt number.
+	checkpointer store.StepCheckpointer
+	checkpointAt store.StepCheckpointParams
 }
 
 // Checkpoint saves how far a long step got — v, encoded as JSON — so that the attempt
@@ -51,14 +55,16 @@ type StepContext struct {
 // input a person may correct keeps in its checkpoint what the progress depends on (the
 // fan-out walk keeps its tick). A checkpoint is not in the audit trail.
 func (sc *StepContext) Checkpoint(ctx context.Context, v any) error {
-	if sc.checkpoint == nil {
+	if sc.checkpointer == nil {
 		return errors.New("onceflow: this step's store keeps no checkpoints (store.StepCheckpointer)")
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("onceflow: checkpoint: %w", err)
 	}
-	if err := sc.checkpoint(ctx, b); err != nil {
+	p := sc.checkpointAt
+	p.Now, p.Progress = sc.Now(), b
+	if err := sc.checkpointer.StepCheckpoint(ctx, p); err != nil {
 		return fmt.Errorf("onceflow: checkpoint: %w", err)
 	}
 	sc.Progress = b
