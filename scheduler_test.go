@@ -43,6 +43,18 @@ func (b *bundle) fire(t *testing.T) {
 	}
 }
 
+// fireNovember fires the schedules first at 07:00 UTC on 2026-11-01, then just after the
+// monthly tick of 09:00 Berlin, and executes what that started until nothing is due.
+func (b *bundle) fireNovember(t *testing.T) {
+	t.Helper()
+	b.clock.Set(time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC))
+	b.fire(t)
+	b.clock.Set(time.Date(2026, 11, 1, 8, 0, 5, 0, time.UTC))
+	b.fire(t)
+	for b.work(t) > 0 {
+	}
+}
+
 // After downtime across five hourly ticks, catch_up all starts the five (each audited as
 // late), latest the newest (the other four audited as skipped), none none (five skipped);
 // max_catch_up caps all. Firing again starts nothing more.
@@ -304,15 +316,10 @@ func TestScheduleFanOut(t *testing.T) {
 		ForEach: &onceflow.FanOut{Fetch: customers(120, 50, &fail, &bad), Retry: onceflow.RetryPolicy{MaxAttempts: 3, Initial: time.Second}}}); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Set(time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC))
-	b.fire(t)
-	b.clock.Set(time.Date(2026, 11, 1, 8, 0, 5, 0, time.UTC))
-	b.fire(t)
+	b.fireNovember(t)
 	keys := b.runKeys(t, "invoices.for-each")
 	if !equal(keys, []string{"invoices:2026-11-01T09:00:00+01:00"}) {
 		t.Fatalf("fan-out runs %v", keys)
-	}
-	for b.work(t) > 0 {
 	}
 	inv := b.runKeys(t, "invoice")
 	if len(inv) != 120 || inv[0] != "invoice:c000:2026-11:subscription" {
@@ -390,12 +397,7 @@ func TestScheduleFanOutResumesFromItsCheckpoint(t *testing.T) {
 		ForEach: &onceflow.FanOut{Fetch: fetch, Retry: onceflow.RetryPolicy{MaxAttempts: 3, Initial: time.Second}}}); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Set(time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC))
-	b.fire(t)
-	b.clock.Set(time.Date(2026, 11, 1, 8, 0, 5, 0, time.UTC))
-	b.fire(t)
-	for b.work(t) > 0 {
-	}
+	b.fireNovember(t)
 	if n := len(b.runKeys(t, "invoice")); n != 50 {
 		t.Fatalf("after the failed page: %d invoice runs, want the first page's 50", n)
 	}
