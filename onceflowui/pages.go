@@ -364,13 +364,7 @@ func finished(s store.State) bool {
 // runMasker masks what is shown about a run: its secrets and the values its input and its
 // steps' outputs hold at personal-data fields.
 func (c *Console) runMasker(run *store.Run, steps []*store.Step) *redact.Masker {
-	docs := [][]byte{run.Input}
-	for _, st := range steps {
-		if len(st.Output) > 0 {
-			docs = append(docs, st.Output)
-		}
-	}
-	return c.cfg.Redact.ForRun(run.Workflow, docs...)
+	return views.RunMasker(c.cfg.Redact, run, steps)
 }
 
 // maskerCache caches one masker per run for a page about many runs.

@@ -10,14 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/duration"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
-
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/duration"
+	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -310,11 +309,7 @@ func maskShown(ctx context.Context, st store.Store, workflows string, it *oncefl
 	if err != nil {
 		return err
 	}
-	docs := [][]byte{run.Input}
-	for _, s := range steps {
-		docs = append(docs, s.Output)
-	}
-	m := policy.ForRun(it.Workflow, docs...)
+	m := views.RunMasker(policy, run, steps)
 	maskItem(m, it)
 	maskAttempts(m, attempts)
 	for _, e := range entries {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -170,11 +171,7 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFla
 			return err
 		}
 	} else {
-		docs := [][]byte{run.Input}
-		for _, st := range steps {
-			docs = append(docs, st.Output)
-		}
-		maskRun(policy.ForRun(run.Workflow, docs...), run, steps, attempts, events)
+		maskRun(views.RunMasker(policy, run, steps), run, steps, attempts, events)
 	}
 
 	d := runDetail{Run: viewRun(run), Steps: []stepView{}, Attempts: []attemptView{}, Events: []eventView{}}
