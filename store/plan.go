@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -310,7 +311,25 @@ func LostResultKeptEvent(p *StepRecordParams, run *Run, st *Step) *Event {
 // LeaseLostError is the per-entry error StepRecord returns for a record whose
 // compare-and-set did not apply.
 func LeaseLostError(p *StepRecordParams) error {
-	return fmt.Errorf("step %d attempt %d owner %q: %w", p.StepID, p.Attempt, p.Owner, ErrLeaseLost)
+	return leaseLost(p.StepID, p.Attempt, p.Owner)
+}
+
+// leaseLost is the error of a write by an attempt that no longer holds its step.
+func leaseLost(stepID int64, attempt int, owner string) error {
+	return fmt.Errorf("step %d attempt %d owner %q: %w", stepID, attempt, owner, ErrLeaseLost)
+}
+
+// Validate checks the arguments of StepCheckpoint.
+func (p *StepCheckpointParams) Validate() error {
+	if !json.Valid(p.Progress) {
+		return fmt.Errorf("step checkpoint: step %d: the progress is not JSON", p.StepID)
+	}
+	return nil
+}
+
+// LeaseLost is the error StepCheckpoint returns when the attempt no longer holds its step.
+func (p *StepCheckpointParams) LeaseLost() error {
+	return leaseLost(p.StepID, p.Attempt, p.Owner)
 }
 
 // ReapPlan is what the reaper does with one expired step.

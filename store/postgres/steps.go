@@ -161,14 +161,14 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 
 // StepCheckpoint implements store.StepCheckpointer.
 func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams) error {
-	if !json.Valid(p.Progress) {
-		return fmt.Errorf("postgres: step checkpoint: step %d: the progress is not JSON", p.StepID)
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
 	return s.tx(ctx, "step checkpoint", func(t *txn) error {
 		tag, err := t.Exec(ctx, `UPDATE steps SET progress = $1, updated_at = $2
 			WHERE id = $3 AND lease_owner = $4 AND attempt = $5 AND state = 'processing'`, []byte(p.Progress), p.Now, p.StepID, p.Owner, p.Attempt)
 		if err == nil && tag.RowsAffected() == 0 {
-			err = fmt.Errorf("step %d attempt %d owner %q: %w", p.StepID, p.Attempt, p.Owner, store.ErrLeaseLost)
+			err = p.LeaseLost()
 		}
 		return err
 	})

@@ -505,13 +505,13 @@ func placeholders(n int) string {
 
 // StepCheckpoint implements store.StepCheckpointer.
 func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams) error {
-	if !json.Valid(p.Progress) {
-		return fmt.Errorf("sqlite: step checkpoint: step %d: the progress is not JSON", p.StepID)
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	return s.write(ctx, "step checkpoint", func(w *writeTx) error {
 		n, err := w.execN(stmtStepCheckpoint, []byte(p.Progress), ts(p.Now), p.StepID, p.Owner, p.Attempt)
 		if err == nil && n == 0 {
-			err = fmt.Errorf("step %d attempt %d owner %q: %w", p.StepID, p.Attempt, p.Owner, store.ErrLeaseLost)
+			err = p.LeaseLost()
 		}
 		return err
 	})
