@@ -209,11 +209,11 @@ func compile(w Workflow) (*workflowDef, error) {
 		}
 	}
 	for _, f := range w.RequiredInput {
-		if _, err := keytmpl.Parse("{" + f + "}"); err != nil || f == "" {
+		t, err := keytmpl.Parse("{input." + f + "}")
+		if err != nil || f == "" {
 			bad("", "required_input", "required input %q is not a dotted field path", f)
 			continue
 		}
-		t, _ := keytmpl.Parse("{input." + f + "}")
 		def.required = append(def.required, t)
 	}
 	for _, f := range w.Redact {
