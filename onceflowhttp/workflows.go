@@ -47,12 +47,16 @@ type workflowLinks struct {
 func (s *Server) servedWorkflows() []string {
 	var out []string
 	for _, name := range s.cfg.Client.Workflows() {
-		if !strings.HasPrefix(name, "onceflow.") {
+		if served(name) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
+
+// served reports whether requests may start a workflow of this name: the engine's own,
+// named "onceflow.…" (the notification channels), are not.
+func served(name string) bool { return !strings.HasPrefix(name, "onceflow.") }
 
 // listWorkflows is GET /v1/workflows: the workflows served, with how to start them.
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
@@ -100,7 +104,7 @@ func (s *Server) workflowNotFound(name string) *problem {
 // knownWorkflow reports whether a request may start name: one served (see
 // servedWorkflows).
 func (s *Server) knownWorkflow(name string) bool {
-	if strings.HasPrefix(name, "onceflow.") {
+	if !served(name) {
 		return false
 	}
 	_, ok := slices.BinarySearch(s.cfg.Client.Workflows(), name)
