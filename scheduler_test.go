@@ -114,6 +114,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			if len(late) != tc.late || len(skipped) != tc.skipped {
 				t.Fatalf("events: %d late, %d skipped; want %d, %d", len(late), len(skipped), tc.late, tc.skipped)
 			}
+			t.Logf("catch_up %s (max %d), 5 ticks missed: %d runs, %d tick_late, %d tick_skipped", tc.policy, tc.max, len(keys)-1, len(late), len(skipped))
 			for _, e := range skipped {
 				if !strings.Contains(onceflow.Explain(e), "skipped by policy") {
 					t.Errorf("explanation %q", onceflow.Explain(e))
@@ -203,13 +204,25 @@ func TestScheduleDaylightSavingFires(t *testing.T) {
 			if !equal(daily, []string{tc.dailyKey}) {
 				t.Errorf("daily: runs %v, want [%s]", daily, tc.dailyKey)
 			}
-			found := false
-			for _, k := range hourly {
-				found = found || k == tc.ofHourlyAfter
+			// The intended hourly ticks, found without the schedule's clock: every whole
+			// hour of real time through the day, each wall-clock hour once, at its first
+			// occurrence.
+			var want []string
+			seen := map[string]bool{}
+			for at := start; at.Before(end); at = at.Add(time.Hour) {
+				if w := at.Format("2006-01-02T15"); !seen[w] {
+					seen[w] = true
+					want = append(want, "hourly:"+at.Format(time.RFC3339))
+				}
 			}
-			if !found {
+			sort.Strings(want)
+			if !equal(hourly, want) {
+				t.Errorf("hourly runs\n%v\nwant\n%v", hourly, want)
+			}
+			if !slices.Contains(hourly, tc.ofHourlyAfter) {
 				t.Errorf("hourly runs %v lack %s", hourly, tc.ofHourlyAfter)
 			}
+			t.Logf("%s %s: hourly %d runs, daily %v", tc.tz, tc.day, len(hourly), daily)
 			if evs := b.events(t, store.EventListParams{Entity: "schedule:hourly"}); len(evs) != 0 {
 				t.Errorf("stepping through the day produced catch-up decisions: %v", eventTypes(evs, ""))
 			}
@@ -596,5 +609,59 @@ func TestReplaceDefinitionsSchedules(t *testing.T) {
 	}
 	if n := len(b.runKeys(t, "invoices.for-each")); n != 1 {
 		t.Fatalf("the removed schedule fired again: %d fan-out runs", n)
+	}
+}
+
+// Client.Schedules lists each schedule's next ticks in its zone and the last tick the
+// scheduler fired with the run it started; a tick fired by hand starts its run but does not
+// change which ticks the scheduler considers fired.
+func TestSchedulesInfo(t *testing.T) {
+	b := setup(t)
+	b.register(t, reportWorkflow("report"))
+	if err := b.client.RegisterSchedule(onceflow.Schedule{Name: "nightly", Workflow: "report", Cron: "30 2 * * *",
+		Timezone: "America/New_York", CatchUp: onceflow.CatchUpNone}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(time.Date(2026, 11, 1, 5, 0, 0, 0, time.UTC)) // 01:00 EDT, the day New York falls back
+	b.fire(t)
+	infos, err := b.client.Schedules(b.ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || !infos[0].LastTick.IsZero() || infos[0].LastRunID != 0 {
+		t.Fatalf("before any tick: %+v", infos)
+	}
+	var next []string
+	for _, n := range infos[0].Next {
+		next = append(next, n.Format(time.RFC3339))
+	}
+	if want := []string{"2026-11-01T02:30:00-05:00", "2026-11-02T02:30:00-05:00", "2026-11-03T02:30:00-05:00"}; !equal(next, want) {
+		t.Errorf("next ticks %v, want %v", next, want)
+	}
+	b.clock.Set(time.Date(2026, 11, 1, 7, 30, 5, 0, time.UTC))
+	b.fire(t)
+	runs := b.runKeys(t, "report")
+	if !equal(runs, []string{"nightly:2026-11-01T02:30:00-05:00"}) {
+		t.Fatalf("runs %v", runs)
+	}
+	fired, err := b.store.RunGetByKey(b.ctx, "report", runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual, err := b.client.TriggerSchedule(b.ctx, "nightly", time.Date(2026, 10, 20, 2, 30, 0, 0, time.FixedZone("EDT", -4*3600)))
+	if err != nil || manual.Duplicate {
+		t.Fatalf("manual tick: %+v %v", manual, err)
+	}
+	infos, err = b.client.Schedules(b.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := infos[0]
+	if in.LastTick.Format(time.RFC3339) != "2026-11-01T02:30:00-05:00" || in.LastRunID != fired.ID || in.LastRunID == manual.ID {
+		t.Errorf("last tick %s run %d, want 2026-11-01T02:30:00-05:00 and run %d (the manual run is %d)",
+			in.LastTick.Format(time.RFC3339), in.LastRunID, fired.ID, manual.ID)
+	}
+	if len(in.Next) != 1 || in.Next[0].Format(time.RFC3339) != "2026-11-02T02:30:00-05:00" {
+		t.Errorf("next tick %v", in.Next)
 	}
 }

@@ -154,4 +154,6 @@ func TestScheduleThreeProcesses(t *testing.T) {
 	if leader == owner {
 		t.Errorf("the killed process %s still leads the scheduler", owner)
 	}
+	t.Logf("%d processes, %d ticks from %s: %d runs, one per tick; leader %s SIGKILLed after tick %d, %s took over",
+		schedProcs, schedTicks, from.UTC().Format(time.RFC3339), len(got), owner, schedTicks/3, leader)
 }
