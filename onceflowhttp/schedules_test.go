@@ -62,6 +62,43 @@ func TestListSchedules(t *testing.T) {
 	if run.RunKey != "nightly:2026-11-30T02:30:00+01:00" {
 		t.Errorf("trigger run key %s", run.RunKey)
 	}
+	if s["last_tick"] != nil || s["last_run_id"] != nil {
+		t.Errorf("before the scheduler fired a tick: last tick %v, run %v (a manual trigger is not one)", s["last_tick"], s["last_run_id"])
+	}
+
+	// Another process on the database, whose clock reaches the next tick, fires it: the list
+	// shows that tick as the last one fired, with its run.
+	due, err := time.Parse(time.RFC3339, next[0].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired, err := onceflow.New(onceflow.Config{Store: b.store, WorkerID: "scheduler", ScheduleClock: func() time.Time { return due.Add(5 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fired.Register(onceflow.Workflow{Name: "report", Steps: []onceflow.Step{{ID: "send",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fired.RegisterSchedule(onceflow.Schedule{Name: "nightly", Workflow: "report", Cron: "30 2 * * *",
+		Timezone: "Europe/Berlin", CatchUp: onceflow.CatchUpNone}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fired.FireSchedules(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tickRun, err := b.store.RunGetByKey(t.Context(), "report", "nightly:"+due.Format(time.RFC3339))
+	if err != nil {
+		t.Fatalf("the run of tick %s: %v", due.Format(time.RFC3339), err)
+	}
+	a = b.do(http.MethodGet, "/v1/schedules?next=1", readToken, nil, "")
+	if a.status != http.StatusOK {
+		t.Fatalf("read token: status %d: %s", a.status, a.body)
+	}
+	s = a.json["schedules"].([]any)[0].(map[string]any)
+	if s["last_tick"] != due.Format(time.RFC3339) || s["last_run_id"] != float64(tickRun.ID) {
+		t.Errorf("after the tick: last tick %v, run %v; want %s, run %d", s["last_tick"], s["last_run_id"], due.Format(time.RFC3339), tickRun.ID)
+	}
 	if a := b.do(http.MethodGet, "/v1/schedules?next=1000", adminToken, nil, ""); a.status != http.StatusBadRequest {
 		t.Errorf("next=1000: %d", a.status)
 	}

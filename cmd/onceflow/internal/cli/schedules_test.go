@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +55,16 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || len(list[0]["next"].([]any)) != 2 {
 		t.Errorf("list --json: %s (%v)", r.stdout, err)
+	}
+	// A process serving the file fires the next tick on its clock: list shows it as the last
+	// tick fired, with its run (the manual triggers above are not ticks the scheduler fired).
+	if strings.Contains(runOK(t, "schedules", "list", "--db", db, "--workflows", dir).stdout, "2026-11-01 02:30:00 EST") {
+		t.Error("list shows a manual trigger as the last tick fired")
+	}
+	id := fireNightly(t, strings.TrimPrefix(db, "sqlite://"), time.Date(2026, 11, 2, 6, 0, 0, 0, time.UTC), time.Date(2026, 11, 2, 7, 30, 5, 0, time.UTC))
+	r = runOK(t, "schedules", "list", "--db", db, "--workflows", dir)
+	if !strings.Contains(r.stdout, fmt.Sprintf("2026-11-02 02:30:00 EST  %d\n", id)) {
+		t.Errorf("list after the scheduler fired 2026-11-02 02:30 EST (run %d):\n%s", id, r.stdout)
 	}
 	if r := run(t, "schedules", "trigger", "nope", "--db", db, "--workflows", dir); r.code != exitUsage {
 		t.Errorf("unknown schedule: exit %d, %s", r.code, r.stderr)
@@ -118,4 +129,35 @@ func TestRunsShowDelayedStep(t *testing.T) {
 	if d.WaitingUntil == nil || d.Steps[1].DueAt == nil || !d.WaitingUntil.Equal(*d.Steps[1].DueAt) || d.WaitingUntil.Sub(run.CreatedAt) < 24*time.Hour {
 		t.Errorf("runs show --json: waiting_until %v, call due %v", d.WaitingUntil, d.Steps[1].DueAt)
 	}
+}
+
+// fireNightly fires the nightly-sync schedule as the process that leads the scheduler does:
+// first at seen (it starts from then), then at now. It returns the run of the tick of
+// 2026-11-02.
+func fireNightly(t *testing.T, path string, seen, now time.Time) int64 {
+	t.Helper()
+	st := openSQLite(t, path)
+	defer st.Close()
+	at := seen
+	c, err := onceflow.New(onceflow.Config{Store: st, ScheduleClock: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	if err := c.Register(onceflow.Workflow{Name: "nightly-sync", Steps: []onceflow.Step{{ID: "sync", Do: noop}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterSchedule(onceflow.Schedule{Workflow: "nightly-sync", Cron: "30 2 * * *", Timezone: "America/New_York", CatchUp: onceflow.CatchUpNone}); err != nil {
+		t.Fatal(err)
+	}
+	for _, at = range []time.Time{seen, now} {
+		if err := c.FireSchedules(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := st.RunGetByKey(context.Background(), "nightly-sync", "nightly-sync:2026-11-02T02:30:00-05:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
 }
