@@ -40,6 +40,13 @@ const DefaultScheduleRunKey = "{schedule.name}:{schedule.time}"
 // tick stands for: 2026-11 for a monthly schedule, 2026-11-30 for a daily one) and
 // {schedule.previous} (the tick before; "" if none). A run's input is
 // {"schedule": {"name", "time", "period", "previous"}}, plus {"item": …} for a fan-out.
+//
+// The cron expression names wall-clock times in Timezone. On the days the clocks change, a
+// wall time that does not exist (the clocks go forward) is one tick at the first instant
+// after the gap (02:30 on the day Berlin skips from 02:00 to 03:00 fires once, at 03:00
+// CEST); a wall time that occurs twice (the clocks go back) is one tick at its first
+// occurrence; wall times that land on the same instant are one tick. An hourly schedule
+// thus fires 23 times on the spring day and 24 times on the autumn day.
 type Schedule struct {
 	// Name identifies the schedule (letters, digits, '.', '_' and '-'); default Workflow.
 	Name string

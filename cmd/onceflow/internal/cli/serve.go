@@ -52,12 +52,12 @@ func newServeCommand(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the API and webhooks, and execute workflow steps",
 		Long: `serve loads the workflow files of --workflows, then serves the JSON API
-(POST /v1/workflows/{name}/runs, GET /v1/workflows, GET /v1/runs, GET /v1/runs/{id}, the
-review queue; GET /v1/openapi.json describes it all), the webhook endpoints the
-files declare (/hooks/{name}), /healthz, /readyz, Prometheus metrics at /metrics (or on
---metrics-addr) and the web console at /ui/ (or on --ui-addr), and executes steps with
---workers workers until it receives SIGINT or
-SIGTERM.
+(POST /v1/workflows/{name}/runs, GET /v1/workflows, GET /v1/runs, GET /v1/runs/{id},
+GET /v1/schedules, the review queue; GET /v1/openapi.json describes it all), the webhook
+endpoints the files declare (/hooks/{name}), /healthz, /readyz, Prometheus metrics at
+/metrics (or on --metrics-addr) and the web console at /ui/ (or on --ui-addr), fires the
+ticks of the files' schedules, and executes steps with --workers workers until it receives
+SIGINT or SIGTERM.
 
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
 scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
