@@ -314,9 +314,19 @@ func playInvoices(ctx context.Context, st store.Store, bill *billing, sched *sch
 	}
 	s := bill.stats(period)
 	s.Tick, s.Period, s.Restarted, s.Runs = tick.Format(time.RFC3339), period, true, countRuns(ctx, st, invoiceWorkflow)
-	progress("monthly invoices: %d customers, %d invoice runs, %d invoices issued and %d sent; invoices per customer for %s: %v",
-		s.Customers, s.Runs, s.Invoices, s.InvoicesSent, period, s.PerCustomerPeriod)
+	progress("monthly invoices: %d customers, %d invoice runs, %d invoices issued and %d sent; invoices per customer for %s: %s",
+		s.Customers, s.Runs, s.Invoices, s.InvoicesSent, period, s.perCustomer())
 	return s, nil
+}
+
+// perCustomer says how many customers got how many invoices for the period:
+// "1 invoice(s): 60 customer(s)".
+func (s InvoiceStats) perCustomer() string {
+	var parts []string
+	for _, n := range sortedKeys(s.PerCustomerPeriod) {
+		parts = append(parts, fmt.Sprintf("%s invoice(s): %d customer(s)", n, s.PerCustomerPeriod[n]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func countRuns(ctx context.Context, st store.Store, workflow string) int {

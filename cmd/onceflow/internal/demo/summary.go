@@ -287,11 +287,8 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nMonthly invoices: the schedule's tick %s fired (its clock brought forward) and walked the\n"+
 			"  billing system's %d customers in %d list requests; onceflow was restarted in the middle of the list.\n"+
 			"  %d invoice runs, %d invoices issued, %d sent, %d repeated keys answered from the first result.\n"+
-			"  Invoices per customer for period %s:", v.Tick, v.Customers, v.ListRequests, v.Runs, v.Invoices, v.InvoicesSent, v.Repeated, v.Period)
-		for _, n := range sortedKeys(v.PerCustomerPeriod) {
-			fmt.Fprintf(w, " %s invoice(s): %d customer(s);", n, v.PerCustomerPeriod[n])
-		}
-		fmt.Fprintln(w)
+			"  Invoices per customer for period %s: %s\n", v.Tick, v.Customers, v.ListRequests, v.Runs, v.Invoices, v.InvoicesSent, v.Repeated,
+			v.Period, v.perCustomer())
 	}
 
 	fmt.Fprintf(w, "\nInvariants\n")
