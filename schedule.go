@@ -323,11 +323,17 @@ func (c *Client) Schedules(ctx context.Context, n int) ([]ScheduleInfo, error) {
 // ErrScheduleNotFound is returned for a schedule name that is not registered.
 var ErrScheduleNotFound = errors.New("onceflow: schedule not found")
 
+// ErrNotATick is returned by TriggerSchedule for a time that is not a tick of the schedule.
+var ErrNotATick = errors.New("onceflow: not a tick of the schedule")
+
 // TriggerSchedule fires a tick of the schedule by hand, with nominal time at (zero: the
-// latest tick at or before now). at need not be a tick of the cron expression, but the key
-// rules are the same as for a tick: a time whose run already exists starts nothing and
-// returns that run (Run.Duplicate). For a fan-out it returns the run that walks the list.
-// It does not change which ticks the scheduler considers fired.
+// latest tick at or before now). at must be a tick of the cron expression, in any zone
+// (2026-11-01T09:00:00+01:00 and 2026-11-01T08:00:00Z are the same tick); another time
+// returns ErrNotATick, since its run key would differ from the tick's and so start the
+// tick's work a second time. The key rules are those of the scheduler: a tick whose run
+// already exists starts nothing and returns that run (Run.Duplicate). For a fan-out it
+// returns the run that walks the list. It does not change which ticks the scheduler
+// considers fired.
 func (c *Client) TriggerSchedule(ctx context.Context, name string, at time.Time) (*Run, error) {
 	c.mu.RLock()
 	sd := c.schedules[name]
@@ -340,6 +346,15 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string, at time.Time)
 		if at = sd.clock.previous(now.Add(time.Second)); at.IsZero() {
 			return nil, fmt.Errorf("onceflow: schedule %q has no tick before %s; give the time", name, now.Format(time.RFC3339))
 		}
+	} else if !sd.clock.next(at.Add(-time.Second)).Equal(at) {
+		near := func(t time.Time) string {
+			if t.IsZero() {
+				return "none"
+			}
+			return t.Format(time.RFC3339)
+		}
+		return nil, fmt.Errorf("%w: %s is not a tick of %q (%s in %s); the tick before is %s, the one after %s", ErrNotATick,
+			at.In(sd.clock.loc).Format(time.RFC3339Nano), name, sd.Cron, sd.clock.loc, near(sd.clock.previous(at)), near(sd.clock.next(at)))
 	}
 	return c.fireTick(ctx, sd, sd.tick(at))
 }

@@ -262,6 +262,19 @@ func TestScheduleTriggerUsesTheTickKey(t *testing.T) {
 	if _, err := b.client.TriggerSchedule(b.ctx, "nope", at); !errors.Is(err, onceflow.ErrScheduleNotFound) {
 		t.Errorf("unknown schedule: %v", err)
 	}
+	// A time that is not a tick would render another key and start the tick's work again:
+	// refused, naming the ticks around it.
+	for _, off := range []time.Time{at.Add(time.Second), at.Add(500 * time.Millisecond), at.AddDate(0, 0, 14)} {
+		r, err := b.client.TriggerSchedule(b.ctx, "report", off)
+		if !errors.Is(err, onceflow.ErrNotATick) || r != nil {
+			t.Errorf("trigger at %s: %+v, %v; want ErrNotATick", off.Format(time.RFC3339Nano), r, err)
+		} else if !strings.Contains(err.Error(), "the tick before is 2026-11-01T00:00:00+01:00, the one after 2026-12-01T00:00:00+01:00") {
+			t.Errorf("trigger at %s: %v", off.Format(time.RFC3339Nano), err)
+		}
+	}
+	if keys := b.runKeys(t, "report"); !equal(keys, []string{"report:2026-11"}) {
+		t.Errorf("runs %v, want the one of November", keys)
+	}
 }
 
 func TestRegisterScheduleRefuses(t *testing.T) {

@@ -52,7 +52,7 @@ func newSchedulesCommand(g *globals) *cobra.Command {
 		},
 	}
 	trigger.Flags().StringVar(&f.workflows, "workflows", "", "directory of workflow YAML files (required)")
-	trigger.Flags().StringVar(&f.at, "time", "", "the tick's nominal time, RFC 3339 (default: the latest tick at or before now)")
+	trigger.Flags().StringVar(&f.at, "time", "", "the tick's nominal time, RFC 3339, a time the cron expression names (default: the latest tick at or before now)")
 	trigger.Flags().BoolVar(&f.json, "json", false, "print JSON instead of text")
 	cmd.AddCommand(list, trigger)
 	return cmd
@@ -134,8 +134,8 @@ func schedulesTrigger(ctx context.Context, g *globals, name string, f schedulesF
 	}
 	defer s.Close()
 	run, err := s.client.TriggerSchedule(ctx, name, at)
-	if errors.Is(err, onceflow.ErrScheduleNotFound) {
-		return usagef("%v", err)
+	if errors.Is(err, onceflow.ErrScheduleNotFound) || errors.Is(err, onceflow.ErrNotATick) {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "onceflow: "))
 	}
 	if err != nil {
 		return err

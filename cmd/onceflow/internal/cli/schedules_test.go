@@ -72,6 +72,13 @@ func TestSchedulesListAndTrigger(t *testing.T) {
 	if r := run(t, "schedules", "trigger", "nightly-sync", "--db", db, "--workflows", dir, "--time", "yesterday"); r.code != exitUsage {
 		t.Errorf("bad --time: exit %d", r.code)
 	}
+	// A time the cron expression does not name would start the tick's work again under
+	// another key: refused.
+	r = run(t, "schedules", "trigger", "nightly-sync", "--db", db, "--workflows", dir, "--time", "2026-11-01T02:30:01-05:00")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "2026-11-01T02:30:01-05:00 is not a tick of \"nightly-sync\"") ||
+		!strings.Contains(r.stderr, "the tick before is 2026-11-01T02:30:00-05:00") {
+		t.Errorf("trigger off the tick: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if r := run(t, "schedules", "list", "--db", db); r.code != exitUsage {
 		t.Errorf("list without --workflows: exit %d", r.code)
 	}
