@@ -678,3 +678,37 @@ func TestSchedulesInfo(t *testing.T) {
 		t.Errorf("next tick %v", in.Next)
 	}
 }
+
+// A list whose pages overlap — a customer inserted while the list is walked shifts an
+// offset-paged list, so the next page starts with the last customer of the page before —
+// starts one run per customer: an item whose run exists is counted, not started again.
+func TestScheduleFanOutOverlappingPages(t *testing.T) {
+	b := setup(t)
+	b.register(t, onceflow.Workflow{Name: "invoice", Entity: "customer:{input.item.customer_id}", Steps: []onceflow.Step{{ID: "issue", Do: noop}}})
+	list := customers(120, 50, nil, nil)
+	fetch := func(ctx context.Context, tick onceflow.Tick, cursor string) (onceflow.FanOutPage, error) {
+		page, err := list(ctx, tick, cursor)
+		if err == nil && cursor != "" {
+			from := 0
+			fmt.Sscan(cursor, &from)
+			prev := json.RawMessage(fmt.Sprintf(`{"customer_id": "c%03d", "plan": "pro"}`, from-1))
+			page.Items = append([]json.RawMessage{prev}, page.Items...)
+		}
+		return page, err
+	}
+	if err := b.client.RegisterSchedule(onceflow.Schedule{Name: "invoices", Workflow: "invoice", Cron: "0 9 1 * *", Timezone: "Europe/Berlin",
+		RunKey: "invoice:{item.customer_id}:{schedule.period}:subscription", ForEach: &onceflow.FanOut{Fetch: fetch}}); err != nil {
+		t.Fatal(err)
+	}
+	b.fireNovember(t)
+	keys := b.runKeys(t, "invoice")
+	if len(keys) != 120 || len(slices.Compact(slices.Clone(keys))) != 120 {
+		t.Fatalf("%d invoice runs, want 120 distinct", len(keys))
+	}
+	runs, _ := b.store.RunList(b.ctx, store.RunListParams{Workflow: "invoices.for-each"})
+	walk := b.steps(t, runs[0].ID)["for-each"]
+	var got onceflow.FanOutResult
+	if err := json.Unmarshal(walk.Output, &got); err != nil || got != (onceflow.FanOutResult{Pages: 3, Items: 122, Started: 120, Existing: 2}) {
+		t.Fatalf("walk %s output %s (%v), want 122 items: 120 started, 2 existing", walk.State, walk.Output, err)
+	}
+}
