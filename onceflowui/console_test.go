@@ -499,3 +499,81 @@ func TestTLSCookieAndRequestLog(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Cancelling a run from its page: a read session sees the button disabled and is refused;
+// a POST without the CSRF token is refused; an admin's cancel turns the parked step into
+// cancelled, and the audit trail names the token and keeps the note.
+func TestCancelRunThroughConsole(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	stepState := func() store.State {
+		t.Helper()
+		steps, err := b.store.StepListByRun(ctx, b.runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			if st.Name == "notify" {
+				return st.State
+			}
+		}
+		t.Fatal("no step notify")
+		return ""
+	}
+
+	reader := b.browser()
+	reader.signIn(readSecret)
+	_, page := reader.get("/ui/runs/1")
+	if !regexp.MustCompile(`id="cancel" class="danger" disabled`).MatchString(page) {
+		t.Fatalf("a read session's run page has no disabled cancel button:\n%s", page)
+	}
+	resp, body := reader.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"read"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+
+	admin := b.browser()
+	admin.signIn(adminSecret)
+	_, page = admin.get("/ui/runs/1")
+	if !strings.Contains(page, `id="cancel" class="danger">`) {
+		t.Fatalf("an admin's run page has no enabled cancel button:\n%s", page)
+	}
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"note": {"no token"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	if s := stepState(); s != store.StateNeedsReview {
+		t.Fatalf("after refused cancels the step is %s, want needs_review", s)
+	}
+
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/ui/runs/1?done=") {
+		t.Fatalf("cancel redirects to %q", loc)
+	}
+	if s := stepState(); s != store.StateCancelled {
+		t.Fatalf("after the cancel the step is %s, want cancelled", s)
+	}
+	run, err := b.store.RunGetByID(ctx, b.runID)
+	if err != nil || run.State != store.StateCancelled {
+		t.Fatalf("run after the cancel: %+v, %v", run, err)
+	}
+	resp, body = admin.get(resp.Header.Get("Location"))
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, `id="flash">Cancelled: notify will not run.`) || strings.Contains(body, `id="cancel-form"`) {
+		t.Fatalf("the run page after the cancel:\n%s", body)
+	}
+	evs, err := b.client.Audit(ctx, onceflow.AuditQuery{RunID: b.runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled *onceflow.AuditEntry
+	for _, e := range evs {
+		if e.Type == store.EventRunCancelled {
+			cancelled = e
+		}
+	}
+	if cancelled == nil || cancelled.Actor != "token:ops" || !strings.Contains(string(cancelled.Detail), `"note":"customer withdrew"`) {
+		t.Fatalf("run.cancelled event %+v, want actor token:ops and the note", cancelled)
+	}
+
+	// Nothing is left to cancel.
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusConflict)
+}
