@@ -577,3 +577,48 @@ func TestCancelRunThroughConsole(t *testing.T) {
 	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}})
 	wantStatus(t, resp, body, http.StatusConflict)
 }
+
+// Signing in and out are audit events whose actor is the token's name, never its secret;
+// a refused sign-in records nothing.
+func TestSignInAndOutAreAudited(t *testing.T) { eachStore(t, testSignInAndOutAreAudited) }
+
+func testSignInAndOutAreAudited(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	since := time.Now().Add(-time.Minute)
+	br := b.browser()
+	if resp := br.signIn("not-a-token-at-all-000"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("sign-in with an unknown token = %d", resp.StatusCode)
+	}
+	if resp := br.signIn(readSecret); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in = %d", resp.StatusCode)
+	}
+	_, page := br.get("/ui/")
+	resp, body := br.post("/ui/logout", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if resp := b.browser().signIn(adminSecret); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("admin sign-in = %d", resp.StatusCode)
+	}
+
+	evs, err := b.client.Audit(ctx, onceflow.AuditQuery{Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if !strings.HasPrefix(e.Type, "console.") {
+			continue
+		}
+		got = append(got, e.Type+" "+e.Actor)
+		all := e.Actor + e.Why + e.Reason + string(e.Detail)
+		if strings.Contains(all, readSecret) || strings.Contains(all, adminSecret) {
+			t.Errorf("event %s holds a token's secret", e.Type)
+		}
+		if e.Type == store.EventConsoleSignedIn && !strings.Contains(e.Why, e.Actor+" signed in to the web console (scope ") {
+			t.Errorf("sign-in explained as %q", e.Why)
+		}
+	}
+	want := []string{"console.signed_in token:viewer", "console.signed_out token:viewer", "console.signed_in token:ops"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("console events %q, want %q", got, want)
+	}
+}

@@ -26,6 +26,7 @@
 // CSRF token bound to the session and is checked against cross-origin requests as well.
 // Pages are sent with a Content-Security-Policy that admits only the console's own script
 // and style sheet, embedded in the binary: nothing is loaded from another host. Every
-// action is written to the audit trail with the actor token:NAME, as the API does, and
+// action, and every sign-in and sign-out (store.EventConsoleSignedIn, EventConsoleSignedOut),
+// is written to the audit trail with the actor token:NAME, as the API does, and
 // everything shown about a run is masked by the same redaction policy as the API's answers.
 package onceflowui
