@@ -622,3 +622,23 @@ func testSignInAndOutAreAudited(t *testing.T, b *bundle) {
 		t.Fatalf("console events %q, want %q", got, want)
 	}
 }
+
+// The review queue's age filter reads the one duration syntax of flags and files, days
+// included, and says how to write one when it cannot read it.
+func TestReviewFilterDuration(t *testing.T) {
+	b := setup(t)
+	br := b.browser()
+	br.signIn(readSecret)
+	resp, body := br.get("/ui/review?older_than=1d")
+	wantStatus(t, resp, body, http.StatusOK)
+	if strings.Contains(body, `class="item" href="/ui/review/1/notify"`) {
+		t.Error("an item parked a moment ago is listed as older than a day")
+	}
+	resp, body = br.get("/ui/review?older_than=1d12h&workflow=signup")
+	wantStatus(t, resp, body, http.StatusOK)
+	resp, body = br.get("/ui/review?older_than=1.5d")
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	if !strings.Contains(html.UnescapeString(body), `"1.5d" is not a duration: use a whole number of days`) {
+		t.Errorf("the refusal does not say how to write a duration:\n%s", body)
+	}
+}
