@@ -621,6 +621,18 @@ func testSignInAndOutAreAudited(t *testing.T, b *bundle) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("console events %q, want %q", got, want)
 	}
+	// The API's audit answer lists them, in the shape its OpenAPI document gives.
+	req, _ := http.NewRequest(http.MethodGet, b.api.URL+"/v1/audit?since="+url.QueryEscape(since.UTC().Format(time.RFC3339)), nil)
+	req.Header.Set("Authorization", "Bearer "+adminSecret)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"type":"console.signed_out","actor":"token:viewer"`) {
+		t.Fatalf("GET /v1/audit: %d %s", resp.StatusCode, raw)
+	}
 }
 
 // The review queue's age filter reads the one duration syntax of flags and files, days
