@@ -301,6 +301,10 @@ func Explain(e *store.Event) string {
 		w("entity %s moved %s → %s", str("entity"), str("from"), str("to"))
 	case store.EventEntityRefused:
 		w("entity %s is %s; the transition to %s applies only from %s: refused", str("entity"), str("state"), str("to"), joinList(d["allowed_from"]))
+	case store.EventConsoleSignedIn:
+		w("%s signed in to the web console (scope %s; the session ends by %s)", e.Actor, str("scope"), when("expires"))
+	case store.EventConsoleSignedOut:
+		w("%s signed out of the web console", e.Actor)
 	default:
 		w("%s", e.Type)
 		if e.Reason != "" {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
@@ -42,44 +41,22 @@ func (s *Server) reviewRoutes() {
 	s.mux.Handle("GET /v1/keys/{key...}", read(s.keyReport))
 }
 
-// reviewItemView is a review item as the API shows it.
-type reviewItemView struct {
-	RunID           int64         `json:"run_id"`
-	Workflow        string        `json:"workflow"`
-	Step            string        `json:"step"`
-	RunKey          string        `json:"run_key"`
-	Entity          string        `json:"entity,omitempty"`
-	State           store.State   `json:"state"`
-	EffectKey       string        `json:"effect_key,omitempty"`
-	Reason          string        `json:"reason"`
-	LastError       string        `json:"last_error,omitempty"`
-	LastOutcome     store.Outcome `json:"last_outcome,omitempty"`
-	Attempts        int           `json:"attempts"`
-	AttemptBase     int           `json:"attempt_base,omitempty"`
-	ResponseStatus  int           `json:"response_status,omitempty"`
-	ResponseExcerpt string        `json:"response_excerpt,omitempty"`
-	Since           time.Time     `json:"since"`
-	AgeSeconds      int64         `json:"age_seconds"`
-	EffectMayExist  bool          `json:"effect_may_exist"`
-	Links           itemLinks     `json:"links"`
-}
+// reviewItemView is a review item as the API shows it: the command's --json shape, with
+// links.
+type reviewItemView = views.ReviewItem
 
-type itemLinks struct {
-	Self string `json:"self"`
-	Run  string `json:"run"`
-}
+type itemLinks = views.ItemLinks
 
 func itemLink(runID int64, step string) string {
 	return "/v1/review/" + strconv.FormatInt(runID, 10) + "/" + step
 }
 
+func itemLinksOf(runID int64, step string) itemLinks {
+	return itemLinks{Self: itemLink(runID, step), Run: runLink(runID)}
+}
+
 func viewItem(it *onceflow.ReviewItem, m *redact.Masker) reviewItemView {
-	v := reviewItemView{RunID: it.RunID, Workflow: it.Workflow, Step: it.Step, RunKey: it.RunKey, Entity: it.Entity, State: it.State,
-		EffectKey: it.EffectKey, Reason: it.Reason, LastError: m.Text(it.LastError), LastOutcome: it.LastOutcome, Attempts: it.Attempts,
-		AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: maskExcerpt(m, it.ResponseExcerpt), Since: it.Since,
-		AgeSeconds: int64(it.Age / time.Second), EffectMayExist: it.EffectMayExist,
-		Links: itemLinks{Self: itemLink(it.RunID, it.Step), Run: runLink(it.RunID)}}
-	return v
+	return views.NewReviewItem(it, m, itemLinksOf)
 }
 
 func maskExcerpt(m *redact.Masker, s string) string {
@@ -326,7 +303,7 @@ func (s *Server) reviewAct(w http.ResponseWriter, r *http.Request) error {
 		return reviewProblem(err)
 	}
 	return writeJSON(w, http.StatusOK, resultView{RunID: res.RunID, Step: res.Step, Action: action, StepState: res.StepState, RunState: res.RunState,
-		Ledger: res.Ledger, Actor: actor(r), Links: itemLinks{Self: itemLink(res.RunID, res.Step), Run: runLink(res.RunID)}})
+		Ledger: res.Ledger, Actor: actor(r), Links: itemLinksOf(res.RunID, res.Step)})
 }
 
 // runReplay is POST /v1/runs/{id}/replay.

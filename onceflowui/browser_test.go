@@ -135,6 +135,9 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("the run's page says %q", rows)
 	}
 	noCanary("the run page (read)")
+	if disabled, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("cancel").disabled`)); err != nil || !disabled {
+		t.Fatalf("a read session's cancel button is enabled (%v)", err)
+	}
 	do("open the parked item", chromedp.Navigate(b.srv.URL+"/ui/review/1/notify"), chromedp.WaitVisible(chromedp.ID("readonly")))
 	disabled, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("retry").disabled && document.getElementById("preview").disabled`))
 	if err != nil || !disabled {

@@ -499,3 +499,158 @@ func TestTLSCookieAndRequestLog(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Cancelling a run from its page: a read session sees the button disabled and is refused;
+// a POST without the CSRF token is refused; an admin's cancel turns the parked step into
+// cancelled, and the audit trail names the token and keeps the note.
+func TestCancelRunThroughConsole(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	stepState := func() store.State {
+		t.Helper()
+		steps, err := b.store.StepListByRun(ctx, b.runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			if st.Name == "notify" {
+				return st.State
+			}
+		}
+		t.Fatal("no step notify")
+		return ""
+	}
+
+	reader := b.browser()
+	reader.signIn(readSecret)
+	_, page := reader.get("/ui/runs/1")
+	if !regexp.MustCompile(`id="cancel" class="danger" disabled`).MatchString(page) {
+		t.Fatalf("a read session's run page has no disabled cancel button:\n%s", page)
+	}
+	resp, body := reader.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"read"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+
+	admin := b.browser()
+	admin.signIn(adminSecret)
+	_, page = admin.get("/ui/runs/1")
+	if !strings.Contains(page, `id="cancel" class="danger">`) {
+		t.Fatalf("an admin's run page has no enabled cancel button:\n%s", page)
+	}
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"note": {"no token"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	if s := stepState(); s != store.StateNeedsReview {
+		t.Fatalf("after refused cancels the step is %s, want needs_review", s)
+	}
+
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/ui/runs/1?done=") {
+		t.Fatalf("cancel redirects to %q", loc)
+	}
+	if s := stepState(); s != store.StateCancelled {
+		t.Fatalf("after the cancel the step is %s, want cancelled", s)
+	}
+	run, err := b.store.RunGetByID(ctx, b.runID)
+	if err != nil || run.State != store.StateCancelled {
+		t.Fatalf("run after the cancel: %+v, %v", run, err)
+	}
+	resp, body = admin.get(resp.Header.Get("Location"))
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, `id="flash">Cancelled: notify will not run.`) || strings.Contains(body, `id="cancel-form"`) {
+		t.Fatalf("the run page after the cancel:\n%s", body)
+	}
+	evs, err := b.client.Audit(ctx, onceflow.AuditQuery{RunID: b.runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled *onceflow.AuditEntry
+	for _, e := range evs {
+		if e.Type == store.EventRunCancelled {
+			cancelled = e
+		}
+	}
+	if cancelled == nil || cancelled.Actor != "token:ops" || !strings.Contains(string(cancelled.Detail), `"note":"customer withdrew"`) {
+		t.Fatalf("run.cancelled event %+v, want actor token:ops and the note", cancelled)
+	}
+
+	// Nothing is left to cancel.
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusConflict)
+}
+
+// Signing in and out are audit events whose actor is the token's name, never its secret;
+// a refused sign-in records nothing.
+func TestSignInAndOutAreAudited(t *testing.T) { eachStore(t, testSignInAndOutAreAudited) }
+
+func testSignInAndOutAreAudited(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	since := time.Now().Add(-time.Minute)
+	br := b.browser()
+	if resp := br.signIn("not-a-token-at-all-000"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("sign-in with an unknown token = %d", resp.StatusCode)
+	}
+	if resp := br.signIn(readSecret); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in = %d", resp.StatusCode)
+	}
+	_, page := br.get("/ui/")
+	resp, body := br.post("/ui/logout", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if resp := b.browser().signIn(adminSecret); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("admin sign-in = %d", resp.StatusCode)
+	}
+
+	evs, err := b.client.Audit(ctx, onceflow.AuditQuery{Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if !strings.HasPrefix(e.Type, "console.") {
+			continue
+		}
+		got = append(got, e.Type+" "+e.Actor)
+		all := e.Actor + e.Why + e.Reason + string(e.Detail)
+		if strings.Contains(all, readSecret) || strings.Contains(all, adminSecret) {
+			t.Errorf("event %s holds a token's secret", e.Type)
+		}
+		if e.Type == store.EventConsoleSignedIn && !strings.Contains(e.Why, e.Actor+" signed in to the web console (scope ") {
+			t.Errorf("sign-in explained as %q", e.Why)
+		}
+	}
+	want := []string{"console.signed_in token:viewer", "console.signed_out token:viewer", "console.signed_in token:ops"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("console events %q, want %q", got, want)
+	}
+	// The API's audit answer lists them, in the shape its OpenAPI document gives.
+	req, _ := http.NewRequest(http.MethodGet, b.api.URL+"/v1/audit?since="+url.QueryEscape(since.UTC().Format(time.RFC3339)), nil)
+	req.Header.Set("Authorization", "Bearer "+adminSecret)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"type":"console.signed_out","actor":"token:viewer"`) {
+		t.Fatalf("GET /v1/audit: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// The review queue's age filter reads the one duration syntax of flags and files, days
+// included, and says how to write one when it cannot read it.
+func TestReviewFilterDuration(t *testing.T) {
+	b := setup(t)
+	br := b.browser()
+	br.signIn(readSecret)
+	resp, body := br.get("/ui/review?older_than=1d")
+	wantStatus(t, resp, body, http.StatusOK)
+	if strings.Contains(body, `class="item" href="/ui/review/1/notify"`) {
+		t.Error("an item parked a moment ago is listed as older than a day")
+	}
+	resp, body = br.get("/ui/review?older_than=1d12h&workflow=signup")
+	wantStatus(t, resp, body, http.StatusOK)
+	resp, body = br.get("/ui/review?older_than=1.5d")
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	if !strings.Contains(html.UnescapeString(body), `"1.5d" is not a duration: use a whole number of days`) {
+		t.Errorf("the refusal does not say how to write a duration:\n%s", body)
+	}
+}

@@ -8,7 +8,8 @@
 // hour's throughput and failures. The runs page filters runs by workflow, state, entity,
 // run key and creation time; a run's page draws its steps as a graph in dependency order,
 // lists every attempt (time, worker, outcome class, destination status, masked excerpt),
-// explains its audit trail and shows its input with every correction as a diff. The review
+// explains its audit trail, shows its input with every correction as a diff and cancels the
+// run (onceflow.Client.CancelRun) while a step is still to be done or decided. The review
 // queue filters the parked steps and acts on them one by one or in bulk by filter (retry,
 // resolve with an output, abandon, correct and replay), always after a preview computed by
 // the engine itself (onceflow.Client.ReviewPreview, ReviewBulk with DryRun). The key page
@@ -25,6 +26,7 @@
 // CSRF token bound to the session and is checked against cross-origin requests as well.
 // Pages are sent with a Content-Security-Policy that admits only the console's own script
 // and style sheet, embedded in the binary: nothing is loaded from another host. Every
-// action is written to the audit trail with the actor token:NAME, as the API does, and
+// action, and every sign-in and sign-out (store.EventConsoleSignedIn, EventConsoleSignedOut),
+// is written to the audit trail with the actor token:NAME, as the API does, and
 // everything shown about a run is masked by the same redaction policy as the API's answers.
 package onceflowui

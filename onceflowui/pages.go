@@ -221,6 +221,8 @@ type runData struct {
 	Events    []views.AuditEntry
 	Revisions []revisionRow
 	Live      bool
+	// Cancellable is set while a step of the run is still to be done or decided.
+	Cancellable bool
 }
 
 func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
@@ -330,6 +332,9 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 			}
 		}
 		d.Steps = append(d.Steps, row)
+		if cancellable(st.State) {
+			d.Cancellable = true
+		}
 		if !finished(st.State) {
 			d.Live = true
 		}

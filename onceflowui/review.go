@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
@@ -37,9 +38,9 @@ func readFilter(get func(string) string) (reviewFilter, onceflow.ReviewFilter, e
 		Entity: strings.TrimSpace(get("entity")), OlderThan: strings.TrimSpace(get("older_than"))}
 	of := onceflow.ReviewFilter{Workflow: f.Workflow, Step: f.Step, Reason: f.Reason, Entity: f.Entity}
 	if f.OlderThan != "" {
-		d, err := time.ParseDuration(f.OlderThan)
-		if err != nil || d <= 0 {
-			return f, of, &pageError{Status: http.StatusBadRequest, Title: "Invalid filter", Detail: "older than must be a positive duration such as 90m or 24h"}
+		d, err := duration.ParsePositive(f.OlderThan)
+		if err != nil {
+			return f, of, &pageError{Status: http.StatusBadRequest, Title: "Invalid filter", Detail: "older than: " + err.Error()}
 		}
 		of.OlderThan = d
 	}

@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/store"
 )
 
 // Sessions are stateless: the cookie holds the token's name, an expiry and a random nonce,
@@ -103,16 +106,16 @@ func scopes(t *onceflowhttp.Token) (read, admin bool) {
 	return read, admin
 }
 
-// newSessionCookie signs a session for t.
-func (c *Console) newSessionCookie(r *http.Request, t *onceflowhttp.Token) *http.Cookie {
+// newSessionCookie signs a session for t; exp is when it ends.
+func (c *Console) newSessionCookie(r *http.Request, t *onceflowhttp.Token) (ck *http.Cookie, exp time.Time) {
 	nonce := make([]byte, 18)
 	_, _ = rand.Read(nonce)
 	name := b64.EncodeToString([]byte(t.Name))
-	exp := c.cfg.Now().Add(c.cfg.SessionTTL)
+	exp = c.cfg.Now().Add(c.cfg.SessionTTL)
 	expS := strconv.FormatInt(exp.Unix(), 10)
 	n := b64.EncodeToString(nonce)
 	v := name + "." + expS + "." + n + "." + mac(keyOf(t), "session", name, expS, n)
-	return c.cookie(r, sessionCookie, v, exp)
+	return c.cookie(r, sessionCookie, v, exp), exp
 }
 
 func (c *Console) cookie(r *http.Request, name, value string, exp time.Time) *http.Cookie {
@@ -257,9 +260,19 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 		c.log.Warn("console sign-in refused: token lacks read and admin", "token", t.Name)
 		return fail("Token " + t.Name + " has neither the read nor the admin scope.")
 	}
-	http.SetCookie(w, c.newSessionCookie(r, t))
+	ck, exp := c.newSessionCookie(r, t)
+	scope := "read"
+	if _, admin := scopes(t); admin {
+		scope = "admin"
+	}
+	// The sign-in is in the audit trail before the session exists: a sign-in that cannot
+	// be recorded does not happen.
+	if err := c.recordSession(r.Context(), store.EventConsoleSignedIn, t.Name, map[string]any{"scope": scope, "expires": exp}); err != nil {
+		return err
+	}
+	http.SetCookie(w, ck)
 	http.SetCookie(w, c.cookie(r, loginCookie, "", time.Time{}))
-	c.log.Info("console sign-in", "token", t.Name)
+	c.log.Info("console sign-in", "token", t.Name, "scope", scope)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
@@ -267,6 +280,29 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 // logout is POST /ui/logout.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 	http.SetCookie(w, c.cookie(r, sessionCookie, "", time.Time{}))
+	if err := c.recordSession(r.Context(), store.EventConsoleSignedOut, sessionFrom(r).Name, nil); err != nil {
+		// The cookie is cleared all the same: signing out never fails for the person.
+		c.log.Error("console sign-out not recorded in the audit trail", "token", sessionFrom(r).Name, "error", err)
+	}
+	c.log.Info("console sign-out", "token", sessionFrom(r).Name)
 	http.Redirect(w, r, c.cfg.Prefix+"/login", http.StatusSeeOther)
+	return nil
+}
+
+// recordSession appends the audit event of a sign-in or sign-out by the token called name:
+// the actor is token:NAME, never the token's secret.
+func (c *Console) recordSession(ctx context.Context, typ, name string, detail map[string]any) error {
+	ap, ok := c.cfg.Store.(store.EventAppender)
+	if !ok {
+		return fmt.Errorf("onceflowui: the store cannot append audit events, so %s cannot be recorded", typ)
+	}
+	var d json.RawMessage
+	if detail != nil {
+		d, _ = json.Marshal(detail)
+	}
+	e := &store.Event{At: c.cfg.Now().UTC(), Type: typ, Actor: "token:" + name, Detail: d}
+	if err := ap.EventAppend(ctx, e); err != nil {
+		return fmt.Errorf("onceflowui: record %s: %w", typ, err)
+	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/apicheck"
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/onceflowui"
@@ -113,7 +114,8 @@ type bundle struct {
 	dest   *destination
 	srv    *httptest.Server
 	runID  int64
-	// api is the JSON API over the same client, store, tokens and redaction.
+	// api is the JSON API over the same client, store, tokens and redaction; every request
+	// made to it, and its answer, is checked against the OpenAPI document.
 	api *httptest.Server
 }
 
@@ -227,9 +229,25 @@ func setupOn(t *testing.T, backend string) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.api = httptest.NewServer(api)
+	b.api = httptest.NewServer(apiChecker(t).Handler(api, func(err error) { t.Errorf("OpenAPI document: %v", err) }))
 	t.Cleanup(b.api.Close)
 	return b
+}
+
+var (
+	checkerOnce sync.Once
+	checker     *apicheck.Checker
+	checkerErr  error
+)
+
+// apiChecker returns the checker of the API's OpenAPI document, loaded once.
+func apiChecker(t *testing.T) *apicheck.Checker {
+	t.Helper()
+	checkerOnce.Do(func() { checker, checkerErr = apicheck.New(onceflowhttp.OpenAPI()) })
+	if checkerErr != nil {
+		t.Fatal(checkerErr)
+	}
+	return checker
 }
 
 // waitFor polls cond until it holds, failing the test after 10 s.

@@ -7,9 +7,18 @@ import "context"
 // the run read, or 0; its detail names what was read.
 const EventDataUnmasked = "data.unmasked"
 
+// EventConsoleSignedIn and EventConsoleSignedOut record a person signing in to and out of
+// the web console. Their RunID is 0 and their actor is token:NAME, the name of the token
+// signed in with (never its secret); a sign-in's detail holds the scope and the session's
+// expiry.
+const (
+	EventConsoleSignedIn  = "console.signed_in"
+	EventConsoleSignedOut = "console.signed_out"
+)
+
 // EventAppender is implemented by stores that append an audit event on its own, for
-// decisions that change nothing else (an operator reading unmasked data). Both backends
-// of this module implement it.
+// decisions that change nothing else (an operator reading unmasked data, a sign-in to the
+// web console). Both backends of this module implement it.
 type EventAppender interface {
 	// EventAppend appends e in a transaction of its own.
 	EventAppend(ctx context.Context, e *Event) error

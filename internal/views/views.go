@@ -1,6 +1,6 @@
 // Package views holds the JSON shapes that the HTTP API and the command's --json output
-// share — replay plans, audit entries and effect-key reports — so that both print the same
-// document for the same thing. A nil *redact.Masker masks nothing.
+// share — replay plans, audit entries, effect-key reports and review items — so that both
+// print the same document for the same thing. A nil *redact.Masker masks nothing.
 package views
 
 import (

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		os.Args = append([]string{"onceflow"}, list...)
+		checkAPIInCommand()
 		Main()
 	}
 	checkAPI() // every API request of these tests is checked against the OpenAPI document

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/onceflowui"
 )
@@ -19,7 +20,9 @@ func consoleFlags(cmd *cobra.Command, f *serveFlags) {
 		"address to serve the web console on, at /ui/ (default: the API's own address); \"off\" serves no console")
 	cmd.Flags().BoolVar(&f.uiSecureCookies, "ui-secure-cookies", false,
 		"mark the console's session cookie Secure although the connection is plain HTTP (behind a TLS-terminating proxy)")
-	cmd.Flags().DurationVar(&f.uiSession, "ui-session", 8*time.Hour, "how long a console sign-in lasts")
+	fl := duration.NewFlag(&f.uiSession, 8*time.Hour)
+	fl.Positive = true
+	cmd.Flags().Var(fl, "ui-session", "how long a console sign-in lasts, such as 8h or 1d")
 }
 
 // startConsole builds the web console of the app. With --ui-addr it serves it on that

@@ -27,6 +27,8 @@ func TestDurationFlagsShareOneSyntax(t *testing.T) {
 		{[]string{"serve", "--workflows", ".", "--lease", "soon"}, `"soon" is not a duration: it cannot be read`},
 		{[]string{"worker", "--workflows", ".", "--shutdown-grace", "3y"}, `"3y" is not a duration: the unit is unknown`},
 		{[]string{"bench", "--duration", "10"}, `"10" is not a duration: it has no unit`},
+		{[]string{"serve", "--workflows", ".", "--ui-session", "1.5d"}, `invalid argument "1.5d" for "--ui-session" flag: "1.5d" is not a duration: use a whole number of days`},
+		{[]string{"serve", "--workflows", ".", "--ui-session", "0s"}, `"0s" is not a duration: it must be longer than zero`},
 	} {
 		r := run(t, append(tc.args, "--db", db)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
@@ -41,6 +43,10 @@ func TestDurationFlagHelp(t *testing.T) {
 	r := runOK(t, "bench", "--help")
 	if !strings.Contains(r.stdout, "--duration duration") || !strings.Contains(r.stdout, "(default 10s)") {
 		t.Errorf("bench --help:\n%s", r.stdout)
+	}
+	r = runOK(t, "serve", "--help")
+	if !strings.Contains(r.stdout, "--ui-session duration") || !strings.Contains(r.stdout, "(default 8h)") {
+		t.Errorf("serve --help:\n%s", r.stdout)
 	}
 	r = runOK(t, "worker", "--help")
 	if !strings.Contains(r.stdout, "--lease duration") {

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/onceflow/onceflow/internal/apicheck"
 	"github.com/onceflow/onceflow/onceflowhttp"
@@ -22,6 +24,29 @@ func checkAPI() {
 	}
 	apiChecker = c
 	wrapHandler = func(h http.Handler) http.Handler { return c.Handler(h, nil) }
+}
+
+// apiMismatch is the message of the log line a command run as a process of its own (see
+// startCommand) writes for an exchange the OpenAPI document does not describe.
+const apiMismatch = "OpenAPI document mismatch"
+
+// checkAPIInCommand wraps the handler of a command run as a process of its own with the
+// checker; each mismatch is written to stderr at once as a JSON log line, which
+// startCommand turns into a test failure.
+func checkAPIInCommand() {
+	c, err := apicheck.New(onceflowhttp.OpenAPI())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	report := func(err error) {
+		line, _ := json.Marshal(map[string]string{"level": "ERROR", "msg": apiMismatch, "error": err.Error()})
+		mu.Lock()
+		defer mu.Unlock()
+		os.Stderr.Write(append(line, '\n'))
+	}
+	wrapHandler = func(h http.Handler) http.Handler { return c.Handler(h, report) }
 }
 
 // reportAPIProblems prints what the checker found and returns the exit status: code, or 1

@@ -16,7 +16,8 @@ import (
 )
 
 // command is the onceflow command running as a process of its own (this test binary in
-// the mode TestMain gives it), with its log lines collected.
+// the mode TestMain gives it), with its log lines collected. Its API checks every exchange
+// against the OpenAPI document, and a mismatch it logs fails the test.
 type command struct {
 	t     *testing.T
 	cmd   *exec.Cmd
@@ -61,6 +62,11 @@ func startCommand(t *testing.T, env []string, args ...string) *command {
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		<-c.done
 		_ = c.cmd.Wait()
+		for _, l := range c.lines {
+			if l["msg"] == apiMismatch {
+				t.Errorf("onceflow %s: %s: %v", strings.Join(args, " "), apiMismatch, l["error"])
+			}
+		}
 	})
 	return c
 }

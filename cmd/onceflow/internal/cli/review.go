@@ -255,33 +255,12 @@ func maskItem(m *redact.Masker, it *onceflow.ReviewItem) {
 	it.ResponseExcerpt = m.Excerpt([]byte(it.ResponseExcerpt), 0)
 }
 
-// itemView is a review item as the command prints it in JSON.
-type itemView struct {
-	RunID           int64         `json:"run_id"`
-	Workflow        string        `json:"workflow"`
-	Step            string        `json:"step"`
-	RunKey          string        `json:"run_key"`
-	Entity          string        `json:"entity"`
-	State           store.State   `json:"state"`
-	EffectKey       string        `json:"effect_key"`
-	Reason          string        `json:"reason"`
-	LastError       string        `json:"last_error"`
-	LastOutcome     store.Outcome `json:"last_outcome"`
-	Attempts        int           `json:"attempts"`
-	AttemptBase     int           `json:"attempt_base"`
-	ResponseStatus  int           `json:"response_status"`
-	ResponseExcerpt string        `json:"response_excerpt"`
-	Since           time.Time     `json:"since"`
-	AgeSeconds      int64         `json:"age_seconds"`
-	EffectMayExist  bool          `json:"effect_may_exist"`
-}
+// itemView is a review item as the command prints it in JSON: the API's shape, without
+// links.
+type itemView = views.ReviewItem
 
-func viewItem(it *onceflow.ReviewItem) itemView {
-	return itemView{RunID: it.RunID, Workflow: it.Workflow, Step: it.Step, RunKey: it.RunKey, Entity: it.Entity, State: it.State,
-		EffectKey: it.EffectKey, Reason: it.Reason, LastError: it.LastError, LastOutcome: it.LastOutcome, Attempts: it.Attempts,
-		AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: it.ResponseExcerpt, Since: it.Since,
-		AgeSeconds: int64(it.Age / time.Second), EffectMayExist: it.EffectMayExist}
-}
+// viewItem shapes it, already masked (maskItem).
+func viewItem(it *onceflow.ReviewItem) itemView { return views.NewReviewItem(it, nil, nil) }
 
 func ageText(d time.Duration) string {
 	switch {
