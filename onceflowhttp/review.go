@@ -66,8 +66,9 @@ func maskExcerpt(m *redact.Masker, s string) string {
 	return m.Text(s)
 }
 
-// runMasker returns the masker for what is shown about a run: its secrets and the values
-// its input holds at PII fields.
+// runMasker returns the masker for what is shown about a run, the same as its page's
+// (views.RunMasker): its secrets and the values its input and its steps' outputs hold at
+// personal-data fields. When the run cannot be read, secrets are still masked.
 func (s *Server) runMasker(r *http.Request, runID int64, workflow string) *redact.Masker {
 	if s.cfg.Redact == nil {
 		return s.cfg.Redact.ForRun(workflow)
@@ -76,7 +77,11 @@ func (s *Server) runMasker(r *http.Request, runID int64, workflow string) *redac
 	if err != nil {
 		return s.cfg.Redact.ForRun(workflow)
 	}
-	return s.cfg.Redact.ForRun(workflow, run.Input)
+	steps, err := s.cfg.Store.StepListByRun(r.Context(), runID)
+	if err != nil {
+		return s.cfg.Redact.ForRun(workflow, run.Input)
+	}
+	return views.RunMasker(s.cfg.Redact, run, steps)
 }
 
 // filterFrom reads a review filter from query parameters.

@@ -304,3 +304,72 @@ func TestReviewActionsAPI(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestReviewMasksValuesFromStepOutputs shows that the review queue's answers mask what a
+// run holds at personal-data fields in its steps' outputs, not only in its input, as the
+// run's page does: a phone number that only a lookup step returned, and that a later
+// destination echoed in its error while the workflow declared no redaction yet, is masked
+// once the field is declared.
+func TestReviewMasksValuesFromStepOutputs(t *testing.T) {
+	ctx := context.Background()
+	const phone = "+4915112345678"
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	calls := onceflow.Workflow{Name: "calls", Steps: []onceflow.Step{
+		{ID: "lookup", EffectKey: "lookup:{input.id}", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+			return map[string]any{"phone": phone}, nil
+		}},
+		{ID: "dial", Needs: []string{"lookup"}, EffectKey: "dial:{input.id}", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+			return nil, &onceflow.StepError{Class: onceflow.Permanent, ResponseStatus: 422, ResponseExcerpt: `{"error":"line ` + phone + ` busy"}`, Err: errors.New("line " + phone + " busy")}
+		}},
+	}}
+	before, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := before.Register(calls); err != nil {
+		t.Fatal(err)
+	}
+	run, err := before.Start(ctx, "calls", "c1", map[string]any{"id": "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := before.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	after, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w", Redact: onceflow.Redaction{Fields: []string{"phone"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := after.Register(calls); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewHandler(after, Options{Tokens: []Token{{Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(checked(t, srv))
+	t.Cleanup(hs.Close)
+	b := &bundle{t: t, url: hs.URL, store: st, client: after}
+	item := "/v1/review/" + itoa(run.ID) + "/dial"
+	for _, path := range []string{"/v1/review?workflow=calls", item, item + "/replay?dry_run=true", "/v1/audit?run=" + itoa(run.ID)} {
+		method, body := "GET", ""
+		if strings.HasSuffix(path, "dry_run=true") {
+			method, body = "POST", "{}"
+		}
+		a := b.do(method, path, adminToken, nil, body)
+		if a.status != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, path, a.status, a.body)
+		}
+		if strings.Contains(a.body, phone) {
+			t.Errorf("%s %s shows the phone number a step's output holds: %s", method, path, a.body)
+		}
+	}
+	if a := b.do("GET", item, adminToken, nil, ""); !strings.Contains(a.body, "busy") {
+		t.Errorf("the item lost its error: %s", a.body)
+	}
+}
