@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,9 +51,20 @@ func ordersWorkflow() onceflow.Workflow {
 	}}
 }
 
+// startedMetrics counts the messages that started or found their run.
+type startedMetrics struct{ n atomic.Int64 }
+
+func (*startedMetrics) QueueConnected(string, string, bool) {}
+func (m *startedMetrics) QueueMessage(_, outcome string) {
+	if outcome != queuetrigger.Rejected {
+		m.n.Add(1)
+	}
+}
+
 // child consumes the queue the environment names into the SQLite file it names, executing
 // steps, until SIGTERM; with ONCEFLOW_TEST_BLOCK_AT=n it stops, after storing its n-th
-// batch and before acknowledging it, and says "blocked", to be killed there.
+// batch and before acknowledging it, and says "blocked N", N being how many messages of
+// that batch started or found their run, to be killed there.
 func child() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -66,7 +78,8 @@ func child() int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500}
+	counted := &startedMetrics{}
+	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500, Metrics: counted}
 	if os.Getenv("ONCEFLOW_TEST_BROKER") == "nats" {
 		cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
 	}
@@ -78,8 +91,9 @@ func child() int {
 	if n, _ := strconv.Atoi(os.Getenv("ONCEFLOW_TEST_BLOCK_AT")); n > 0 {
 		batches := 0
 		queuetrigger.AfterStored = func(int) {
+			stored := counted.n.Swap(0) // the batches are handled one after another
 			if batches++; batches == n {
-				fmt.Println("blocked")
+				fmt.Println("blocked", stored)
 				select {}
 			}
 		}
@@ -252,8 +266,9 @@ func startChild(t *testing.T, b *broker, db string, blockAt int) *proc {
 	return p
 }
 
-// waitLine waits for the child to print line.
-func (p *proc) waitLine(t *testing.T, line string) {
+// waitLine waits for the child to print a line that is word or begins with word and a
+// space, and returns the rest of the line.
+func (p *proc) waitLine(t *testing.T, word string) string {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
 	for {
@@ -261,15 +276,18 @@ func (p *proc) waitLine(t *testing.T, line string) {
 		case l, ok := <-p.lines:
 			if !ok {
 				_ = p.cmd.Wait()
-				t.Fatalf("the child exited before saying %q", line)
+				t.Fatalf("the child exited before saying %q", word)
 			}
-			if l == line {
-				return
+			if l == word {
+				return ""
+			}
+			if rest, ok := strings.CutPrefix(l, word+" "); ok {
+				return rest
 			}
 		case <-timeout:
 			_ = p.cmd.Process.Kill()
 			_ = p.cmd.Wait()
-			t.Fatalf("the child never said %q", line)
+			t.Fatalf("the child never said %q", word)
 		}
 	}
 }
@@ -318,7 +336,8 @@ func counts(t *testing.T, st *sqlite.Store) (orders, rejects, reviews int64) {
 // The acceptance scenario against a real broker: 1,000 orders, 200 published twice, 20
 // bad messages; the consuming process is SIGKILLed five times after storing a batch and
 // before acknowledging it. In the end every order has exactly one run, every message was
-// acknowledged, and the bad ones wait in review with their reasons.
+// acknowledged, the messages of the killed batches were redelivered and found their runs,
+// and the bad ones wait in review with their reasons.
 func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 	for _, mk := range []func(*testing.T) *broker{natsBroker, amqpBroker} {
 		b := mk(t)
@@ -333,12 +352,22 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 			msgs, keys := scenario()
 			b.publish(t, msgs)
 
+			// unacked counts the deliveries that were stored (a run started or found) and
+			// never acknowledged: each comes again and finds its run.
+			var unacked int64
 			for kill := 1; kill <= 5; kill++ {
 				p := startChild(t, b, db, 2+kill%3)
-				p.waitLine(t, "blocked")
+				n, err := strconv.ParseInt(p.waitLine(t, "blocked"), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
 				p.kill(t)
+				unacked += n
 				orders, _, _ := counts(t, st)
-				t.Logf("kill %d: %d order runs stored", kill, orders)
+				t.Logf("kill %d: %d order runs stored, %d stored messages of the last batch not acknowledged", kill, orders, n)
+			}
+			if unacked == 0 {
+				t.Fatal("no stored message was left unacknowledged by the kills")
 			}
 
 			// A last consumer runs until every message is acknowledged. A message still in
@@ -403,10 +432,13 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 					dups++
 				}
 			}
-			if dups < 200 {
-				t.Fatalf("%d repeated starts deduplicated, want at least the 200 messages published twice", dups)
+			// Every delivery that started no run found one: the second copies of the 200
+			// messages published twice, and at least the redeliveries of the messages the
+			// killed processes stored without acknowledging.
+			if int64(dups) < 200+unacked {
+				t.Fatalf("%d deliveries found their run, want at least 200 published twice + %d redelivered after a kill", dups, unacked)
 			}
-			t.Logf("%d order runs, %d rejected messages in review, %d deliveries found their run", orders, rejects, dups)
+			t.Logf("%d order runs, %d rejected messages in review, %d deliveries found their run (at least 200 second copies + %d stored, not acknowledged and redelivered after a SIGKILL)", orders, rejects, dups, unacked)
 		})
 	}
 }
