@@ -150,7 +150,9 @@ func scenario() (msgs []message, keys []string) {
 // broker is one side of the acceptance test.
 type broker struct {
 	name, url, queue string
-	publish          func(t *testing.T, msgs []message)
+	// subject is the subject the NATS stream captures.
+	subject string
+	publish func(t *testing.T, msgs []message)
 	// settled reports whether every message was acknowledged, with a description.
 	settled func(t *testing.T) (bool, string)
 }
@@ -173,7 +175,7 @@ func natsBroker(t *testing.T) *broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-	return &broker{name: "nats", url: url, queue: name,
+	return &broker{name: "nats", url: url, queue: name, subject: subject,
 		publish: func(t *testing.T, msgs []message) {
 			for _, m := range msgs {
 				msg := nats.NewMsg(subject)
