@@ -21,7 +21,9 @@
 // trigger tried and parks in needs_review with the reason as its review reason. It is thus
 // in the review queue with everything needed to decide, is never redelivered in a loop and
 // never dropped; a person corrects it and replays it, which starts the message's run. Its
-// run key is the message's identity at the source, so a redelivery keeps one item.
+// run key is the message's identity at the source, so a redelivery keeps one item; another
+// message of the same identity with other content (two messages sharing a message id) is
+// kept as a second item, under a key that adds its digest.
 //
 // # Back-pressure and connections
 //
@@ -243,6 +245,34 @@ func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (st
 		sum := sha256.Sum256(append(append([]byte{}, m.Payload...), []byte(fmt.Sprint(m.Headers))...))
 		id = "sha256:" + hex.EncodeToString(sum[:])
 	}
+	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": id, "reason": reason, "error": why, "headers": m.Headers}
+	if utf8.Valid(m.Payload) {
+		in["payload"] = string(m.Payload)
+	} else {
+		in["payload_base64"] = base64.StdEncoding.EncodeToString(m.Payload)
+	}
+	_, err := t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, t.rejectKey(id), in)
+	if errors.Is(err, onceflow.ErrRunConflict) {
+		// Another message with this identity was kept first, with other content (two
+		// messages sharing a message id, or a reason that changed with the workflow): keep
+		// this one too, under a key that adds its digest, which a redelivery finds again.
+		raw, merr := json.Marshal(in)
+		if merr != nil {
+			return "", fmt.Errorf("keep rejected message: %w", merr)
+		}
+		sum := sha256.Sum256(raw)
+		_, err = t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, t.rejectKey(id+"|sha256:"+hex.EncodeToString(sum[:])), in)
+	}
+	if err != nil {
+		return "", fmt.Errorf("keep rejected message: %w", err)
+	}
+	t.cfg.Logger.Warn("queue message rejected", "workflow", t.cfg.Workflow, "source", t.cfg.Source, "reason", reason)
+	return Rejected, nil
+}
+
+// rejectKey is the run key of a rejected message identified by id at the trigger's source;
+// one that would break the key rules is replaced by its digest.
+func (t *Trigger) rejectKey(id string) string {
 	key := t.cfg.Source + "|" + id
 	if onceflow.ValidateKey("run key", key) != nil {
 		sum := sha256.Sum256([]byte(key))
@@ -251,18 +281,7 @@ func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (st
 			key = "sha256:" + hex.EncodeToString(sum[:])
 		}
 	}
-	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": id, "reason": reason, "error": why, "headers": m.Headers}
-	if utf8.Valid(m.Payload) {
-		in["payload"] = string(m.Payload)
-	} else {
-		in["payload_base64"] = base64.StdEncoding.EncodeToString(m.Payload)
-	}
-	_, err := t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, key, in)
-	if err != nil && !errors.Is(err, onceflow.ErrRunConflict) {
-		return "", fmt.Errorf("keep rejected message: %w", err)
-	}
-	t.cfg.Logger.Warn("queue message rejected", "workflow", t.cfg.Workflow, "source", t.cfg.Source, "reason", reason)
-	return Rejected, nil
+	return key
 }
 
 // RejectWorkflow is the companion workflow that keeps the rejected messages of workflow,
