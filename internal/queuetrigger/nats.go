@@ -74,7 +74,7 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 	// itself, fetches merely timed out and the consumer still looked connected.)
 	nc, err := nats.Connect(n.nc.URL, nats.Name("onceflow-"+n.cfg.Workflow), nats.NoReconnect(), nats.Timeout(5*time.Second))
 	if err != nil {
-		return false, fmt.Errorf("%s: cannot reach the NATS server: %w", n.cfg.Source, err)
+		return false, n.unreachable("NATS server", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -89,6 +89,9 @@ type Config struct {
 	Workflow string
 	// Source names the queue, e.g. "nats:ORDERS/onceflow-orders" or "amqp:orders".
 	Source string
+	// URLEnv names the environment variable the broker's URL came from, for the message
+	// of a broker that cannot be reached ("" when it did not come from one).
+	URLEnv string
 	// RunKey derives the run key; nil means the message id.
 	RunKey *keytmpl.Template
 	Client *onceflow.Client
@@ -153,6 +156,14 @@ func (t *Trigger) setStatus(err error) {
 	if changed && err == nil {
 		t.cfg.Logger.Info("queue consumer connected", "workflow", t.cfg.Workflow, "source", t.cfg.Source)
 	}
+}
+
+// unreachable is the error of a broker that cannot be reached: what to check.
+func (t *Trigger) unreachable(what string, err error) error {
+	if t.cfg.URLEnv == "" {
+		return fmt.Errorf("%s: cannot reach the %s: %w; check its URL and that it is running", t.cfg.Source, what, err)
+	}
+	return fmt.Errorf("%s: cannot reach the %s: %w; check %s and that the server is running", t.cfg.Source, what, err, t.cfg.URLEnv)
 }
 
 // Workflow names the workflow the trigger starts.
