@@ -155,6 +155,9 @@ type broker struct {
 	publish func(t *testing.T, msgs []message)
 	// settled reports whether every message was acknowledged, with a description.
 	settled func(t *testing.T) (bool, string)
+	// detached waits until the broker has seen every consumer go, so that it has put back
+	// what they left unacknowledged.
+	detached func(t *testing.T)
 }
 
 func natsBroker(t *testing.T) *broker {
@@ -197,6 +200,9 @@ func natsBroker(t *testing.T) *broker {
 			}
 			return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d, redelivered %d", info.NumPending, info.NumAckPending, info.NumRedelivered)
 		},
+		// JetStream counts unacknowledged messages as ack pending until they are
+		// acknowledged or redelivered, whether or not their consumer is still there.
+		detached: func(*testing.T) {},
 	}
 }
 
@@ -233,6 +239,15 @@ func amqpBroker(t *testing.T) *broker {
 			// Unacknowledged messages are not counted as ready; the caller checks again after
 			// the consumer has gone, when they would be ready again.
 			return info.Messages == 0, fmt.Sprintf("%d ready, %d consumers", info.Messages, info.Consumers)
+		},
+		detached: func(t *testing.T) {
+			waitFor(t, "the broker to see the consumer gone", func() bool {
+				info, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return info.Consumers == 0
+			})
 		},
 	}
 }
@@ -394,6 +409,7 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 					time.Sleep(50 * time.Millisecond) // polling observable state until the deadline
 				}
 				p.stop(t)
+				b.detached(t)
 				if ok, desc := b.settled(t); ok {
 					break
 				} else if round == 3 {
