@@ -64,7 +64,9 @@ func (m *startedMetrics) QueueMessage(_, outcome string) {
 // child consumes the queue the environment names into the SQLite file it names, executing
 // steps, until SIGTERM; with ONCEFLOW_TEST_BLOCK_AT=n it stops, after storing its n-th
 // batch and before acknowledging it, and says "blocked N", N being how many messages of
-// that batch started or found their run, to be killed there.
+// that batch started or found their run, to be killed there. With
+// ONCEFLOW_TEST_BLOCK_BEFORE_STORE=1 as well it stops when it received its n-th batch,
+// before storing anything of it, and says "received N", N being the batch's size.
 func child() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -88,7 +90,15 @@ func child() int {
 			return fail(err)
 		}
 	}
-	if n, _ := strconv.Atoi(os.Getenv("ONCEFLOW_TEST_BLOCK_AT")); n > 0 {
+	if n, _ := strconv.Atoi(os.Getenv("ONCEFLOW_TEST_BLOCK_AT")); n > 0 && os.Getenv("ONCEFLOW_TEST_BLOCK_BEFORE_STORE") == "1" {
+		batches := 0
+		queuetrigger.BeforeStore = func(size int) {
+			if batches++; batches == n {
+				fmt.Println("received", size)
+				select {}
+			}
+		}
+	} else if n > 0 {
 		batches := 0
 		queuetrigger.AfterStored = func(int) {
 			stored := counted.n.Swap(0) // the batches are handled one after another
@@ -258,11 +268,14 @@ type proc struct {
 	lines chan string
 }
 
-func startChild(t *testing.T, b *broker, db string, blockAt int) *proc {
+func startChild(t *testing.T, b *broker, db string, blockAt int, beforeStore bool) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "ONCEFLOW_TEST_CHILD=queue", "ONCEFLOW_TEST_DB="+db, "ONCEFLOW_TEST_BROKER="+b.name,
 		"ONCEFLOW_TEST_URL="+b.url, "ONCEFLOW_TEST_QUEUE="+b.queue, "ONCEFLOW_TEST_BLOCK_AT="+strconv.Itoa(blockAt))
+	if beforeStore {
+		cmd.Env = append(cmd.Env, "ONCEFLOW_TEST_BLOCK_BEFORE_STORE=1")
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -351,10 +364,10 @@ func counts(t *testing.T, st *sqlite.Store) (orders, rejects, reviews int64) {
 }
 
 // The acceptance scenario against a real broker: 1,000 orders, 200 published twice, 20
-// bad messages; the consuming process is SIGKILLed five times after storing a batch and
-// before acknowledging it. In the end every order has exactly one run, every message was
-// acknowledged, the messages of the killed batches were redelivered and found their runs,
-// and the bad ones wait in review with their reasons.
+// bad messages; the consuming process is SIGKILLed five times before acknowledging a
+// batch: three times after storing it, twice before. In the end every order has exactly
+// one run, every message was acknowledged, the stored messages of the killed batches were
+// redelivered and found their runs, and the bad ones wait in review with their reasons.
 func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 	for _, mk := range []func(*testing.T) *broker{natsBroker, amqpBroker} {
 		b := mk(t)
@@ -369,11 +382,22 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 			msgs, keys := scenario()
 			b.publish(t, msgs)
 
-			// unacked counts the deliveries that were stored (a run started or found) and
-			// never acknowledged: each comes again and finds its run.
+			// Kills 1, 3 and 5 come after a batch was stored and before it was acknowledged;
+			// unacked counts the deliveries they left stored (a run started or found) and
+			// unacknowledged: each comes again and finds its run. Kills 2 and 4 come when a
+			// batch was received and nothing of it stored: a consumer that acknowledged
+			// before storing would lose those messages.
 			var unacked int64
 			for kill := 1; kill <= 5; kill++ {
-				p := startChild(t, b, db, 2+kill%3)
+				beforeStore := kill%2 == 0
+				p := startChild(t, b, db, 2+kill%3, beforeStore)
+				if beforeStore {
+					n := p.waitLine(t, "received")
+					p.kill(t)
+					orders, _, _ := counts(t, st)
+					t.Logf("kill %d: %d order runs stored; killed holding a batch of %s messages received and not stored", kill, orders, n)
+					continue
+				}
 				n, err := strconv.ParseInt(p.waitLine(t, "blocked"), 10, 64)
 				if err != nil {
 					t.Fatal(err)
@@ -391,7 +415,7 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 			// its hands when it is stopped goes back to the queue; then another one runs.
 			var orders, rejects, reviews int64
 			for round := 1; ; round++ {
-				p := startChild(t, b, db, 0)
+				p := startChild(t, b, db, 0, false)
 				p.waitLine(t, "started")
 				deadline := time.Now().Add(90 * time.Second)
 				var ok bool

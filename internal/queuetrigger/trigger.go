@@ -402,13 +402,20 @@ func (t *Trigger) backlog(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// AfterStored, when set, is called after a batch of messages was handled and before any
-// of them is acknowledged: a hook for tests that kill the process at that point.
-var AfterStored func(n int)
+// BeforeStore, when set, is called with each batch of messages received, before any of
+// them is handled; AfterStored after the batch was handled and before any of it is
+// acknowledged. They are hooks for tests that kill the process at those points.
+var (
+	BeforeStore func(n int)
+	AfterStored func(n int)
+)
 
 // handleAll handles msgs concurrently (their starts share transactions) and returns, per
 // message, whether it may be acknowledged.
 func (t *Trigger) handleAll(ctx context.Context, msgs []Message) []error {
+	if BeforeStore != nil {
+		BeforeStore(len(msgs))
+	}
 	errs := make([]error, len(msgs))
 	var wg sync.WaitGroup
 	for i, m := range msgs {
