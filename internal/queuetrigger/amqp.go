@@ -62,7 +62,7 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 	conn, err := amqp.DialConfig(a.ac.URL, amqp.Config{Heartbeat: 10 * time.Second, Dial: amqp.DefaultDial(5 * time.Second),
 		Properties: amqp.Table{"connection_name": "onceflow-" + a.cfg.Workflow}})
 	if err != nil {
-		return false, fmt.Errorf("%s: cannot reach the AMQP broker: %w", a.cfg.Source, err)
+		return false, a.unreachable("AMQP broker", err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()

@@ -69,9 +69,12 @@ func (n *NATS) Run(ctx context.Context) error {
 // session connects, consumes until something breaks, and says why; consumed reports
 // whether it got as far as consuming.
 func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
-	nc, err := nats.Connect(n.nc.URL, nats.Name("onceflow-"+n.cfg.Workflow), nats.MaxReconnects(-1), nats.Timeout(5*time.Second))
+	// No reconnection inside the client: a lost connection ends the session, so that Run
+	// reports it and connects again with its backoff. (While the client reconnected by
+	// itself, fetches merely timed out and the consumer still looked connected.)
+	nc, err := nats.Connect(n.nc.URL, nats.Name("onceflow-"+n.cfg.Workflow), nats.NoReconnect(), nats.Timeout(5*time.Second))
 	if err != nil {
-		return false, fmt.Errorf("%s: cannot reach the NATS server: %w", n.cfg.Source, err)
+		return false, n.unreachable("NATS server", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -97,8 +100,8 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 		if err := n.waitBacklog(ctx); err != nil {
 			return true, nil
 		}
-		if nc.IsClosed() {
-			return true, fmt.Errorf("%s: connection closed", n.cfg.Source)
+		if !nc.IsConnected() {
+			return true, fmt.Errorf("%s: connection to the NATS server lost: %v", n.cfg.Source, nc.LastError())
 		}
 		batch, err := cons.Fetch(n.nc.Batch, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
@@ -109,13 +112,12 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 			msgs = append(msgs, m)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && len(msgs) == 0 {
+			// Not an empty fetch: a lost connection, a deleted consumer… Fetching again at
+			// once would fail again at once; Run reports it and starts over after a backoff.
 			if !nc.IsConnected() {
-				n.setStatus(fmt.Errorf("%s: disconnected: %w", n.cfg.Source, err))
+				return true, fmt.Errorf("%s: connection to the NATS server lost: %w", n.cfg.Source, err)
 			}
-			continue
-		}
-		if nc.IsConnected() {
-			n.setStatus(nil)
+			return true, fmt.Errorf("%s: fetch: %w", n.cfg.Source, err)
 		}
 		if len(msgs) == 0 {
 			continue

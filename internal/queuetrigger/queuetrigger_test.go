@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,9 +51,22 @@ func ordersWorkflow() onceflow.Workflow {
 	}}
 }
 
+// startedMetrics counts the messages that started or found their run.
+type startedMetrics struct{ n atomic.Int64 }
+
+func (*startedMetrics) QueueConnected(string, string, bool) {}
+func (m *startedMetrics) QueueMessage(_, outcome string) {
+	if outcome != queuetrigger.Rejected {
+		m.n.Add(1)
+	}
+}
+
 // child consumes the queue the environment names into the SQLite file it names, executing
 // steps, until SIGTERM; with ONCEFLOW_TEST_BLOCK_AT=n it stops, after storing its n-th
-// batch and before acknowledging it, and says "blocked", to be killed there.
+// batch and before acknowledging it, and says "blocked N", N being how many messages of
+// that batch started or found their run, to be killed there. With
+// ONCEFLOW_TEST_BLOCK_BEFORE_STORE=1 as well it stops when it received its n-th batch,
+// before storing anything of it, and says "received N", N being the batch's size.
 func child() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -66,7 +80,8 @@ func child() int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500}
+	counted := &startedMetrics{}
+	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500, Metrics: counted}
 	if os.Getenv("ONCEFLOW_TEST_BROKER") == "nats" {
 		cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
 	}
@@ -75,11 +90,20 @@ func child() int {
 			return fail(err)
 		}
 	}
-	if n, _ := strconv.Atoi(os.Getenv("ONCEFLOW_TEST_BLOCK_AT")); n > 0 {
+	if n, _ := strconv.Atoi(os.Getenv("ONCEFLOW_TEST_BLOCK_AT")); n > 0 && os.Getenv("ONCEFLOW_TEST_BLOCK_BEFORE_STORE") == "1" {
+		batches := 0
+		queuetrigger.BeforeStore = func(size int) {
+			if batches++; batches == n {
+				fmt.Println("received", size)
+				select {}
+			}
+		}
+	} else if n > 0 {
 		batches := 0
 		queuetrigger.AfterStored = func(int) {
+			stored := counted.n.Swap(0) // the batches are handled one after another
 			if batches++; batches == n {
-				fmt.Println("blocked")
+				fmt.Println("blocked", stored)
 				select {}
 			}
 		}
@@ -136,9 +160,14 @@ func scenario() (msgs []message, keys []string) {
 // broker is one side of the acceptance test.
 type broker struct {
 	name, url, queue string
-	publish          func(t *testing.T, msgs []message)
+	// subject is the subject the NATS stream captures.
+	subject string
+	publish func(t *testing.T, msgs []message)
 	// settled reports whether every message was acknowledged, with a description.
 	settled func(t *testing.T) (bool, string)
+	// detached waits until the broker has seen every consumer go, so that it has put back
+	// what they left unacknowledged.
+	detached func(t *testing.T)
 }
 
 func natsBroker(t *testing.T) *broker {
@@ -159,7 +188,7 @@ func natsBroker(t *testing.T) *broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-	return &broker{name: "nats", url: url, queue: name,
+	return &broker{name: "nats", url: url, queue: name, subject: subject,
 		publish: func(t *testing.T, msgs []message) {
 			for _, m := range msgs {
 				msg := nats.NewMsg(subject)
@@ -181,6 +210,9 @@ func natsBroker(t *testing.T) *broker {
 			}
 			return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d, redelivered %d", info.NumPending, info.NumAckPending, info.NumRedelivered)
 		},
+		// JetStream counts unacknowledged messages as ack pending until they are
+		// acknowledged or redelivered, whether or not their consumer is still there.
+		detached: func(*testing.T) {},
 	}
 }
 
@@ -218,6 +250,15 @@ func amqpBroker(t *testing.T) *broker {
 			// the consumer has gone, when they would be ready again.
 			return info.Messages == 0, fmt.Sprintf("%d ready, %d consumers", info.Messages, info.Consumers)
 		},
+		detached: func(t *testing.T) {
+			waitFor(t, "the broker to see the consumer gone", func() bool {
+				info, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return info.Consumers == 0
+			})
+		},
 	}
 }
 
@@ -227,11 +268,14 @@ type proc struct {
 	lines chan string
 }
 
-func startChild(t *testing.T, b *broker, db string, blockAt int) *proc {
+func startChild(t *testing.T, b *broker, db string, blockAt int, beforeStore bool) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "ONCEFLOW_TEST_CHILD=queue", "ONCEFLOW_TEST_DB="+db, "ONCEFLOW_TEST_BROKER="+b.name,
 		"ONCEFLOW_TEST_URL="+b.url, "ONCEFLOW_TEST_QUEUE="+b.queue, "ONCEFLOW_TEST_BLOCK_AT="+strconv.Itoa(blockAt))
+	if beforeStore {
+		cmd.Env = append(cmd.Env, "ONCEFLOW_TEST_BLOCK_BEFORE_STORE=1")
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -252,8 +296,9 @@ func startChild(t *testing.T, b *broker, db string, blockAt int) *proc {
 	return p
 }
 
-// waitLine waits for the child to print line.
-func (p *proc) waitLine(t *testing.T, line string) {
+// waitLine waits for the child to print a line that is word or begins with word and a
+// space, and returns the rest of the line.
+func (p *proc) waitLine(t *testing.T, word string) string {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
 	for {
@@ -261,15 +306,18 @@ func (p *proc) waitLine(t *testing.T, line string) {
 		case l, ok := <-p.lines:
 			if !ok {
 				_ = p.cmd.Wait()
-				t.Fatalf("the child exited before saying %q", line)
+				t.Fatalf("the child exited before saying %q", word)
 			}
-			if l == line {
-				return
+			if l == word {
+				return ""
+			}
+			if rest, ok := strings.CutPrefix(l, word+" "); ok {
+				return rest
 			}
 		case <-timeout:
 			_ = p.cmd.Process.Kill()
 			_ = p.cmd.Wait()
-			t.Fatalf("the child never said %q", line)
+			t.Fatalf("the child never said %q", word)
 		}
 	}
 }
@@ -316,9 +364,10 @@ func counts(t *testing.T, st *sqlite.Store) (orders, rejects, reviews int64) {
 }
 
 // The acceptance scenario against a real broker: 1,000 orders, 200 published twice, 20
-// bad messages; the consuming process is SIGKILLed five times after storing a batch and
-// before acknowledging it. In the end every order has exactly one run, every message was
-// acknowledged, and the bad ones wait in review with their reasons.
+// bad messages; the consuming process is SIGKILLed five times before acknowledging a
+// batch: three times after storing it, twice before. In the end every order has exactly
+// one run, every message was acknowledged, the stored messages of the killed batches were
+// redelivered and found their runs, and the bad ones wait in review with their reasons.
 func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 	for _, mk := range []func(*testing.T) *broker{natsBroker, amqpBroker} {
 		b := mk(t)
@@ -333,19 +382,40 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 			msgs, keys := scenario()
 			b.publish(t, msgs)
 
+			// Kills 1, 3 and 5 come after a batch was stored and before it was acknowledged;
+			// unacked counts the deliveries they left stored (a run started or found) and
+			// unacknowledged: each comes again and finds its run. Kills 2 and 4 come when a
+			// batch was received and nothing of it stored: a consumer that acknowledged
+			// before storing would lose those messages.
+			var unacked int64
 			for kill := 1; kill <= 5; kill++ {
-				p := startChild(t, b, db, 2+kill%3)
-				p.waitLine(t, "blocked")
+				beforeStore := kill%2 == 0
+				p := startChild(t, b, db, 2+kill%3, beforeStore)
+				if beforeStore {
+					n := p.waitLine(t, "received")
+					p.kill(t)
+					orders, _, _ := counts(t, st)
+					t.Logf("kill %d: %d order runs stored; killed holding a batch of %s messages received and not stored", kill, orders, n)
+					continue
+				}
+				n, err := strconv.ParseInt(p.waitLine(t, "blocked"), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
 				p.kill(t)
+				unacked += n
 				orders, _, _ := counts(t, st)
-				t.Logf("kill %d: %d order runs stored", kill, orders)
+				t.Logf("kill %d: %d order runs stored, %d stored messages of the last batch not acknowledged", kill, orders, n)
+			}
+			if unacked == 0 {
+				t.Fatal("no stored message was left unacknowledged by the kills")
 			}
 
 			// A last consumer runs until every message is acknowledged. A message still in
 			// its hands when it is stopped goes back to the queue; then another one runs.
 			var orders, rejects, reviews int64
 			for round := 1; ; round++ {
-				p := startChild(t, b, db, 0)
+				p := startChild(t, b, db, 0, false)
 				p.waitLine(t, "started")
 				deadline := time.Now().Add(90 * time.Second)
 				var ok bool
@@ -363,6 +433,7 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 					time.Sleep(50 * time.Millisecond) // polling observable state until the deadline
 				}
 				p.stop(t)
+				b.detached(t)
 				if ok, desc := b.settled(t); ok {
 					break
 				} else if round == 3 {
@@ -403,10 +474,13 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 					dups++
 				}
 			}
-			if dups < 200 {
-				t.Fatalf("%d repeated starts deduplicated, want at least the 200 messages published twice", dups)
+			// Every delivery that started no run found one: the second copies of the 200
+			// messages published twice, and at least the redeliveries of the messages the
+			// killed processes stored without acknowledging.
+			if int64(dups) < 200+unacked {
+				t.Fatalf("%d deliveries found their run, want at least 200 published twice + %d redelivered after a kill", dups, unacked)
 			}
-			t.Logf("%d order runs, %d rejected messages in review, %d deliveries found their run", orders, rejects, dups)
+			t.Logf("%d order runs, %d rejected messages in review, %d deliveries found their run (at least 200 second copies + %d stored, not acknowledged and redelivered after a SIGKILL)", orders, rejects, dups, unacked)
 		})
 	}
 }

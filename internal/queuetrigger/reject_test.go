@@ -238,3 +238,40 @@ func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
 		t.Fatalf("%d runs of orders, want 3", len(runs))
 	}
 }
+
+// Two different messages that cannot start a run and carry the same message id are two
+// review items, each with its own raw message: the second is not lost to the first's key.
+func TestRejectedMessagesSharingAnIDAreBothKept(t *testing.T) {
+	ctx := context.Background()
+	st := backends(t)["sqlite"](t)
+	c, trig := rejectingTrigger(t, st)
+	a := queuetrigger.Message{ID: "evt-7", Headers: map[string]string{"Event-Id": "e7"}, Payload: []byte("first, not json")}
+	b := queuetrigger.Message{ID: "evt-7", Headers: map[string]string{"Event-Id": "e7"}, Payload: []byte("second, not json either")}
+	for range 2 { // the second time is a redelivery of each
+		for _, m := range []queuetrigger.Message{a, b} {
+			if out, err := trig.Handle(ctx, m); err != nil || out != queuetrigger.Rejected {
+				t.Fatalf("%s: %s %v, want rejected", m.Payload, out, err)
+			}
+		}
+	}
+	workAll(t, c)
+	items, err := st.ReviewList(ctx, store.ReviewListParams{Workflow: "orders.rejected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]bool{}
+	for _, it := range items {
+		run, err := st.RunGetByID(ctx, it.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in struct{ Payload string }
+		if err := json.Unmarshal(run.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		kept[in.Payload] = true
+	}
+	if len(items) != 2 || !kept[string(a.Payload)] || !kept[string(b.Payload)] {
+		t.Fatalf("%d review items keeping %v, want one for each message", len(items), kept)
+	}
+}

@@ -2,6 +2,7 @@ package queuetrigger_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -100,37 +101,72 @@ func TestConsumerReportsWhyItIsNotConsuming(t *testing.T) {
 // While more steps are due than MaxBacklog, the consumer pulls nothing; once workers
 // catch up it goes on.
 func TestBacklogPausesConsumption(t *testing.T) {
-	b := natsBroker(t)
-	c, st := client(t)
-	var msgs []message
-	for i := range 50 {
-		msgs = append(msgs, message{id: "m-" + strconv.Itoa(i), payload: `{"order_id": ` + strconv.Itoa(i) + `}`})
+	const published, maxBacklog, batch = 50, 5, 20
+	for _, mk := range []func(*testing.T) *broker{natsBroker, amqpBroker} {
+		b := mk(t)
+		t.Run(b.name, func(t *testing.T) {
+			c, st := client(t)
+			var msgs []message
+			for i := range published {
+				msgs = append(msgs, message{id: "m-" + strconv.Itoa(i), payload: `{"order_id": ` + strconv.Itoa(i) + `}`})
+			}
+			b.publish(t, msgs)
+			cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: maxBacklog}
+			var n interface {
+				Run(context.Context) error
+				Paused() bool
+			}
+			switch b.name {
+			case "nats":
+				cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
+				n = queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: batch})
+			case "amqp":
+				n = queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: b.url, Queue: b.queue, Prefetch: batch})
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- n.Run(ctx) }()
+			waitFor(t, "the consumer pauses", func() bool { return n.Paused() })
+			orders, _, _ := counts(t, st)
+			switch b.name {
+			case "nats":
+				// The 50 messages were there before the first fetch of 20.
+				if orders != batch {
+					t.Fatalf("%d runs while paused, want the first batch of %d", orders, batch)
+				}
+				if ok, desc := b.settled(t); ok || !strings.Contains(desc, "pending 30, ack pending 0") {
+					t.Fatalf("broker while paused: %s, want 30 messages left unpulled", desc)
+				}
+			case "amqp":
+				// The batches end with what arrived within a few milliseconds: the consumer
+				// pauses after the first batch that brings the due steps above 5, and takes
+				// nothing more than the prefetch the broker has already handed it.
+				if orders <= maxBacklog || orders > maxBacklog+batch {
+					t.Fatalf("%d runs while paused, want more than %d and at most %d", orders, maxBacklog, maxBacklog+batch)
+				}
+				_, desc := b.settled(t)
+				var ready int64
+				if _, err := fmt.Sscanf(desc, "%d ready", &ready); err != nil {
+					t.Fatal(desc, err)
+				}
+				if ready < published-orders-batch {
+					t.Fatalf("broker while paused: %s, want at least %d messages ready (not handed to the paused consumer)", desc, published-orders-batch)
+				}
+				t.Logf("paused after %d runs; broker: %s", orders, desc)
+			}
+			// Workers catch up: consumption resumes.
+			waitFor(t, "all 50 runs", func() bool {
+				if _, err := c.Work(ctx); err != nil {
+					t.Fatal(err)
+				}
+				orders, _, _ := counts(t, st)
+				return orders == published
+			})
+			cancel()
+			<-done
+		})
 	}
-	b.publish(t, msgs)
-	key, _ := keytmpl.Parse("{headers.Event-Id}")
-	n := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 5, RunKey: key},
-		queuetrigger.NATSConfig{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: 20})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	waitFor(t, "the consumer pauses", func() bool { return n.Paused() })
-	if orders, _, _ := counts(t, st); orders != 20 {
-		t.Fatalf("%d runs while paused, want the first batch of 20", orders)
-	}
-	if ok, desc := b.settled(t); ok || !strings.Contains(desc, "pending 30, ack pending 0") {
-		t.Fatalf("broker while paused: %s, want 30 messages left unpulled", desc)
-	}
-	// Workers catch up: consumption resumes.
-	waitFor(t, "all 50 runs", func() bool {
-		if _, err := c.Work(ctx); err != nil {
-			t.Fatal(err)
-		}
-		orders, _, _ := counts(t, st)
-		return orders == 50
-	})
-	cancel()
-	<-done
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

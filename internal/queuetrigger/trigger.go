@@ -21,7 +21,9 @@
 // trigger tried and parks in needs_review with the reason as its review reason. It is thus
 // in the review queue with everything needed to decide, is never redelivered in a loop and
 // never dropped; a person corrects it and replays it, which starts the message's run. Its
-// run key is the message's identity at the source, so a redelivery keeps one item.
+// run key is the message's identity at the source, so a redelivery keeps one item; another
+// message of the same identity with other content (two messages sharing a message id) is
+// kept as a second item, under a key that adds its digest.
 //
 // # Back-pressure and connections
 //
@@ -87,6 +89,9 @@ type Config struct {
 	Workflow string
 	// Source names the queue, e.g. "nats:ORDERS/onceflow-orders" or "amqp:orders".
 	Source string
+	// URLEnv names the environment variable the broker's URL came from, for the message
+	// of a broker that cannot be reached ("" when it did not come from one).
+	URLEnv string
 	// RunKey derives the run key; nil means the message id.
 	RunKey *keytmpl.Template
 	Client *onceflow.Client
@@ -151,6 +156,14 @@ func (t *Trigger) setStatus(err error) {
 	if changed && err == nil {
 		t.cfg.Logger.Info("queue consumer connected", "workflow", t.cfg.Workflow, "source", t.cfg.Source)
 	}
+}
+
+// unreachable is the error of a broker that cannot be reached: what to check.
+func (t *Trigger) unreachable(what string, err error) error {
+	if t.cfg.URLEnv == "" {
+		return fmt.Errorf("%s: cannot reach the %s: %w; check its URL and that it is running", t.cfg.Source, what, err)
+	}
+	return fmt.Errorf("%s: cannot reach the %s: %w; check %s and that the server is running", t.cfg.Source, what, err, t.cfg.URLEnv)
 }
 
 // Workflow names the workflow the trigger starts.
@@ -243,6 +256,34 @@ func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (st
 		sum := sha256.Sum256(append(append([]byte{}, m.Payload...), []byte(fmt.Sprint(m.Headers))...))
 		id = "sha256:" + hex.EncodeToString(sum[:])
 	}
+	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": id, "reason": reason, "error": why, "headers": m.Headers}
+	if utf8.Valid(m.Payload) {
+		in["payload"] = string(m.Payload)
+	} else {
+		in["payload_base64"] = base64.StdEncoding.EncodeToString(m.Payload)
+	}
+	_, err := t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, t.rejectKey(id), in)
+	if errors.Is(err, onceflow.ErrRunConflict) {
+		// Another message with this identity was kept first, with other content (two
+		// messages sharing a message id, or a reason that changed with the workflow): keep
+		// this one too, under a key that adds its digest, which a redelivery finds again.
+		raw, merr := json.Marshal(in)
+		if merr != nil {
+			return "", fmt.Errorf("keep rejected message: %w", merr)
+		}
+		sum := sha256.Sum256(raw)
+		_, err = t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, t.rejectKey(id+"|sha256:"+hex.EncodeToString(sum[:])), in)
+	}
+	if err != nil {
+		return "", fmt.Errorf("keep rejected message: %w", err)
+	}
+	t.cfg.Logger.Warn("queue message rejected", "workflow", t.cfg.Workflow, "source", t.cfg.Source, "reason", reason)
+	return Rejected, nil
+}
+
+// rejectKey is the run key of a rejected message identified by id at the trigger's source;
+// one that would break the key rules is replaced by its digest.
+func (t *Trigger) rejectKey(id string) string {
 	key := t.cfg.Source + "|" + id
 	if onceflow.ValidateKey("run key", key) != nil {
 		sum := sha256.Sum256([]byte(key))
@@ -251,18 +292,7 @@ func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (st
 			key = "sha256:" + hex.EncodeToString(sum[:])
 		}
 	}
-	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": id, "reason": reason, "error": why, "headers": m.Headers}
-	if utf8.Valid(m.Payload) {
-		in["payload"] = string(m.Payload)
-	} else {
-		in["payload_base64"] = base64.StdEncoding.EncodeToString(m.Payload)
-	}
-	_, err := t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, key, in)
-	if err != nil && !errors.Is(err, onceflow.ErrRunConflict) {
-		return "", fmt.Errorf("keep rejected message: %w", err)
-	}
-	t.cfg.Logger.Warn("queue message rejected", "workflow", t.cfg.Workflow, "source", t.cfg.Source, "reason", reason)
-	return Rejected, nil
+	return key
 }
 
 // RejectWorkflow is the companion workflow that keeps the rejected messages of workflow,
@@ -372,13 +402,20 @@ func (t *Trigger) backlog(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// AfterStored, when set, is called after a batch of messages was handled and before any
-// of them is acknowledged: a hook for tests that kill the process at that point.
-var AfterStored func(n int)
+// BeforeStore, when set, is called with each batch of messages received, before any of
+// them is handled; AfterStored after the batch was handled and before any of it is
+// acknowledged. They are hooks for tests that kill the process at those points.
+var (
+	BeforeStore func(n int)
+	AfterStored func(n int)
+)
 
 // handleAll handles msgs concurrently (their starts share transactions) and returns, per
 // message, whether it may be acknowledged.
 func (t *Trigger) handleAll(ctx context.Context, msgs []Message) []error {
+	if BeforeStore != nil {
+		BeforeStore(len(msgs))
+	}
 	errs := make([]error, len(msgs))
 	var wg sync.WaitGroup
 	for i, m := range msgs {

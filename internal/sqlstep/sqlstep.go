@@ -222,7 +222,9 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 			if prev, ok, lerr := s.db.lookup(ctx, db, sc.EffectKey); lerr == nil && ok {
 				return prev, nil
 			}
-			why := fmt.Errorf("statement %d changed %d rows, expected %d; nothing was applied", i+1, sr.RowsAffected, *c.expect)
+			why := fmt.Errorf("statement %d changed %d rows, expected %d (expect_rows); nothing was applied: "+
+				"the rows its WHERE clause selects are not in the state it checks for (another change came first?), or expect_rows is wrong",
+				i+1, sr.RowsAffected, *c.expect)
 			if s.spec.Review {
 				return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonRowsUnexpected, Err: why}
 			}

@@ -225,7 +225,7 @@ func TestStatementsApplyOncePerKey(t *testing.T) {
 			key2 := "order-paid:1001:again:" + testsvc.Suffix()
 			_, err = st.Do(ctx, stepCtx(key2, map[string]any{"order_id": 1001, "note": "x"}))
 			if !errors.As(err, &se) || se.Class != onceflow.Skipped || se.Reason != sqlstep.ReasonRowsUnexpected ||
-				!strings.Contains(err.Error(), "changed 0 rows, expected 1") {
+				!strings.Contains(err.Error(), "changed 0 rows, expected 1 (expect_rows); nothing was applied: the rows its WHERE clause selects are not in the state it checks for") {
 				t.Fatalf("guard: %v, want skipped %s", err, sqlstep.ReasonRowsUnexpected)
 			}
 			review, _ := s.step(t, s.markPaid(true))

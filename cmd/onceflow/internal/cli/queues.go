@@ -91,6 +91,7 @@ func (a *app) newTriggers() ([]queueTrigger, error) {
 				env = natsstep.EnvURL
 			}
 		}
+		cfg.URLEnv = env
 		url, _ := a.env(env)
 		if strings.TrimSpace(url) == "" {
 			errs = append(errs, fmt.Errorf("%s: workflow %s consumes a queue: set %s to the broker's URL", d.File(), d.Name, env))

@@ -97,7 +97,8 @@ func TestServeQueueBrokerUnreachable(t *testing.T) {
 	waitFor(t, "/readyz says the broker cannot be reached", func() bool {
 		var code int
 		code, body = get(t, base+"/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "amqp:orders: cannot reach the AMQP broker")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "amqp:orders: cannot reach the AMQP broker") &&
+			strings.Contains(body, "check ONCEFLOW_AMQP_URL and that the server is running")
 	})
 	if strings.Contains(body, "guest:guest") {
 		t.Fatalf("/readyz shows the URL's credentials: %s", body)
