@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -125,18 +126,7 @@ type stepView struct {
 	LastError string          `json:"last_error,omitempty"`
 	NextAt    *time.Time      `json:"next_at,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
-	Tries     []attemptView   `json:"attempt_log,omitempty"`
-}
-
-type attemptView struct {
-	Number          int        `json:"number"`
-	Worker          string     `json:"worker"`
-	StartedAt       time.Time  `json:"started_at"`
-	EndedAt         *time.Time `json:"ended_at,omitempty"`
-	Outcome         string     `json:"outcome,omitempty"`
-	Error           string     `json:"error,omitempty"`
-	ResponseStatus  int        `json:"response_status,omitempty"`
-	ResponseExcerpt string     `json:"response_excerpt,omitempty"`
+	Tries     []views.Attempt `json:"attempt_log,omitempty"`
 }
 
 func viewRun(r *store.Run) runView {
@@ -179,13 +169,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 			if a.StepID != st.ID {
 				continue
 			}
-			av := attemptView{Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt, Outcome: string(a.Outcome),
-				Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt}
-			if !a.EndedAt.IsZero() {
-				t := a.EndedAt
-				av.EndedAt = &t
-			}
-			sv.Tries = append(sv.Tries, av)
+			sv.Tries = append(sv.Tries, views.NewAttempt(a, nil)) // masked below, with the rest
 		}
 		v.Steps = append(v.Steps, sv)
 	}

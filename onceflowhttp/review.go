@@ -59,13 +59,6 @@ func viewItem(it *onceflow.ReviewItem, m *redact.Masker) reviewItemView {
 	return views.NewReviewItem(it, m, itemLinksOf)
 }
 
-func maskExcerpt(m *redact.Masker, s string) string {
-	if json.Valid([]byte(s)) {
-		return string(m.JSON([]byte(s)))
-	}
-	return m.Text(s)
-}
-
 // runMasker returns the masker for what is shown about a run, the same as its page's
 // (views.RunMasker): its secrets and the values its input and its steps' outputs hold at
 // personal-data fields. When the run cannot be read, secrets are still masked.
@@ -181,21 +174,15 @@ func (s *Server) reviewShow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Item     reviewItemView `json:"item"`
-		Attempts []attemptView  `json:"attempts"`
-		Events   []auditView    `json:"events"`
-	}{Item: viewItem(it, m), Attempts: []attemptView{}, Events: []auditView{}}
+		Item     reviewItemView  `json:"item"`
+		Attempts []views.Attempt `json:"attempts"`
+		Events   []auditView     `json:"events"`
+	}{Item: viewItem(it, m), Attempts: []views.Attempt{}, Events: []auditView{}}
 	for _, a := range attempts {
 		if a.StepName != step {
 			continue
 		}
-		av := attemptView{Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt, Outcome: string(a.Outcome),
-			Error: m.Text(a.Error), ResponseStatus: a.ResponseStatus, ResponseExcerpt: maskExcerpt(m, a.ResponseExcerpt)}
-		if !a.EndedAt.IsZero() {
-			t := a.EndedAt
-			av.EndedAt = &t
-		}
-		out.Attempts = append(out.Attempts, av)
+		out.Attempts = append(out.Attempts, views.NewAttempt(a, m))
 	}
 	for _, e := range entries {
 		if e.StepName == step {

@@ -359,13 +359,13 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 	}
 	if a.json {
 		out := struct {
-			Item     itemView      `json:"item"`
-			Attempts []attemptView `json:"attempts"`
-			Events   []auditView   `json:"events"`
-			Replay   *planView     `json:"replay,omitempty"`
-		}{Item: viewItem(it), Attempts: []attemptView{}, Events: []auditView{}}
+			Item     itemView        `json:"item"`
+			Attempts []views.Attempt `json:"attempts"`
+			Events   []auditView     `json:"events"`
+			Replay   *planView       `json:"replay,omitempty"`
+		}{Item: viewItem(it), Attempts: []views.Attempt{}, Events: []auditView{}}
 		for _, at := range mine {
-			out.Attempts = append(out.Attempts, viewAttempt(at))
+			out.Attempts = append(out.Attempts, views.NewAttempt(at, nil)) // masked above
 		}
 		for _, e := range events {
 			out.Events = append(out.Events, viewAudit(e))

@@ -79,7 +79,10 @@ func TestReviewItemJSONIsTheAPIShape(t *testing.T) {
 	}
 	same("review list --json", list[0], apiList.Items[0])
 
-	var show, apiShow struct{ Item json.RawMessage }
+	var show, apiShow struct {
+		Item     json.RawMessage
+		Attempts []map[string]any
+	}
 	if err := json.Unmarshal([]byte(runOK(t, "review", "show", id, "charge", "--db", f.db, "--json").stdout), &show); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +90,9 @@ func TestReviewItemJSONIsTheAPIShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("review show --json", show.Item, apiShow.Item)
+	if len(show.Attempts) == 0 || !reflect.DeepEqual(show.Attempts, apiShow.Attempts) {
+		t.Errorf("review show --json's attempts differ from the API's:\n cli %v\n api %v", show.Attempts, apiShow.Attempts)
+	}
 	if keys := slices.Collect(maps.Keys(item(show.Item))); len(keys) < 10 {
 		t.Errorf("the item has only %v", keys)
 	}
