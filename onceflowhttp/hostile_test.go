@@ -88,15 +88,25 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for the server's goroutines.
+// syncBuffer is a log destination safe for the server's goroutines; wrote receives a
+// value after each write (coalesced).
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{wrote: make(chan struct{}, 1)} }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() {
+		select {
+		case s.wrote <- struct{}{}:
+		default:
+		}
+	}()
 	return s.b.Write(p)
 }
 
@@ -125,10 +135,10 @@ func (a *abortCounter) count(route string) int {
 }
 
 func TestAbortedBodyIsA400(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := newSyncBuffer()
 	metrics := &abortCounter{aborted: map[string]int{}}
 	b := setupWith(t, func(c *Options) {
-		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.Metrics = metrics
 	}, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
 	host := strings.TrimPrefix(b.url, "http://")
@@ -153,12 +163,20 @@ func TestAbortedBodyIsA400(t *testing.T) {
 	if metrics.count("POST /hooks/{name}") != 1 || metrics.count("POST /v1/workflows/{name}/runs") != 1 {
 		t.Fatalf("aborted requests counted %v", metrics.aborted)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(logs.String(), `"http request"`) < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling for the request log line, written after the answer
+	// Each request's log line is written after its answer: wait for both.
+	deadline := time.After(30 * time.Second)
+	for strings.Count(logs.String(), `"http request"`) < 2 {
+		select {
+		case <-logs.wrote:
+		case <-deadline:
+			t.Fatalf("no log line for each request after 30 s:\n%s", logs)
+		}
 	}
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Fatalf("aborted requests logged as errors:\n%s", logs)
+	}
+	if n := strings.Count(logs.String(), `"level":"DEBUG","msg":"request body incomplete"`); n != 2 {
+		t.Fatalf("%d debug lines about incomplete bodies, want 2:\n%s", n, logs)
 	}
 	if len(b.runs()) != 0 {
 		t.Fatal("a run was started from a body cut short")
