@@ -42,6 +42,21 @@ func TestDeepJSONIsRefused(t *testing.T) {
 	}
 	// The review actions read bodies too.
 	wantStatus(t, b.do("POST", "/v1/review/1/crm/retry", adminToken, nil, `{"note":`+nested(100)+`}`), http.StatusBadRequest, "json-too-deep")
+	// So do webhooks: a correctly signed delivery nested too deeply is refused.
+	hooks := setupWith(t, func(c *Options) { c.MaxBody = 1 << 20 }, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
+	deep := `{"id":"evt_deep","type":"payment_intent.succeeded","x":` + nested(10000) + `}`
+	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{hooks.env["HOOK_SECRET"]}}, 0, "d-1", hooks.now, []byte(deep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := map[string]string{}
+	for k := range h {
+		hdr[k] = h.Get(k)
+	}
+	wantStatus(t, hooks.do("POST", "/hooks/payments", "", hdr, deep), http.StatusBadRequest, "json-too-deep")
+	if n := len(hooks.runs()); n != 0 {
+		t.Fatalf("%d runs from a webhook nested too deeply, want none", n)
+	}
 
 	small := setupWith(t, func(c *Options) { c.MaxDepth = 3 })
 	a = small.do("POST", "/v1/workflows/website-lead/runs", ingestToken, nil, nested(4))
