@@ -619,7 +619,14 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 	}
 	if s.HTTP != nil {
 		if _, err := httpSpec(s.HTTP); err != nil {
-			add(at("http"), "step %q: %v", s.ID, err)
+			// httpstep.New joins every problem of the request: one problem each.
+			errs := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			for _, e := range errs {
+				add(at("http"), "step %q: %v", s.ID, e)
+			}
 		}
 	}
 	if s.Email != nil {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -120,14 +121,17 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	}
 	s := &Step{spec: spec, client: client, env: env}
 	vars := keytmpl.EnvVars{}
+	// Every problem of the spec is reported, not the first one only: validate and
+	// start-up show them all.
+	var errs []error
 	var err error
 	if s.req, err = compileRequest(spec.Request, vars); err != nil {
-		return nil, err
+		errs = append(errs, unjoin(err)...)
 	}
 	if spec.Verify != nil {
 		v, err := compileRequest(*spec.Verify, vars)
-		if err != nil {
-			return nil, fmt.Errorf("verify: %w", err)
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("verify: %w", e))
 		}
 		s.verify = &v
 	}
@@ -135,41 +139,67 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	for _, r := range spec.Classify {
 		cr, err := parseRule(r)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		s.rules = append(s.rules, cr)
 	}
 	if _, err := redact.NewMasker(redact.Options{Fields: spec.Fields, Names: spec.Redact}); err != nil {
-		return nil, err
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return s, nil
 }
 
+// unjoin returns the errors err joins (errors.Join), err alone if it joins none, and
+// nothing for nil.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// compileRequest compiles r; its error joins every problem found.
 func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error) {
 	c := compiledRequest{method: strings.ToUpper(r.Method), headers: map[string]*keytmpl.Template{}}
 	if c.method == "" {
 		c.method = http.MethodPost
 	}
+	var errs []error
 	switch c.method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead:
 	default:
-		return c, fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method)
-	}
-	if r.URL == "" {
-		return c, errors.New("url is required")
+		errs = append(errs, fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method))
 	}
 	var err error
-	if c.url, err = keytmpl.ParseStep(r.URL, envVars); err != nil {
-		return c, fmt.Errorf("url: %w", err)
+	if r.URL == "" {
+		errs = append(errs, errors.New("url is required"))
+	} else if c.url, err = keytmpl.ParseStep(r.URL, envVars); err != nil {
+		errs = append(errs, fmt.Errorf("url: %w", err))
 	}
-	for k, v := range r.Headers {
+	names := make([]string, 0, len(r.Headers))
+	for k := range r.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
 		if !validHeaderName(k) {
-			return c, fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k)
+			errs = append(errs, fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k))
+			continue
 		}
-		if c.headers[k], err = keytmpl.ParseStep(v, envVars); err != nil {
-			return c, fmt.Errorf("header %s: %w", k, err)
+		t, err := keytmpl.ParseStep(r.Headers[k], envVars)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("header %s: %w", k, err))
+			continue
 		}
-		for _, f := range c.headers[k].Fields() {
+		c.headers[k] = t
+		for _, f := range t.Fields() {
 			if strings.HasPrefix(f, "env.") {
 				c.secretHeaders = append(c.secretHeaders, k)
 				break
@@ -178,10 +208,10 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 	}
 	if r.Body != nil {
 		if c.body, err = keytmpl.CompileTree(r.Body, envVars); err != nil {
-			return c, fmt.Errorf("body: %w", err)
+			errs = append(errs, fmt.Errorf("body: %w", err))
 		}
 	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 func parseRule(r Rule) (rule, error) {
