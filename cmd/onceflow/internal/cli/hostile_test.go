@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -382,5 +383,48 @@ func TestServeRefusesWebhookWithoutSecret(t *testing.T) {
 	r := run(t, "serve", "--db", db, "--workflows", dir, "--addr", "127.0.0.1:0")
 	if r.code != exitError || !strings.Contains(r.stderr, `webhook "pay"`) || !strings.Contains(r.stderr, "PAY_HOOK_SECRET") || strings.Contains(r.stderr, "not base64!") {
 		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
+	}
+}
+
+// A step output nested 9,990 levels deep (a destination's answer of 50 KB) is printed by
+// runs show --json and keys show --json as one string holding it: indenting it would
+// print hundreds of megabytes, and the output could not be encoded at all once wrapped
+// in the run's document.
+func TestDeepOutputIsPrintedAsItIsStored(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st := openSQLite(t, path)
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := `{"id":"deep","x":` + strings.Repeat(`{"a":`, 9989) + `1` + strings.Repeat(`}`, 9989) + `}`
+	err = c.Register(onceflow.Workflow{Name: "deep", Steps: []onceflow.Step{{ID: "fetch", EffectKey: "fetch:{input.id}",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) { return json.RawMessage(deep), nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "deep", "d-1", map[string]any{"id": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, args := range [][]string{
+		{"runs", "show", "--db", "sqlite://" + path, "--json", "1"},
+		{"keys", "show", "--db", "sqlite://" + path, "--json", "fetch:1"},
+	} {
+		out := runOK(t, args...).stdout
+		if len(out) > 4*len(deep) {
+			t.Fatalf("onceflow %s printed %d bytes for a %d-byte output", strings.Join(args, " "), len(out), len(deep))
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("onceflow %s: %v", strings.Join(args, " "), err)
+		}
+		if !strings.Contains(out, `"{\"id\":\"deep\",\"x\":{\"a\":{\"a\":`) {
+			t.Fatalf("onceflow %s does not print the output as a string: %.300s", strings.Join(args, " "), out)
+		}
 	}
 }
