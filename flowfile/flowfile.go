@@ -44,6 +44,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
+	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/webhook"
 )
@@ -625,7 +626,12 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 				errs = j.Unwrap()
 			}
 			for _, e := range errs {
-				add(at("http"), "step %q: %v", s.ID, e)
+				where := at("http")
+				var se *httpstep.SpecError
+				if errors.As(e, &se) {
+					where = at("http." + se.Field)
+				}
+				add(where, "step %q: %v", s.ID, e)
 			}
 		}
 	}

@@ -127,13 +127,14 @@ steps:
 		t.Fatal("the file was accepted")
 	}
 	text := ps.Error()
+	// Each at its field: the method, the headers, the classify rules, the verify headers.
 	for _, want := range []string{
-		`method "FETCH" is not one of`,
-		`header name "Bad Header" is not a valid HTTP header name`,
-		`header name "Other Bad" is not a valid HTTP header name`,
-		`header X-Ok: template "{input.x"`,
-		`verify: header name "Third Bad" is not a valid HTTP header name`,
-		`classify "409": class "fine"`,
+		`req.yaml:7:15: step "a": method "FETCH" is not one of`,
+		`req.yaml:9:16: step "a": header name "Bad Header" is not a valid HTTP header name`,
+		`req.yaml:9:16: step "a": header name "Other Bad" is not a valid HTTP header name`,
+		`req.yaml:9:16: step "a": header X-Ok: template "{input.x"`,
+		`req.yaml:13:18: step "a": verify: header name "Third Bad" is not a valid HTTP header name`,
+		`req.yaml:10:17: step "a": classify "409": class "fine"`,
 	} {
 		if n := strings.Count(text, want); n != 1 {
 			t.Errorf("problems say %q %d times, want once:\n%s", want, n, text)

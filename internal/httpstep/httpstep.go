@@ -108,7 +108,8 @@ type Step struct {
 	client  *http.Client
 }
 
-// New compiles spec. client must enforce the egress policy (egress.Policy.Client).
+// New compiles spec. client must enforce the egress policy (egress.Policy.Client). Its
+// error joins (errors.Join) one *SpecError for every problem of spec.
 func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	if spec.IdempotencyHeader == "" {
 		spec.IdempotencyHeader = "Idempotency-Key"
@@ -131,7 +132,12 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	if spec.Verify != nil {
 		v, err := compileRequest(*spec.Verify, vars)
 		for _, e := range unjoin(err) {
-			errs = append(errs, fmt.Errorf("verify: %w", e))
+			field := "verify"
+			var se *SpecError
+			if errors.As(e, &se) {
+				field, e = "verify."+se.Field, se.Err
+			}
+			errs = append(errs, &SpecError{Field: field, Err: e})
 		}
 		s.verify = &v
 	}
@@ -139,19 +145,35 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	for _, r := range spec.Classify {
 		cr, err := parseRule(r)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &SpecError{Field: "classify", Err: err})
 			continue
 		}
 		s.rules = append(s.rules, cr)
 	}
 	if _, err := redact.NewMasker(redact.Options{Fields: spec.Fields, Names: spec.Redact}); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, &SpecError{Field: "redact", Err: err})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return s, nil
 }
+
+// SpecError is one problem of a Spec. Field says where: method, url, headers, body,
+// classify or redact, or verify.method, verify.url, … for the verify request.
+type SpecError struct {
+	Field string
+	Err   error
+}
+
+func (e *SpecError) Error() string {
+	if strings.HasPrefix(e.Field, "verify") {
+		return "verify: " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func (e *SpecError) Unwrap() error { return e.Err }
 
 // unjoin returns the errors err joins (errors.Join), err alone if it joins none, and
 // nothing for nil.
@@ -175,13 +197,13 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 	switch c.method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead:
 	default:
-		errs = append(errs, fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method))
+		errs = append(errs, &SpecError{Field: "method", Err: fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method)})
 	}
 	var err error
 	if r.URL == "" {
-		errs = append(errs, errors.New("url is required"))
+		errs = append(errs, &SpecError{Field: "url", Err: errors.New("url is required")})
 	} else if c.url, err = keytmpl.ParseStep(r.URL, envVars); err != nil {
-		errs = append(errs, fmt.Errorf("url: %w", err))
+		errs = append(errs, &SpecError{Field: "url", Err: fmt.Errorf("url: %w", err)})
 	}
 	names := make([]string, 0, len(r.Headers))
 	for k := range r.Headers {
@@ -190,12 +212,12 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 	sort.Strings(names)
 	for _, k := range names {
 		if !validHeaderName(k) {
-			errs = append(errs, fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k))
+			errs = append(errs, &SpecError{Field: "headers", Err: fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k)})
 			continue
 		}
 		t, err := keytmpl.ParseStep(r.Headers[k], envVars)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("header %s: %w", k, err))
+			errs = append(errs, &SpecError{Field: "headers", Err: fmt.Errorf("header %s: %w", k, err)})
 			continue
 		}
 		c.headers[k] = t
@@ -208,7 +230,7 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 	}
 	if r.Body != nil {
 		if c.body, err = keytmpl.CompileTree(r.Body, envVars); err != nil {
-			errs = append(errs, fmt.Errorf("body: %w", err))
+			errs = append(errs, &SpecError{Field: "body", Err: fmt.Errorf("body: %w", err)})
 		}
 	}
 	return c, errors.Join(errs...)
