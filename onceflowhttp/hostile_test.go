@@ -203,6 +203,11 @@ func TestParseTokensNeverEchoesTheSecret(t *testing.T) {
 		"web:INGESTsecretValue0123456789:ingest", // scope and secret swapped
 		"web:ingest+INGESTsecretValue0123456789:x",
 		"INGESTsecretValue0123456789",
+		"INGESTsecretValue0123456789:ingest",     // no name
+		"INGESTsecretValue0123456789:web:ingest", // secret first
+		"ops:admin:0123456789abcdef0123,INGESTsecretValue0123456789:web:ingest",
+		"web:ingest:INGESTsecretValue0123456789,ops:admin:INGESTsecretValue0123456789", // one secret, two scopes
+		"web:ingest:INGESTsecretValue0123456789,web:admin:0123456789abcdef0123",        // one name twice
 	} {
 		_, err := ParseTokens(bad)
 		if err == nil {
