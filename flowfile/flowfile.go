@@ -44,6 +44,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
+	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/webhook"
 )
@@ -619,7 +620,19 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 	}
 	if s.HTTP != nil {
 		if _, err := httpSpec(s.HTTP); err != nil {
-			add(at("http"), "step %q: %v", s.ID, err)
+			// httpstep.New joins every problem of the request: one problem each.
+			errs := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			for _, e := range errs {
+				where := at("http")
+				var se *httpstep.SpecError
+				if errors.As(e, &se) {
+					where = at("http." + se.Field)
+				}
+				add(where, "step %q: %v", s.ID, e)
+			}
 		}
 	}
 	if s.Email != nil {

@@ -104,6 +104,44 @@ steps:
 	}
 }
 
+// Every problem of an http block is reported, not only the first one found: bad header
+// names, a header template that does not parse, the verify request's own problems and a
+// classify rule, each once.
+func TestEveryRequestProblemIsReported(t *testing.T) {
+	src := `name: req
+steps:
+  - id: a
+    kind: http
+    effect_key: "a:{input.id}"
+    http:
+      method: FETCH
+      url: "https://example.com/x"
+      headers: {"Bad Header": "x", "Other Bad": "y", X-Ok: "{input.x"}
+      classify: [{status: "409", class: fine}]
+      verify:
+        url: "https://example.com/v"
+        headers: {"Third Bad": "z"}
+`
+	_, ps := Parse("req.yaml", []byte(src))
+	if ps == nil {
+		t.Fatal("the file was accepted")
+	}
+	text := ps.Error()
+	// Each at its field: the method, the headers, the classify rules, the verify headers.
+	for _, want := range []string{
+		`req.yaml:7:15: step "a": method "FETCH" is not one of`,
+		`req.yaml:9:16: step "a": header name "Bad Header" is not a valid HTTP header name`,
+		`req.yaml:9:16: step "a": header name "Other Bad" is not a valid HTTP header name`,
+		`req.yaml:9:16: step "a": header X-Ok: template "{input.x"`,
+		`req.yaml:13:18: step "a": verify: header name "Third Bad" is not a valid HTTP header name`,
+		`req.yaml:10:17: step "a": classify "409": class "fine"`,
+	} {
+		if n := strings.Count(text, want); n != 1 {
+			t.Errorf("problems say %q %d times, want once:\n%s", want, n, text)
+		}
+	}
+}
+
 // {+field} belongs in URLs; in a key, a header or a body it is a mistake worth reporting.
 func TestRawSpliceOnlyInURLs(t *testing.T) {
 	src := `name: raw

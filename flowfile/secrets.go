@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/onceflow/onceflow/internal/redact"
 )
 
 // SecretSuffixes are the endings of environment variable names whose values are secrets
@@ -60,6 +62,42 @@ func (d *Definition) SecretNames() []string {
 	out := make([]string, 0, len(names))
 	for n := range names {
 		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MaskedValues returns, sorted and without repeats, what a program serving the definition
+// must mask of the environment it reads (env looks a variable up): the whole value of
+// each variable of SecretNames, and of every other variable the parts that look like
+// credentials (redact.CredentialParts: a password, an opaque token in a path segment or a
+// query value), so that a webhook URL read from a variable nobody declared secret shows
+// its host and fixed words but not its token.
+func (d *Definition) MaskedValues(env func(string) (string, bool)) []string {
+	secret := map[string]bool{}
+	for _, n := range d.SecretNames() {
+		secret[n] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(v string) {
+		if v != "" && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	for _, n := range append(d.EnvNames(), d.SecretNames()...) {
+		v, ok := env(n)
+		if !ok || v == "" {
+			continue
+		}
+		if secret[n] {
+			add(v)
+			continue
+		}
+		for _, p := range redact.CredentialParts(v) {
+			add(p)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -42,6 +42,21 @@ func TestDeepJSONIsRefused(t *testing.T) {
 	}
 	// The review actions read bodies too.
 	wantStatus(t, b.do("POST", "/v1/review/1/crm/retry", adminToken, nil, `{"note":`+nested(100)+`}`), http.StatusBadRequest, "json-too-deep")
+	// So do webhooks: a correctly signed delivery nested too deeply is refused.
+	hooks := setupWith(t, func(c *Options) { c.MaxBody = 1 << 20 }, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
+	deep := `{"id":"evt_deep","type":"payment_intent.succeeded","x":` + nested(10000) + `}`
+	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{hooks.env["HOOK_SECRET"]}}, 0, "d-1", hooks.now, []byte(deep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := map[string]string{}
+	for k := range h {
+		hdr[k] = h.Get(k)
+	}
+	wantStatus(t, hooks.do("POST", "/hooks/payments", "", hdr, deep), http.StatusBadRequest, "json-too-deep")
+	if n := len(hooks.runs()); n != 0 {
+		t.Fatalf("%d runs from a webhook nested too deeply, want none", n)
+	}
 
 	small := setupWith(t, func(c *Options) { c.MaxDepth = 3 })
 	a = small.do("POST", "/v1/workflows/website-lead/runs", ingestToken, nil, nested(4))
@@ -88,15 +103,25 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for the server's goroutines.
+// syncBuffer is a log destination safe for the server's goroutines; wrote receives a
+// value after each write (coalesced).
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{wrote: make(chan struct{}, 1)} }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() {
+		select {
+		case s.wrote <- struct{}{}:
+		default:
+		}
+	}()
 	return s.b.Write(p)
 }
 
@@ -125,10 +150,10 @@ func (a *abortCounter) count(route string) int {
 }
 
 func TestAbortedBodyIsA400(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := newSyncBuffer()
 	metrics := &abortCounter{aborted: map[string]int{}}
 	b := setupWith(t, func(c *Options) {
-		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.Metrics = metrics
 	}, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
 	host := strings.TrimPrefix(b.url, "http://")
@@ -153,12 +178,20 @@ func TestAbortedBodyIsA400(t *testing.T) {
 	if metrics.count("POST /hooks/{name}") != 1 || metrics.count("POST /v1/workflows/{name}/runs") != 1 {
 		t.Fatalf("aborted requests counted %v", metrics.aborted)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(logs.String(), `"http request"`) < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling for the request log line, written after the answer
+	// Each request's log line is written after its answer: wait for both.
+	deadline := time.After(30 * time.Second)
+	for strings.Count(logs.String(), `"http request"`) < 2 {
+		select {
+		case <-logs.wrote:
+		case <-deadline:
+			t.Fatalf("no log line for each request after 30 s:\n%s", logs)
+		}
 	}
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Fatalf("aborted requests logged as errors:\n%s", logs)
+	}
+	if n := strings.Count(logs.String(), `"level":"DEBUG","msg":"request body incomplete"`); n != 2 {
+		t.Fatalf("%d debug lines about incomplete bodies, want 2:\n%s", n, logs)
 	}
 	if len(b.runs()) != 0 {
 		t.Fatal("a run was started from a body cut short")
@@ -170,6 +203,11 @@ func TestParseTokensNeverEchoesTheSecret(t *testing.T) {
 		"web:INGESTsecretValue0123456789:ingest", // scope and secret swapped
 		"web:ingest+INGESTsecretValue0123456789:x",
 		"INGESTsecretValue0123456789",
+		"INGESTsecretValue0123456789:ingest",     // no name
+		"INGESTsecretValue0123456789:web:ingest", // secret first
+		"ops:admin:0123456789abcdef0123,INGESTsecretValue0123456789:web:ingest",
+		"web:ingest:INGESTsecretValue0123456789,ops:admin:INGESTsecretValue0123456789", // one secret, two scopes
+		"web:ingest:INGESTsecretValue0123456789,web:admin:0123456789abcdef0123",        // one name twice
 	} {
 		_, err := ParseTokens(bad)
 		if err == nil {

@@ -40,17 +40,23 @@ type Token struct {
 }
 
 // ParseTokens reads tokens written as "name:scope+scope:secret" separated by commas, the
-// form of ONCEFLOW_API_TOKENS.
+// form of ONCEFLOW_API_TOKENS. Its errors never show a secret: a token whose fields are
+// not in that order is named by its position in s (any of its fields may be the secret),
+// a well-formed one by its name. Two tokens may not share a name or a secret (a secret
+// given two scopes would make what a request may do depend on which entry is read).
 func ParseTokens(s string) ([]Token, error) {
 	var out []Token
+	names, secrets := map[string]bool{}, map[string]bool{}
+	n := 0
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
 		}
+		n++
 		parts := strings.SplitN(item, ":", 3)
 		if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
-			return nil, fmt.Errorf("API token %q: write it as name:scope[+scope]:secret, e.g. crm-form:ingest:long-random-secret", redactToken(item))
+			return nil, fmt.Errorf("API token %d: write it as name:scope[+scope]:secret, e.g. crm-form:ingest:long-random-secret", n)
 		}
 		t := Token{Name: parts[0], Secret: parts[2]}
 		for _, sc := range strings.Split(parts[1], "+") {
@@ -58,23 +64,24 @@ func ParseTokens(s string) ([]Token, error) {
 			case ScopeIngest, ScopeAdmin, ScopeRead:
 				t.Scopes = append(t.Scopes, Scope(sc))
 			default:
-				// Never echo the field: in a token written in the wrong order it is the secret.
-				return nil, fmt.Errorf("API token %q: the scope field is not ingest, read, admin or a + combination of them; write it as name:scope[+scope]:secret", t.Name)
+				// Never echo a field: in a token written in the wrong order any of them
+				// may be the secret.
+				return nil, fmt.Errorf("API token %d: the scope field is not ingest, read, admin or a + combination of them; write it as name:scope[+scope]:secret", n)
 			}
 		}
 		if len(t.Secret) < 16 {
 			return nil, fmt.Errorf("API token %q: the secret is shorter than 16 characters", t.Name)
 		}
+		if names[t.Name] {
+			return nil, fmt.Errorf("API token %q: the name is given twice; each token needs its own", t.Name)
+		}
+		if secrets[t.Secret] {
+			return nil, fmt.Errorf("API token %q: its secret is another token's too; give each token its own secret", t.Name)
+		}
+		names[t.Name], secrets[t.Secret] = true, true
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-func redactToken(item string) string {
-	if i := strings.LastIndex(item, ":"); i >= 0 {
-		return item[:i] + ":…"
-	}
-	return "…"
 }
 
 // config is what a Server serves: the options NewHandler was given, with its defaults

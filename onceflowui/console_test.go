@@ -1,6 +1,7 @@
 package onceflowui_test
 
 import (
+	"context"
 	"encoding/json"
 	"html"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -652,5 +654,40 @@ func TestReviewFilterDuration(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusBadRequest)
 	if !strings.Contains(html.UnescapeString(body), `"1.5d" is not a duration: use a whole number of days`) {
 		t.Errorf("the refusal does not say how to write a duration:\n%s", body)
+	}
+}
+
+// The page of a run whose step output nests 9,990 levels deep (a destination's answer of
+// 50 KB) shows the output as it is stored: indented, it would be a page of about 200 MB
+// that takes the server a gigabyte to build.
+func TestDeepOutputPageStaysSmall(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	deep := `{"id":"deep","x":` + strings.Repeat(`{"a":`, 9989) + `1` + strings.Repeat(`}`, 9989) + `}`
+	err := b.client.Register(onceflow.Workflow{Name: "deep", Steps: []onceflow.Step{{ID: "fetch", EffectKey: "fetch:{input.id}",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) { return json.RawMessage(deep), nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.client.Start(ctx, "deep", "d-1", map[string]any{"id": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the deep step completed", func() bool {
+		if _, err := b.client.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := b.store.StepListByRun(ctx, run.ID)
+		return err == nil && len(st) == 1 && st[0].State == store.StateCompleted
+	})
+	br := b.browser()
+	br.signIn(adminSecret)
+	resp, body := br.get("/ui/runs/" + strconv.FormatInt(run.ID, 10))
+	wantStatus(t, resp, body, http.StatusOK)
+	if len(body) > 4*len(deep)+64<<10 {
+		t.Fatalf("the run page is %d bytes for a %d-byte output", len(body), len(deep))
+	}
+	if !strings.Contains(body, html.EscapeString(`{"id":"deep","x":{"a":{"a":`)) {
+		t.Fatalf("the page does not show the output as stored")
 	}
 }

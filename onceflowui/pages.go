@@ -449,10 +449,12 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// pretty indents a JSON document for reading; anything else is returned as it is.
+// pretty indents a JSON document for reading; anything else, and a document nested more
+// than views.MaxIndentDepth levels deep (whose indentation would cost the square of its
+// depth), is returned as it is.
 func pretty(raw []byte) string {
 	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+	if len(raw) == 0 || views.Depth(raw) > views.MaxIndentDepth || json.Unmarshal(raw, &v) != nil {
 		return string(raw)
 	}
 	b, err := json.MarshalIndent(v, "", "  ")

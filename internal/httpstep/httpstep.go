@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -107,7 +108,8 @@ type Step struct {
 	client  *http.Client
 }
 
-// New compiles spec. client must enforce the egress policy (egress.Policy.Client).
+// New compiles spec. client must enforce the egress policy (egress.Policy.Client). Its
+// error joins (errors.Join) one *SpecError for every problem of spec.
 func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	if spec.IdempotencyHeader == "" {
 		spec.IdempotencyHeader = "Idempotency-Key"
@@ -120,14 +122,22 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	}
 	s := &Step{spec: spec, client: client, env: env}
 	vars := keytmpl.EnvVars{}
+	// Every problem of the spec is reported, not the first one only: validate and
+	// start-up show them all.
+	var errs []error
 	var err error
 	if s.req, err = compileRequest(spec.Request, vars); err != nil {
-		return nil, err
+		errs = append(errs, unjoin(err)...)
 	}
 	if spec.Verify != nil {
 		v, err := compileRequest(*spec.Verify, vars)
-		if err != nil {
-			return nil, fmt.Errorf("verify: %w", err)
+		for _, e := range unjoin(err) {
+			field := "verify"
+			var se *SpecError
+			if errors.As(e, &se) {
+				field, e = "verify."+se.Field, se.Err
+			}
+			errs = append(errs, &SpecError{Field: field, Err: e})
 		}
 		s.verify = &v
 	}
@@ -135,41 +145,83 @@ func New(spec Spec, client *http.Client, env Env) (*Step, error) {
 	for _, r := range spec.Classify {
 		cr, err := parseRule(r)
 		if err != nil {
-			return nil, err
+			errs = append(errs, &SpecError{Field: "classify", Err: err})
+			continue
 		}
 		s.rules = append(s.rules, cr)
 	}
 	if _, err := redact.NewMasker(redact.Options{Fields: spec.Fields, Names: spec.Redact}); err != nil {
-		return nil, err
+		errs = append(errs, &SpecError{Field: "redact", Err: err})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return s, nil
 }
 
+// SpecError is one problem of a Spec. Field says where: method, url, headers, body,
+// classify or redact, or verify.method, verify.url, … for the verify request.
+type SpecError struct {
+	Field string
+	Err   error
+}
+
+func (e *SpecError) Error() string {
+	if strings.HasPrefix(e.Field, "verify") {
+		return "verify: " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// unjoin returns the errors err joins (errors.Join), err alone if it joins none, and
+// nothing for nil.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// compileRequest compiles r; its error joins every problem found.
 func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error) {
 	c := compiledRequest{method: strings.ToUpper(r.Method), headers: map[string]*keytmpl.Template{}}
 	if c.method == "" {
 		c.method = http.MethodPost
 	}
+	var errs []error
 	switch c.method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead:
 	default:
-		return c, fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method)
-	}
-	if r.URL == "" {
-		return c, errors.New("url is required")
+		errs = append(errs, &SpecError{Field: "method", Err: fmt.Errorf("method %q is not one of GET, POST, PUT, PATCH, DELETE, HEAD", r.Method)})
 	}
 	var err error
-	if c.url, err = keytmpl.ParseStep(r.URL, envVars); err != nil {
-		return c, fmt.Errorf("url: %w", err)
+	if r.URL == "" {
+		errs = append(errs, &SpecError{Field: "url", Err: errors.New("url is required")})
+	} else if c.url, err = keytmpl.ParseStep(r.URL, envVars); err != nil {
+		errs = append(errs, &SpecError{Field: "url", Err: fmt.Errorf("url: %w", err)})
 	}
-	for k, v := range r.Headers {
+	names := make([]string, 0, len(r.Headers))
+	for k := range r.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
 		if !validHeaderName(k) {
-			return c, fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k)
+			errs = append(errs, &SpecError{Field: "headers", Err: fmt.Errorf("header name %q is not a valid HTTP header name; use letters, digits and - (such as X-Api-Key)", k)})
+			continue
 		}
-		if c.headers[k], err = keytmpl.ParseStep(v, envVars); err != nil {
-			return c, fmt.Errorf("header %s: %w", k, err)
+		t, err := keytmpl.ParseStep(r.Headers[k], envVars)
+		if err != nil {
+			errs = append(errs, &SpecError{Field: "headers", Err: fmt.Errorf("header %s: %w", k, err)})
+			continue
 		}
-		for _, f := range c.headers[k].Fields() {
+		c.headers[k] = t
+		for _, f := range t.Fields() {
 			if strings.HasPrefix(f, "env.") {
 				c.secretHeaders = append(c.secretHeaders, k)
 				break
@@ -178,10 +230,10 @@ func compileRequest(r Request, envVars keytmpl.EnvVars) (compiledRequest, error)
 	}
 	if r.Body != nil {
 		if c.body, err = keytmpl.CompileTree(r.Body, envVars); err != nil {
-			return c, fmt.Errorf("body: %w", err)
+			errs = append(errs, &SpecError{Field: "body", Err: fmt.Errorf("body: %w", err)})
 		}
 	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 func parseRule(r Rule) (rule, error) {

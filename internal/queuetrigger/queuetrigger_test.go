@@ -29,13 +29,14 @@ import (
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv("ONCEFLOW_TEST_CHILD") == "queue" {
 		os.Exit(child())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func suffix() string {

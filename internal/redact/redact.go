@@ -233,6 +233,56 @@ func urlParts(v string) []string {
 	return out
 }
 
+// CredentialParts returns the parts of a URL that look like credentials although the URL
+// as a whole is configuration, not a secret (a destination's base URL, shown in error
+// messages so that an operator sees where a request went): its password, and every user
+// name, path segment, query value and fragment that holds letters and digits and is at
+// least MinPartLength characters long, or that is at least 20 characters long and not a
+// plain word. A webhook URL read from a variable nobody declared secret
+// (".../services/T1/B2/XyZ9…") then shows its host and fixed words, never its token.
+func CredentialParts(v string) []string {
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil
+	}
+	var out []string
+	keep := func(p string) {
+		if len(p) >= 20 && !plainWord(p) || len(p) >= MinPartLength && letterAndDigit(p) {
+			out = append(out, p)
+		}
+	}
+	if u.User != nil {
+		keep(u.User.Username())
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		}
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		keep(seg)
+	}
+	for _, vs := range u.Query() {
+		for _, q := range vs {
+			keep(q)
+		}
+	}
+	keep(u.Fragment)
+	return out
+}
+
+// letterAndDigit reports whether s holds at least one ASCII letter and one digit.
+func letterAndDigit(s string) bool {
+	var letter, digit bool
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+			letter = true
+		}
+	}
+	return letter && digit
+}
+
 // plainWord reports whether s is lower-case letters and hyphens only, like the fixed
 // parts of an API's paths.
 func plainWord(s string) bool {

@@ -219,3 +219,24 @@ func TestSecretURLPartsAreMasked(t *testing.T) {
 		t.Errorf("a plain path word was masked: %q", got)
 	}
 }
+
+// A URL that is configuration keeps its host and fixed words; parts that look like
+// credentials are returned to be masked on their own.
+func TestCredentialParts(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want []string
+	}{
+		{"http://127.0.0.1:9/services/T0001/B0001/SECRETpathTOKEN42?channel=ops", []string{"SECRETpathTOKEN42"}},
+		{"https://crm.example.com", nil},
+		{"https://crm.example.com/api/v2/leads?region=eu-west", nil},
+		{"https://admin:pw@db.example.com/Accounts", []string{"pw"}},
+		{"https://hooks.example.com/catch/123456/abcdef?sig=0123abcd#frag", []string{"0123abcd"}},
+		{"https://example.com/t/ThisIsALongOpaqueTokenValue", []string{"ThisIsALongOpaqueTokenValue"}},
+		{"not a url", nil},
+	} {
+		if got := CredentialParts(tc.url); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("CredentialParts(%q) = %q, want %q", tc.url, got, tc.want)
+		}
+	}
+}

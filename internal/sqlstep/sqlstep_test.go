@@ -24,13 +24,14 @@ import (
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv("ONCEFLOW_TEST_CHILD") == "sql-worker" {
 		os.Exit(childWorker())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // shop is a business database of one dialect, private to one test.

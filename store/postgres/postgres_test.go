@@ -513,8 +513,10 @@ func TestNotificationsReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin(t).Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
-		t.Fatal(err)
+	// The listening connection carries the store's application_name; if nothing was
+	// killed, the test below would pass without any reconnection.
+	if n := terminateBackends(t, admin(t), app); n == 0 {
+		t.Fatalf("found no connection named %s to kill: the listening connection does not carry the store's application_name", app)
 	}
 	deadline := time.After(20 * time.Second)
 	for i := 0; ; i++ {

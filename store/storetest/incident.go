@@ -46,7 +46,7 @@ func testEventScan(h *harness) {
 	h.mustRecord(succeed(h.claimOne(at(time.Second), "w1"), at(time.Second), `{}`))
 	r3 := h.review("r3", at(2*time.Second), store.ReasonAttemptsExhausted)
 	all := h.events(store.EventListParams{})
-	newest := all[len(all)-1].ID
+	newest := h.last("events", all, 1)[0].ID
 
 	want := []string{store.EventStepNeedsReview}
 	res := h.scan(store.EventScanParams{Types: want})

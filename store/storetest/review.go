@@ -392,7 +392,7 @@ func testReviewAbandon(h *harness) {
 	h.wantRunState(run.ID, store.StateFailed)
 	h.wantReviewEvent(a, store.EventReviewAbandoned, store.ReasonAbandoned)
 	changes := ofType(h.runEvents(run.ID), store.EventRunStateChanged)
-	wantEqual(h.t, "actor of the run's last state change", changes[len(changes)-1].Actor, "alice")
+	wantEqual(h.t, "actor of the run's last state change", h.last("run.state_changed events", changes, 1)[0].Actor, "alice")
 	_, err = h.s.ReviewAbandon(h.ctx, action(run, "a", at(time.Hour)))
 	h.wantErr("abandon twice", err, store.ErrNotInReview)
 }

@@ -159,7 +159,7 @@ func testDelayDependent(h *harness) {
 	// Nothing to do but wait: the run is pending again, and says so in its trail.
 	h.wantRunState(run.ID, store.StatePending)
 	evs := ofType(h.runEvents(run.ID), store.EventRunStateChanged)
-	if d := h.detailOf(evs[len(evs)-1]); d["from"] != string(store.StateProcessing) || d["to"] != string(store.StatePending) {
+	if d := h.detailOf(h.last("run.state_changed events", evs, 1)[0]); d["from"] != string(store.StateProcessing) || d["to"] != string(store.StatePending) {
 		h.t.Fatalf("last run.state_changed %v, want processing → pending", d)
 	}
 	res = h.claim(store.StepClaimParams{Owner: "w1", Now: released.Add(24*time.Hour - time.Second), LeaseFor: time.Minute, Limit: 10, Prepare: prepare})

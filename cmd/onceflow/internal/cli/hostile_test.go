@@ -2,15 +2,19 @@ package cli
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -173,19 +177,34 @@ steps:
     http: {url: "{env.INTERNAL_URL}/x"}
 `
 
-// A secret URL's path never shows, in the stored attempts, steps, audit events, logs or
-// runs show, although error texts name requests by scheme, host and path; a URL that is
-// configuration (CRM_URL) shows, so the operator sees where a request went; a refused
-// destination names its address and the flag that opens it.
+// openHookYAML reads a webhook URL from a variable no file declares secret.
+const openHookYAML = `name: open
+steps:
+  - id: hook
+    kind: http
+    effect_key: "open:{input.id}"
+    retry: {max_attempts: 1}
+    http: {url: "{env.OPEN_HOOK_URL}"}
+`
+
+// A secret URL's path never shows, in the stored attempts, steps, audit events, logs,
+// the API's run view and audit trail or runs show, although error texts name requests by
+// scheme, host and path; nor does the token in the path of a URL from a variable nobody
+// declared secret. A URL that is configuration (CRM_URL) shows, so the operator sees
+// where a request went; a refused destination names its address and the flag that
+// opens it.
 func TestURLsFromTheEnvironment(t *testing.T) {
 	addr := closedPort(t)
 	env := map[string]string{
-		"HOOK_URL":     "http://" + addr + "/services/T0001/B0001/SECRETpathTOKEN42?channel=ops",
-		"CRM_URL":      "http://" + addr,
-		"INTERNAL_URL": "http://127.0.0.2:9",
+		"HOOK_URL":      "http://" + addr + "/services/T0001/B0001/SECRETpathTOKEN42?channel=ops",
+		"OPEN_HOOK_URL": "http://" + addr + "/services/T0002/B0002/OPENpathTOKEN77?channel=ops",
+		"CRM_URL":       "http://" + addr,
+		"INTERNAL_URL":  "http://127.0.0.2:9",
 	}
+	leaks := []string{"SECRETpathTOKEN42", "OPENpathTOKEN77"}
 	dir := t.TempDir()
 	writeFile(t, dir, "urls.yaml", urlsYAML)
+	writeFile(t, dir, "open.yaml", openHookYAML)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
 	st := openSQLite(t, path)
@@ -197,39 +216,108 @@ func TestURLsFromTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.client.Start(ctx, "urls", "u-1", map[string]any{"id": "1"}); err != nil {
-		t.Fatal(err)
+	for i, wf := range []string{"urls", "open"} {
+		if _, err := a.client.Start(ctx, wf, fmt.Sprint("u-", i), map[string]any{"id": "1"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for range 3 {
+	for range 4 {
 		if _, err := a.client.Work(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	steps, err := st.StepListByRun(ctx, 1)
+	errs := map[string]string{}
+	for run := int64(1); run <= 2; run++ {
+		steps, err := st.StepListByRun(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range steps {
+			if s.State != store.StateNeedsReview {
+				t.Fatalf("run %d: step %s is %s, want needs_review", run, s.Name, s.State)
+			}
+			errs[fmt.Sprint(run, "/", s.Name)] = s.LastError
+		}
+	}
+	if !strings.Contains(errs["1/crm"], "http://"+addr+"/leads") {
+		t.Errorf("the crm error hides its URL: %s", errs["1/crm"])
+	}
+	if !strings.Contains(errs["1/internal"], "127.0.0.2") || !strings.Contains(errs["1/internal"], "--allow-net 127.0.0.2/32") {
+		t.Errorf("the blocked destination's error: %s", errs["1/internal"])
+	}
+	if want := "http://" + addr + "/services/T0002/B0002/[redacted]"; !strings.Contains(errs["2/hook"], want) {
+		t.Errorf("the undeclared hook's error: %s, want it to show %s", errs["2/hook"], want)
+	}
+	if !strings.Contains(errs["1/hook"], "[redacted]") {
+		t.Errorf("the hook error: %s", errs["1/hook"])
+	}
+
+	texts := map[string]string{"steps": fmt.Sprint(errs), "logs": logs.String()}
+	for _, run := range []string{"1", "2"} {
+		texts["runs show "+run] = runOK(t, "runs", "show", "--db", "sqlite://"+path, "--json", run).stdout
+	}
+	// The stored rows, as any reader of the database sees them.
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := map[string]string{}
-	for _, s := range steps {
-		if s.State != store.StateNeedsReview {
-			t.Fatalf("step %s is %s, want needs_review", s.Name, s.State)
+	defer db.Close()
+	for _, table := range []string{"attempts", "steps", "events"} {
+		rows, err := db.Query("SELECT * FROM " + table)
+		if err != nil {
+			t.Fatal(err)
 		}
-		errs[s.Name] = s.LastError
-	}
-	if !strings.Contains(errs["crm"], "http://"+addr+"/leads") {
-		t.Errorf("the crm error hides its URL: %s", errs["crm"])
-	}
-	if !strings.Contains(errs["internal"], "127.0.0.2") || !strings.Contains(errs["internal"], "--allow-net 127.0.0.2/32") {
-		t.Errorf("the blocked destination's error: %s", errs["internal"])
-	}
-	shown := runOK(t, "runs", "show", "--db", "sqlite://"+path, "--json", "1").stdout
-	for what, text := range map[string]string{"steps": fmt.Sprint(errs), "runs show": shown, "logs": logs.String()} {
-		if strings.Contains(text, "SECRETpathTOKEN42") {
-			t.Errorf("%s show the secret path:\n%s", what, text)
+		cols, err := rows.Columns()
+		if err != nil {
+			t.Fatal(err)
 		}
+		var all []string
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vals {
+				if b, ok := v.([]byte); ok {
+					v = string(b)
+				}
+				all = append(all, fmt.Sprint(v))
+			}
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(all) == 0 {
+			t.Fatalf("table %s: no rows", table)
+		}
+		texts["table "+table] = strings.Join(all, " | ")
 	}
-	if !strings.Contains(errs["hook"], "[redacted]") {
-		t.Errorf("the hook error: %s", errs["hook"])
+	// The API's run view and audit trail.
+	admin := onceflowhttp.Token{Name: "ops", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
+	h, err := a.handler([]onceflowhttp.Token{admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/v1/runs/1", "/v1/runs/2", "/v1/audit?run=1", "/v1/audit?run=2"} {
+		req := httptest.NewRequest("GET", target, nil)
+		req.Header.Set("Authorization", "Bearer "+admin.Secret)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("GET %s: %d %s", target, rec.Code, rec.Body)
+		}
+		texts["GET "+target] = rec.Body.String()
+	}
+	for what, text := range texts {
+		for _, leak := range leaks {
+			if strings.Contains(text, leak) {
+				t.Errorf("%s show %s:\n%s", what, leak, text)
+			}
+		}
 	}
 }
 
@@ -295,5 +383,48 @@ func TestServeRefusesWebhookWithoutSecret(t *testing.T) {
 	r := run(t, "serve", "--db", db, "--workflows", dir, "--addr", "127.0.0.1:0")
 	if r.code != exitError || !strings.Contains(r.stderr, `webhook "pay"`) || !strings.Contains(r.stderr, "PAY_HOOK_SECRET") || strings.Contains(r.stderr, "not base64!") {
 		t.Fatalf("exit %d\nstderr %s", r.code, r.stderr)
+	}
+}
+
+// A step output nested 9,990 levels deep (a destination's answer of 50 KB) is printed by
+// runs show --json and keys show --json as one string holding it: indenting it would
+// print hundreds of megabytes, and the output could not be encoded at all once wrapped
+// in the run's document.
+func TestDeepOutputIsPrintedAsItIsStored(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st := openSQLite(t, path)
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := `{"id":"deep","x":` + strings.Repeat(`{"a":`, 9989) + `1` + strings.Repeat(`}`, 9989) + `}`
+	err = c.Register(onceflow.Workflow{Name: "deep", Steps: []onceflow.Step{{ID: "fetch", EffectKey: "fetch:{input.id}",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) { return json.RawMessage(deep), nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "deep", "d-1", map[string]any{"id": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Work(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, args := range [][]string{
+		{"runs", "show", "--db", "sqlite://" + path, "--json", "1"},
+		{"keys", "show", "--db", "sqlite://" + path, "--json", "fetch:1"},
+	} {
+		out := runOK(t, args...).stdout
+		if len(out) > 4*len(deep) {
+			t.Fatalf("onceflow %s printed %d bytes for a %d-byte output", strings.Join(args, " "), len(out), len(deep))
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("onceflow %s: %v", strings.Join(args, " "), err)
+		}
+		if !strings.Contains(out, `"{\"id\":\"deep\",\"x\":{\"a\":{\"a\":`) {
+			t.Fatalf("onceflow %s does not print the output as a string: %.300s", strings.Join(args, " "), out)
+		}
 	}
 }

@@ -124,6 +124,9 @@ type keyJSON struct {
 func writeKey(g *globals, key string, rep *onceflow.KeyReport, status string, asJSON bool, mask func(int64, string) *redact.Masker) error {
 	if asJSON {
 		out := views.NewKey(rep, mask, nil)
+		if out.Effect != nil {
+			out.Effect.Result = views.Shallow(out.Effect.Result)
+		}
 		return writeJSON(g.stdout, keyJSON{Status: status, Key: &out})
 	}
 	w := g.stdout

@@ -48,11 +48,7 @@ func (f *maskFlags) policy() (*redact.Policy, error) {
 			return nil, err
 		}
 		for _, d := range defs {
-			for _, n := range d.SecretNames() {
-				if v, ok := os.LookupEnv(n); ok && v != "" {
-					secrets = append(secrets, v)
-				}
-			}
+			secrets = append(secrets, d.MaskedValues(os.LookupEnv)...)
 		}
 	}
 	p, err := redact.New(secrets, fields)

@@ -42,21 +42,17 @@ func observeFlags(cmd *cobra.Command, f *serveFlags) {
 // redaction collects what the app must never write: the values of the secret environment
 // variables the workflow files read (flowfile.Definition.SecretNames: declared in
 // secrets:, named *_TOKEN, *_SECRET, *_KEY or *_PASSWORD, webhook and Slack webhook
-// secrets), the SMTP password, the
+// secrets) and the parts of the other variables that look like credentials
+// (flowfile.Definition.MaskedValues), the SMTP password, the
 // secrets the command passes (API tokens, the database password), and the personal-data
 // fields of --redact-fields and of each file's redact list.
 func (c appConfig) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *redact.Policy, error) {
-	names := map[string]bool{emailstep.EnvPassword: true}
-	for _, d := range defs {
-		for _, n := range d.SecretNames() {
-			names[n] = true
-		}
-	}
 	secrets := append([]string(nil), c.secrets...)
-	for n := range names {
-		if v, ok := c.env(n); ok && v != "" {
-			secrets = append(secrets, v)
-		}
+	if v, ok := c.env(emailstep.EnvPassword); ok && v != "" {
+		secrets = append(secrets, v)
+	}
+	for _, d := range defs {
+		secrets = append(secrets, d.MaskedValues(c.env)...)
 	}
 	sort.Strings(secrets)
 	red := onceflow.Redaction{Secrets: secrets, Fields: c.redact}

@@ -20,7 +20,7 @@ type reloadState struct {
 	mu     sync.Mutex // one reload at a time
 	dir    string
 	deps   flowfile.Deps
-	env    map[string]bool // environment variables the files read at start
+	env    map[string]bool // environment variables the files read at start: are they secret
 	notify notifyShape
 	server *onceflowhttp.Server
 }
@@ -50,10 +50,17 @@ func (r *reloadState) setServer(s *onceflowhttp.Server) {
 	r.mu.Unlock()
 }
 
+// envNames returns the environment variables defs read, each with whether it is secret
+// (flowfile.Definition.SecretNames), so masked whole.
 func envNames(defs []*flowfile.Definition) map[string]bool {
 	out := map[string]bool{}
 	for _, d := range defs {
 		for _, n := range d.EnvNames() {
+			if _, ok := out[n]; !ok {
+				out[n] = false
+			}
+		}
+		for _, n := range d.SecretNames() {
 			out[n] = true
 		}
 	}
@@ -73,14 +80,21 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
-	// Values a file reads from the environment are secrets, masked everywhere; the masks
-	// are set when the process starts, so a file may not start reading a new variable.
+	// What is masked of the values a file reads from the environment is set when the
+	// process starts, so a file may not start reading a new variable, nor make one secret
+	// that was not (its value would show where it is now meant to be masked whole).
 	var ps flowfile.Problems
 	for _, d := range defs {
 		for _, n := range d.EnvNames() {
-			if !r.env[n] {
+			if _, ok := r.env[n]; !ok {
 				ps = append(ps, flowfile.Problem{File: d.File(), Message: "reads the environment variable " + n +
 					", which no workflow file read when onceflow started: its value would not be masked; restart onceflow to use it"})
+			}
+		}
+		for _, n := range d.SecretNames() {
+			if secret, ok := r.env[n]; ok && !secret {
+				ps = append(ps, flowfile.Problem{File: d.File(), Message: "makes the environment variable " + n +
+					" secret, which it was not when onceflow started: its value would not be masked; restart onceflow to use it"})
 			}
 		}
 	}

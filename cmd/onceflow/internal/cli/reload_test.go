@@ -233,3 +233,35 @@ steps:
 		return dest.count("/a") == 1 && dest.count("/b") == 2 && dest.count("/c") == 1 && dest.count("/d") >= 1
 	})
 }
+
+// What is masked of the environment is set at start: a reload may neither read a new
+// variable nor make secret one that was shown until then; the files as they were reload.
+func TestReloadKeepsTheMasks(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "crm.yaml", workflowFile("crm"))
+	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
+	defer st.Close()
+	env := map[string]string{"RELOAD_DEST": "http://127.0.0.1:9", "OTHER_DEST": "http://127.0.0.1:9"}
+	a, err := newApp(appConfig{store: st, workflows: dir, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	for _, tc := range []struct{ yaml, want string }{
+		{"secrets: [RELOAD_DEST]\n" + workflowFile("crm"), "makes the environment variable RELOAD_DEST secret"},
+		{strings.ReplaceAll(workflowFile("crm"), "RELOAD_DEST", "OTHER_DEST"), "reads the environment variable OTHER_DEST"},
+	} {
+		if err := os.WriteFile(file, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.reloadWorkflows(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("reload: %v, want it refused saying %q", err, tc.want)
+		}
+	}
+	if err := os.WriteFile(file, []byte(workflowFile("crm")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.reloadWorkflows(context.Background()); err != nil {
+		t.Fatalf("reload of the files as they were: %v", err)
+	}
+}

@@ -369,11 +369,13 @@ func writeJSONList[T, V any](w io.Writer, items []T, view func(T) V) error {
 	return writeJSON(w, out)
 }
 
+// rawOrNull is a stored document as --json prints it: null when there is none, and one
+// string holding it when it nests too deeply to indent (views.Shallow).
 func rawOrNull(b json.RawMessage) json.RawMessage {
 	if len(b) == 0 || !json.Valid(b) {
 		return json.RawMessage("null")
 	}
-	return b
+	return views.Shallow(b)
 }
 
 func timeText(t time.Time) string {
