@@ -19,8 +19,8 @@ var envFieldRE = regexp.MustCompile(`\{env\.([A-Za-z0-9_-]+)\}`)
 
 // EnvNames returns the environment variables the definition reads, sorted: those its
 // templates name as {env.NAME} and those its fields name as settings ending in _env (a
-// webhook's secret_env). Their values are secrets: a program that serves the definition
-// masks them everywhere (see onceflow.Redaction).
+// webhook's secret_env). Which of them are secrets is SecretNames' rule; the others are
+// configuration, such as a base URL, shown in errors (see MaskedValues).
 func (d *Definition) EnvNames() []string {
 	names := map[string]bool{}
 	var walk func(v reflect.Value, envField bool)
