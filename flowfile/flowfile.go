@@ -384,9 +384,21 @@ func yamlProblem(file string, err error) Problem {
 	var ye yaml.Error
 	if errors.As(err, &ye) && ye.GetToken() != nil {
 		pos := ye.GetToken().Position
-		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: ye.GetMessage()}
+		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: connectionHint(ye.GetMessage())}
 	}
 	return Problem{File: file, Message: err.Error()}
+}
+
+// connectionFieldRE matches the decoder's refusal of a field that would put a connection
+// setting in the file.
+var connectionFieldRE = regexp.MustCompile(`^unknown field "(url|uri|dsn|servers?|password)"$`)
+
+// connectionHint adds to the refusal of a connection setting where such settings come from.
+func connectionHint(msg string) string {
+	if !connectionFieldRE.MatchString(msg) {
+		return msg
+	}
+	return msg + ": connection settings come from the environment, never the file (a queue's broker URL from ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL, or the variable its url_env names; a sql step's DSN from the variable its database names)"
 }
 
 // problemAt places a problem at the node a YAML path names, or at the nearest parent that

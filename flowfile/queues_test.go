@@ -56,6 +56,8 @@ func TestBrokerStepProblems(t *testing.T) {
 		{"run key", `run_key: "{headers.X-Event-Id}"`, `run_key: "{steps.a.output.id}"`, "a queue's run_key reads {headers.NAME}"},
 		{"both", "amqp: {queue: order-events, prefetch: 20}", "amqp: {queue: q}\n  nats: {stream: S}", "queue takes one of nats and amqp"},
 		{"env in message", `body: "{input.order_id}"`, `body: "{env.SECRET}"`, "messages may not read the environment"},
+		{"url in file", "amqp: {queue: order-events, prefetch: 20}", "amqp: {queue: order-events, prefetch: 20, url: \"amqp://guest:guest@mq/\"}",
+			`unknown field "url": connection settings come from the environment, never the file (a queue's broker URL from ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(orderEventsYAML, tc.old, tc.new, 1)
