@@ -122,15 +122,21 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 			in[i] = amqpMessage(d)
 		}
 		errs := a.handleAll(ctx, in)
+		var failed []amqp.Delivery
 		for i, d := range batch {
 			if errs[i] != nil {
 				a.cfg.Logger.Error("queue message not stored; it will be redelivered", "workflow", a.cfg.Workflow, "error", errs[i])
-				_ = sleep(ctx, time.Second) // not in a tight loop
-				_ = d.Nack(false, true)
+				failed = append(failed, d)
 				continue
 			}
 			if err := d.Ack(false); err != nil {
 				a.cfg.Logger.Warn("queue message stored but not acknowledged; a redelivery will find its run", "workflow", a.cfg.Workflow, "error", err)
+			}
+		}
+		if len(failed) > 0 {
+			_ = sleep(ctx, time.Second) // once per batch, so that the redeliveries are not a tight loop
+			for _, d := range failed {
+				_ = d.Nack(false, true)
 			}
 		}
 	}
