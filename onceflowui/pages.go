@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
@@ -454,7 +455,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 // depth), is returned as it is.
 func pretty(raw []byte) string {
 	var v any
-	if len(raw) == 0 || views.Depth(raw) > views.MaxIndentDepth || json.Unmarshal(raw, &v) != nil {
+	if len(raw) == 0 || jsondoc.Depth(raw) > views.MaxIndentDepth || json.Unmarshal(raw, &v) != nil {
 		return string(raw)
 	}
 	b, err := json.MarshalIndent(v, "", "  ")

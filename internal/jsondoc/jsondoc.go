@@ -175,3 +175,31 @@ func loneSurrogate(doc []byte) bool {
 	}
 	return false
 }
+
+// Depth returns how deeply the JSON document raw nests objects and lists: 0 for a scalar,
+// 1 for {"a":1}. It reads raw once and does not validate it.
+func Depth(raw []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -47,3 +47,21 @@ func TestCheck(t *testing.T) {
 		t.Errorf("a limit of 0 is not the default %d", DefaultMaxDepth)
 	}
 }
+
+func TestDepth(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want int
+	}{
+		{`1`, 0},
+		{`"{[{["`, 0},
+		{`{"a":1}`, 1},
+		{`{"a":[1,{"b":"x\"{"}]}`, 3},
+		{`[[],[[]]]`, 3},
+		{`{"id":"deep","x":` + strings.Repeat(`{"a":`, 9999) + `1` + strings.Repeat(`}`, 9999) + `}`, 10000},
+	} {
+		if got := Depth([]byte(tc.doc)); got != tc.want {
+			t.Errorf("Depth(%.40q) = %d, want %d", tc.doc, got, tc.want)
+		}
+	}
+}

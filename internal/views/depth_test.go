@@ -10,24 +10,6 @@ func nestedDoc(depth int) string {
 	return `{"id":"deep","x":` + strings.Repeat(`{"a":`, depth-1) + `1` + strings.Repeat(`}`, depth-1) + `}`
 }
 
-func TestDepth(t *testing.T) {
-	for _, tc := range []struct {
-		doc  string
-		want int
-	}{
-		{`1`, 0},
-		{`"{[{["`, 0},
-		{`{"a":1}`, 1},
-		{`{"a":[1,{"b":"x\"{"}]}`, 3},
-		{`[[],[[]]]`, 3},
-		{nestedDoc(10000), 10000},
-	} {
-		if got := Depth([]byte(tc.doc)); got != tc.want {
-			t.Errorf("Depth(%.40q) = %d, want %d", tc.doc, got, tc.want)
-		}
-	}
-}
-
 // A document nested too deeply to indent becomes one string holding it, unchanged.
 func TestShallow(t *testing.T) {
 	ok := json.RawMessage(nestedDoc(MaxIndentDepth))
