@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/internal/groupcommit"
+	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
@@ -73,6 +74,11 @@ type Config struct {
 	// Redact says which secrets and personal data never reach logs, audit details and
 	// attempt records (default: the secret-looking fields only; see Redaction).
 	Redact Redaction
+	// MaxInputDepth caps how deeply a run's input may nest objects and lists, the
+	// outermost counting 1 (default 64): Start refuses a deeper input with an InputError,
+	// whoever starts it (an API request, a queue message, a fan-out item, a program).
+	// Deep documents cost far more to handle than their size.
+	MaxInputDepth int
 	// Metrics receives measurements of runs started, steps claimed, effects reused and
 	// attempts (default: none). Package metrics exports them to Prometheus.
 	Metrics Metrics
@@ -158,6 +164,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.PauseRefresh <= 0 {
 		cfg.PauseRefresh = 2 * time.Second
+	}
+	if cfg.MaxInputDepth <= 0 {
+		cfg.MaxInputDepth = jsondoc.DefaultMaxDepth
 	}
 	if cfg.EffectWait <= 0 {
 		cfg.EffectWait = time.Second
@@ -362,7 +371,7 @@ func (c *Client) runInsertParams(workflow, runKey string, input any) (store.RunI
 	if err := ValidateKey("run key", runKey); err != nil {
 		return store.RunInsertParams{}, err
 	}
-	raw, tree, err := normalizeInput(input)
+	raw, tree, err := normalizeInput(input, c.cfg.MaxInputDepth)
 	if err != nil {
 		return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: err.Error()}
 	}
@@ -416,8 +425,9 @@ func (c *Client) GetRun(ctx context.Context, id int64) (*Run, error) {
 }
 
 // normalizeInput turns input into canonical JSON (object keys sorted, numbers kept as
-// written) and the tree templates read.
-func normalizeInput(input any) ([]byte, any, error) {
+// written) and the tree templates read, refusing an input that nests deeper than maxDepth
+// before it decodes it.
+func normalizeInput(input any, maxDepth int) ([]byte, any, error) {
 	var raw []byte
 	switch v := input.(type) {
 	case nil:
@@ -437,6 +447,9 @@ func normalizeInput(input any) ([]byte, any, error) {
 	}
 	if !json.Valid(raw) {
 		return nil, nil, errors.New("is not valid JSON")
+	}
+	if d := jsondoc.Depth(raw); d > maxDepth {
+		return nil, nil, fmt.Errorf("nests objects and lists %d levels deep; the limit is %d", d, maxDepth)
 	}
 	tree, err := keytmpl.Decode(raw)
 	if err != nil {

@@ -2,6 +2,7 @@ package onceflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -381,6 +382,8 @@ func TestBadInputIsRefusedWithoutWriting(t *testing.T) {
 		{"string input", "lead", "k", "submission_id=1", onceflow.ErrInvalidInput, "Go string"},
 		{"missing required field", "lead", "k", map[string]any{"submission_id": 1}, onceflow.ErrInvalidInput, "required field email is missing"},
 		{"missing entity field", "lead", "k", map[string]any{"email": "x"}, onceflow.ErrInvalidInput, "input.submission_id is missing"},
+		{"nested too deeply", "lead", "k", []byte(`{"submission_id":1,"email":"x","x":` + strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64) + `}`),
+			onceflow.ErrInvalidInput, "nests objects and lists 65 levels deep; the limit is 64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -634,5 +637,31 @@ func TestStartFindsKeysOfAnotherClient(t *testing.T) {
 	}
 	if got := eventTypes(b.events(t, store.EventListParams{RunID: first.ID}), ""); slices.Index(got, store.EventRunDeduplicated) < 0 {
 		t.Fatalf("events %v: no %s", got, store.EventRunDeduplicated)
+	}
+}
+
+// Config.MaxInputDepth bounds a run's input wherever it comes from: a start, and the
+// correction of a replay; a refused correction changes nothing.
+func TestMaxInputDepth(t *testing.T) {
+	b := setup(t, func(c *onceflow.Config) { c.MaxInputDepth = 3 })
+	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "s", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+		return nil, onceflow.PermanentError(errors.New("refused"))
+	}}}})
+	nest := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	run, err := b.client.Start(b.ctx, "w", "k3", json.RawMessage(`{"x":`+nest(2)+`}`))
+	if err != nil {
+		t.Fatalf("an input 3 levels deep: %v", err)
+	}
+	if _, err := b.client.Start(b.ctx, "w", "k4", json.RawMessage(`{"x":`+nest(3)+`}`)); !errors.Is(err, onceflow.ErrInvalidInput) ||
+		!strings.Contains(err.Error(), "nests objects and lists 4 levels deep; the limit is 3") {
+		t.Fatalf("an input 4 levels deep: %v", err)
+	}
+	b.work(t)
+	req := onceflow.ReplayRequest{RunID: run.ID, Step: "s", MergePatch: json.RawMessage(`{"x":` + nest(3) + `}`), Actor: "alice"}
+	if _, err := b.client.ReviewReplay(b.ctx, req); !errors.Is(err, onceflow.ErrInvalidInput) || !strings.Contains(err.Error(), "the limit is 3") {
+		t.Fatalf("a correction 4 levels deep: %v", err)
+	}
+	if got := string(b.run(t, run.ID).Input); got != `{"x":{"a":{"a":1}}}` {
+		t.Fatalf("the refused correction changed the input: %s", got)
 	}
 }

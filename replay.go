@@ -211,7 +211,7 @@ func (c *Client) prepareReplay(ctx context.Context, action string, req ReplayReq
 	entity := run.Entity
 	input := run.Input
 	if req.MergePatch != nil || req.Input != nil {
-		corrected, err := correctInput(run, req)
+		corrected, err := correctInput(run, req, c.cfg.MaxInputDepth)
 		if err != nil {
 			return nil, err
 		}
@@ -252,10 +252,10 @@ func (c *Client) prepareReplay(ctx context.Context, action string, req ReplayReq
 }
 
 // correctInput applies req's correction to the run's input and returns it as canonical
-// JSON.
-func correctInput(run *store.Run, req ReplayRequest) (json.RawMessage, error) {
+// JSON, refusing one that nests deeper than maxDepth.
+func correctInput(run *store.Run, req ReplayRequest, maxDepth int) (json.RawMessage, error) {
 	if req.Input != nil {
-		raw, _, err := normalizeInput(json.RawMessage(req.Input))
+		raw, _, err := normalizeInput(json.RawMessage(req.Input), maxDepth)
 		if err != nil {
 			return nil, &InputError{Workflow: run.Workflow, Problem: "the corrected input " + err.Error()}
 		}
@@ -279,7 +279,7 @@ func correctInput(run *store.Run, req ReplayRequest) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, _, err := normalizeInput(b)
+	raw, _, err := normalizeInput(b, maxDepth)
 	if err != nil {
 		return nil, &InputError{Workflow: run.Workflow, Problem: "the corrected input " + err.Error()}
 	}

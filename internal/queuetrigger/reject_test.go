@@ -275,3 +275,42 @@ func TestRejectedMessagesSharingAnIDAreBothKept(t *testing.T) {
 		t.Fatalf("%d review items keeping %v, want one for each message", len(items), kept)
 	}
 }
+
+// A message gets the checks an API body gets (jsondoc.Check): one nested deeper than the
+// limit, one naming a member twice and one with an escape that stands for no character
+// are kept for review with what is wrong, and start no run — neither when they arrive nor
+// when their review item's step tries the message again.
+func TestMessagesGetTheBodyChecks(t *testing.T) {
+	ctx := context.Background()
+	st := backends(t)["sqlite"](t)
+	c, trig := rejectingTrigger(t, st)
+	deep := `{"order_id":1,"x":` + strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64) + `}`
+	cases := map[string]struct{ payload, reason, says string }{
+		"seq:1": {deep, queuetrigger.ReasonInputInvalid, "nests objects and lists 65 levels deep; the limit is 64"},
+		"seq:2": {`{"order_id":1,"total":5,"total":500}`, queuetrigger.ReasonInputInvalid, `the member "total" appears twice`},
+		"seq:3": {`{"order_id":"\ud800"}`, queuetrigger.ReasonInputNotJSON, "half of a UTF-16 surrogate pair"},
+	}
+	for id, tc := range cases {
+		out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e-" + id}, Payload: []byte(tc.payload), Identity: id})
+		if err != nil || out != queuetrigger.Rejected {
+			t.Fatalf("%s: %s %v, want rejected", id, out, err)
+		}
+	}
+	workAll(t, c)
+	if runs, err := st.RunList(ctx, store.RunListParams{Workflow: "orders"}); err != nil || len(runs) != 0 {
+		t.Fatalf("%d order runs (%v), want none", len(runs), err)
+	}
+	items, err := st.ReviewList(ctx, store.ReviewListParams{Workflow: "orders.rejected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != len(cases) {
+		t.Fatalf("%d review items, want %d", len(items), len(cases))
+	}
+	for _, it := range items {
+		tc := cases[strings.TrimPrefix(it.RunKey, "nats:ORDERS/onceflow-orders|")]
+		if it.Reason != tc.reason || !strings.Contains(it.LastError, tc.says) {
+			t.Errorf("item %s: reason %q, error %q; want %q saying %q", it.RunKey, it.Reason, it.LastError, tc.reason, tc.says)
+		}
+	}
+}

@@ -42,21 +42,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/store"
 )
 
 // Review reasons of rejected messages.
 const (
-	// ReasonInputNotJSON: the payload is not a JSON object.
+	// ReasonInputNotJSON: the payload is not a JSON object (or not UTF-8).
 	ReasonInputNotJSON = "input_not_json"
-	// ReasonInputInvalid: the payload lacks what the workflow requires.
+	// ReasonInputInvalid: the payload lacks what the workflow requires, nests too deeply or
+	// names a member twice.
 	ReasonInputInvalid = "input_invalid"
 	// ReasonRunKeyMissing: no run key could be derived, or it breaks the key rules.
 	ReasonRunKeyMissing = "run_key_missing"
@@ -99,8 +102,12 @@ type Config struct {
 	Stats store.StatsStore
 	// MaxBacklog pauses pulling while more steps than this are due (default 10000).
 	MaxBacklog int
-	Logger     *slog.Logger
-	Metrics    Metrics
+	// MaxDepth caps how deeply a message's JSON may nest (default jsondoc.DefaultMaxDepth);
+	// a deeper message is kept for review, as is one that is not UTF-8 or names a member
+	// twice (jsondoc.Check).
+	MaxDepth int
+	Logger   *slog.Logger
+	Metrics  Metrics
 	// Clock is the engine's clock (default time.Now).
 	Clock func() time.Time
 }
@@ -188,6 +195,9 @@ func (t *Trigger) Handle(ctx context.Context, m Message) (string, error) {
 }
 
 func (t *Trigger) handle(ctx context.Context, m Message) (string, error) {
+	if reason, err := checkPayload(m.Payload, t.cfg.MaxDepth); err != nil {
+		return t.reject(ctx, m, reason, err.Error())
+	}
 	tree, err := keytmpl.Decode(m.Payload)
 	if _, isObject := tree.(map[string]any); err != nil || !isObject {
 		return t.reject(ctx, m, ReasonInputNotJSON, "the message is not a JSON object")
@@ -207,6 +217,20 @@ func (t *Trigger) handle(ctx context.Context, m Message) (string, error) {
 		return Duplicate, nil
 	}
 	return Started, nil
+}
+
+// checkPayload applies the checks an API body gets (jsondoc.Check) to a message's payload
+// and returns the review reason of a refusal. maxDepth <= 0 is the default limit.
+func checkPayload(payload []byte, maxDepth int) (string, error) {
+	err := jsondoc.Check(payload, maxDepth, "the message")
+	if err == nil {
+		return "", nil
+	}
+	var de *jsondoc.Error
+	if errors.As(err, &de) && (de.Kind == jsondoc.DuplicateMember || de.Kind == jsondoc.TooDeep) {
+		return ReasonInputInvalid, err // JSON, but not an input onceflow takes
+	}
+	return ReasonInputNotJSON, err
 }
 
 // messageKey derives a message's run key: the template over its payload, headers and
@@ -338,6 +362,10 @@ func startRejected(ctx context.Context, c *onceflow.Client, workflow string, run
 	var text string
 	if json.Unmarshal(payload, &text) == nil {
 		payload = json.RawMessage(text) // the raw message, kept as text
+	}
+	// The depth is Start's to check, under the client's MaxInputDepth.
+	if reason, err := checkPayload(payload, math.MaxInt); err != nil {
+		return park(reason, err)
 	}
 	tree, err := keytmpl.Decode(payload)
 	if _, isObject := tree.(map[string]any); err != nil || !isObject {

@@ -74,7 +74,6 @@ running ones stay and every problem is logged (and listed in the API's answer).`
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
-	cmd.Flags().IntVar(&f.maxDepth, "max-json-depth", onceflowhttp.DefaultMaxDepth, "how deeply a request body's JSON may nest; deeper bodies are refused with a 400")
 	stepFlags(cmd, &f)
 	consoleFlags(cmd, &f)
 	return cmd
@@ -86,6 +85,8 @@ func stepFlags(cmd *cobra.Command, f *serveFlags) {
 	cmd.Flags().StringSliceVar(&f.allowNet, "allow-net", nil, "CIDR ranges steps may reach although internal (repeatable)")
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
+	cmd.Flags().IntVar(&f.maxDepth, "max-json-depth", onceflowhttp.DefaultMaxDepth,
+		"how deeply a run's input may nest objects and lists: deeper request bodies are refused with a 400, deeper queue messages kept for review, deeper fan-out items not started")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().Var(&duration.Flag{D: &f.lease, Positive: true}, "lease", "how long a claimed step stays this worker's without a heartbeat (default 30s)")
 	cmd.Flags().Var(&duration.Flag{D: &f.grace, Positive: true}, "shutdown-grace", "how long running steps may finish after SIGINT or SIGTERM (default 30s)")
@@ -104,7 +105,9 @@ type app struct {
 	// metrics, when set, counts the app's work; metricsOnAPI serves it at /metrics.
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
-	// maxDepth caps the nesting of request bodies (onceflowhttp.Options.MaxDepth).
+	// maxDepth caps the nesting of request bodies, queue messages and runs' inputs
+	// (onceflowhttp.Options.MaxDepth, queuetrigger.Config.MaxDepth,
+	// onceflow.Config.MaxInputDepth).
 	maxDepth int
 	// ui, when set, is the web console served at /ui/ beside the API.
 	ui http.Handler
@@ -137,13 +140,15 @@ type appConfig struct {
 	secrets []string
 	// metrics, when set, receives the engine's measurements.
 	metrics *metrics.Metrics
+	// maxDepth caps the nesting of runs' inputs (--max-json-depth).
+	maxDepth int
 }
 
 // appConfig is the configuration serve and worker build their app with: f's workflow,
 // step and engine flags, on st.
 func (f *serveFlags) appConfig(st store.Store, log *slog.Logger, secrets []string, m *metrics.Metrics) appConfig {
 	return appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-		redact: f.redact, secrets: secrets, metrics: m, tune: f.tuneEngine}
+		redact: f.redact, secrets: secrets, metrics: m, tune: f.tuneEngine, maxDepth: f.maxDepth}
 }
 
 // newApp loads and builds the workflow files and registers them on a new client.
@@ -194,7 +199,7 @@ func newApp(c appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := onceflow.Config{Store: c.store, Workers: c.workers, Logger: c.log, Notify: notify, Redact: red}
+	cfg := onceflow.Config{Store: c.store, Workers: c.workers, Logger: c.log, Notify: notify, Redact: red, MaxInputDepth: c.maxDepth}
 	if c.metrics != nil {
 		cfg.Metrics = c.metrics
 	}
@@ -213,7 +218,8 @@ func newApp(c appConfig) (*app, error) {
 	if err := flowfile.RegisterSchedules(client, defs, deps); err != nil {
 		return nil, err
 	}
-	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps}
+	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps,
+		maxDepth: c.maxDepth}
 	a.reload = newReloadState(c.workflows, deps, defs, notify)
 	if err := a.registerRejects(); err != nil {
 		return nil, err
@@ -271,7 +277,6 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	defer a.close()
 	log = a.log
-	a.maxDepth = f.maxDepth
 	// A webhook without a usable secret would answer every delivery 500: refuse to start,
 	// as for incomplete SMTP settings.
 	if err := onceflowhttp.CheckWebhooks(a.defs, a.env); err != nil {
