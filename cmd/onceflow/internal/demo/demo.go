@@ -257,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, fmt.Errorf("demo: stop onceflow: %w", err)
 	}
 	if settled {
-		progress("all %d runs completed or waiting for review; onceflow stopped", len(runs.all()))
+		progress("all %d form and payment runs completed or waiting for review; onceflow stopped", len(runs.all()))
 	} else {
 		progress("the deadline of %v passed with runs still in progress; onceflow stopped", cfg.Deadline)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,12 +94,13 @@ func TestRunPerformsEveryEffectOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"DUPLICATE EFFECTS", "smtp (no dedup)", "Review items", "Effect ledger: ", "order:5004",
-		"onceflow runs list --db sqlite:///", "onceflow runs show ", "curl -H 'Authorization: Bearer adm_", "40× shorter"} {
+		"onceflow runs list --db sqlite:///", "onceflow runs show ", "curl -H 'Authorization: Bearer adm_", "40× shorter",
+		fmt.Sprintf("%d runs (15 from forms and payments, %d invoice runs)", 15+sum.Invoices.Runs, sum.Invoices.Runs)} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, text.String())
 		}
 	}
-	if !strings.Contains(progress.String(), "all 15 runs completed or waiting for review") {
+	if !strings.Contains(progress.String(), "all 15 form and payment runs completed or waiting for review") {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 

@@ -303,8 +303,12 @@ func (s *Summary) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "  %d duplicate effects across %d services, %d runs in %.1fs (retry delays and http timeouts %d× shorter than the files say)\n",
-		s.DuplicateEffects(), len(s.Destinations), s.Runs, s.Elapsed.Seconds(), s.Speedup)
+	runs := fmt.Sprintf("%d runs", s.Runs)
+	if s.Invoices != nil {
+		runs = fmt.Sprintf("%d runs (%d from forms and payments, %d invoice runs)", s.Runs+s.Invoices.Runs, s.Runs, s.Invoices.Runs)
+	}
+	fmt.Fprintf(w, "  %d duplicate effects across %d services, %s in %.1fs (retry delays and http timeouts %d× shorter than the files say)\n",
+		s.DuplicateEffects(), len(s.Destinations), runs, s.Elapsed.Seconds(), s.Speedup)
 
 	fmt.Fprintf(w, "\nWhere to look next (from a source checkout, write 'go run ./cmd/onceflow' for 'onceflow')\n")
 	width := 0
