@@ -580,6 +580,158 @@ func TestCancelRunThroughConsole(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusConflict)
 }
 
+// Pausing and resuming a workflow from the overview: a read session sees the buttons
+// disabled and is refused, so is a POST without the CSRF token; an admin's pause stops the
+// workflow's steps from being claimed, with the actor and the note in the audit trail and
+// on the page; a second pause changes nothing and says so; the resume lets the steps run.
+func TestPauseResumeThroughConsole(t *testing.T) { eachStore(t, testPauseResumeThroughConsole) }
+
+func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
+	ctx := t.Context()
+	paused := func() []store.WorkflowPause {
+		t.Helper()
+		list, err := b.client.PausedWorkflows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list
+	}
+	events := func(typ string) []*onceflow.AuditEntry {
+		t.Helper()
+		evs, err := b.client.Audit(ctx, onceflow.AuditQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(evs, func(e *onceflow.AuditEntry) bool { return e.Type != typ })
+	}
+	noteOf := func(e *onceflow.AuditEntry) string {
+		t.Helper()
+		var d struct {
+			Note string `json:"note"`
+		}
+		if err := json.Unmarshal(e.Detail, &d); err != nil {
+			t.Fatalf("detail of %s: %v", e.Type, err)
+		}
+		return d.Note
+	}
+
+	reader := b.browser()
+	reader.signIn(readSecret)
+	_, page := reader.get("/ui/")
+	if !strings.Contains(page, `id="pause-signup" class="danger"`) || !regexp.MustCompile(`id="pause-signup" class="danger" title="[^"]*" disabled>`).MatchString(page) {
+		t.Fatalf("a read session's overview has no disabled pause button for signup:\n%s", page)
+	}
+	resp, body := reader.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrfOf(t, page)}, "note": {"read"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+
+	admin := b.browser()
+	admin.signIn(adminSecret)
+	_, page = admin.get("/ui/")
+	if !regexp.MustCompile(`id="pause-signup" class="danger" title="[^"]*">Pause</button>`).MatchString(page) || !strings.Contains(page, `id="active-signup"`) {
+		t.Fatalf("an admin's overview has no enabled pause button for signup:\n%s", page)
+	}
+	csrf := csrfOf(t, page)
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"note": {"no token"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+	if list := paused(); len(list) != 0 {
+		t.Fatalf("after refused pauses the paused workflows are %+v, want none", list)
+	}
+
+	// An unknown workflow is not found, and nothing is paused.
+	resp, body = admin.post("/ui/workflows/nosuch/pause", url.Values{"csrf": {csrf}})
+	wantStatus(t, resp, body, http.StatusNotFound)
+	if !strings.Contains(body, "Workflow not found") {
+		t.Fatalf("the answer for an unknown workflow:\n%s", body)
+	}
+	if list := paused(); len(list) != 0 {
+		t.Fatalf("after a pause of an unknown workflow the paused workflows are %+v, want none", list)
+	}
+
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"CRM maintenance"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	loc := resp.Header.Get("Location")
+	if !strings.HasPrefix(loc, "/ui/?done=") {
+		t.Fatalf("pause redirects to %q", loc)
+	}
+	if list := paused(); len(list) != 1 || list[0].Workflow != "signup" || list[0].Actor != "token:ops" || list[0].Note != "CRM maintenance" {
+		t.Fatalf("after the pause the paused workflows are %+v", list)
+	}
+	ev := events(store.EventWorkflowPaused)
+	if len(ev) != 1 || ev[0].Workflow != "signup" || ev[0].Actor != "token:ops" || noteOf(ev[0]) != "CRM maintenance" {
+		t.Fatalf("workflow.paused events %+v, want one for signup with actor token:ops and the note", ev)
+	}
+	resp, body = admin.get(loc)
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, `id="flash">Paused signup: its steps are not claimed until it is resumed`) ||
+		!regexp.MustCompile(`id="paused-signup"><span class="pause-state">paused</span> <span class="muted">since [^<]+ by token:ops</span> — <q>CRM maintenance</q>`).MatchString(body) ||
+		!regexp.MustCompile(`id="resume-signup" title="[^"]*">Resume</button>`).MatchString(body) || strings.Contains(body, `id="pause-signup"`) {
+		t.Fatalf("the overview after the pause:\n%s", body)
+	}
+	_, page = reader.get("/ui/")
+	if !regexp.MustCompile(`id="resume-signup" title="[^"]*" disabled>`).MatchString(page) {
+		t.Fatalf("a read session's overview has no disabled resume button for signup:\n%s", page)
+	}
+	resp, body = reader.post("/ui/workflows/signup/resume", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusForbidden)
+
+	// A run started while the workflow is paused is stored, and none of its steps run.
+	creates := b.dest.count("/create")
+	run, err := b.client.Start(ctx, "signup", "evt-3001", map[string]any{"customer_id": "c-3001", "phone": "+4915130010"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.client.Work(ctx); err != nil || n != 0 {
+		t.Fatalf("Work on a paused workflow executed %d steps (%v), want none", n, err)
+	}
+	if got := b.dest.count("/create") - creates; got != 0 {
+		t.Fatalf("the destination got %d create requests while the workflow was paused", got)
+	}
+
+	// A second pause changes and records nothing, and says so.
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"again"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	resp, body = admin.get(resp.Header.Get("Location"))
+	if !strings.Contains(body, `id="flash">Workflow signup was already paused; nothing changed.`) {
+		t.Fatalf("the overview after a second pause:\n%s", body)
+	}
+	if ev := events(store.EventWorkflowPaused); len(ev) != 1 {
+		t.Fatalf("after a second pause there are %d workflow.paused events, want 1", len(ev))
+	}
+	if list := paused(); len(list) != 1 || list[0].Note != "CRM maintenance" {
+		t.Fatalf("after a second pause the paused workflows are %+v", list)
+	}
+
+	resp, body = admin.post("/ui/workflows/signup/resume", url.Values{"csrf": {csrf}, "note": {"CRM is back"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if list := paused(); len(list) != 0 {
+		t.Fatalf("after the resume the paused workflows are %+v, want none", list)
+	}
+	ev = events(store.EventWorkflowResumed)
+	if len(ev) != 1 || ev[0].Workflow != "signup" || ev[0].Actor != "token:ops" || noteOf(ev[0]) != "CRM is back" {
+		t.Fatalf("workflow.resumed events %+v, want one for signup with actor token:ops and the note", ev)
+	}
+	resp, body = admin.get(resp.Header.Get("Location"))
+	if !strings.Contains(body, `id="flash">Resumed signup: its steps are claimed again.`) || !strings.Contains(body, `id="active-signup"`) {
+		t.Fatalf("the overview after the resume:\n%s", body)
+	}
+	if n, err := b.client.Work(ctx); err != nil || n != 3 {
+		t.Fatalf("Work after the resume executed %d steps (%v), want create, notify and task", n, err)
+	}
+	if got, err := b.store.RunGetByID(ctx, run.ID); err != nil || got.State != store.StateCompleted {
+		t.Fatalf("the run started while paused, after the resume: %+v, %v; want it completed", got, err)
+	}
+
+	resp, body = admin.post("/ui/workflows/signup/resume", url.Values{"csrf": {csrf}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	resp, body = admin.get(resp.Header.Get("Location"))
+	if !strings.Contains(body, `id="flash">Workflow signup was not paused; nothing changed.`) {
+		t.Fatalf("the overview after a second resume:\n%s", body)
+	}
+	if ev := events(store.EventWorkflowResumed); len(ev) != 1 {
+		t.Fatalf("after a second resume there are %d workflow.resumed events, want 1", len(ev))
+	}
+}
+
 // Signing in and out are audit events whose actor is the token's name, never its secret;
 // a refused sign-in records nothing.
 func TestSignInAndOutAreAudited(t *testing.T) { eachStore(t, testSignInAndOutAreAudited) }

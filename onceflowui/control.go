@@ -1,13 +1,16 @@
 package onceflowui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -49,4 +52,74 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 	c.log.Info("console run cancelled", "run_id", id, "actor", actor, "cancelled", res.Cancelled, "running", res.Running)
 	http.Redirect(w, r, c.cfg.Prefix+"/runs/"+strconv.FormatInt(id, 10)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
 	return nil
+}
+
+// workflowPause returns the handler of POST /ui/workflows/{name}/pause (pause set) and
+// …/resume: the workflow's steps stop being claimed, in every process, until it is resumed
+// (steps already running finish), as Client.PauseWorkflow and ResumeWorkflow do; the audit
+// trail records the signed-in token's name as the actor, with the note. Pausing a paused
+// workflow, or resuming one that is not paused, changes and records nothing, and says so.
+// A workflow the console does not show — not registered, without runs and not paused — is
+// not found.
+func (c *Console) workflowPause(pause bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		ctx := r.Context()
+		name := r.PathValue("name")
+		known, err := c.workflowKnown(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return &pageError{Status: http.StatusNotFound, Title: "Workflow not found",
+				Detail: fmt.Sprintf("no workflow %q is registered, has runs or is paused; nothing was changed", name)}
+		}
+		actor := sessionFrom(r).Actor()
+		note := strings.TrimSpace(r.PostForm.Get("note"))
+		do, verb := c.cfg.Client.ResumeWorkflow, "resumed"
+		if pause {
+			do, verb = c.cfg.Client.PauseWorkflow, "paused"
+		}
+		changed, err := do(ctx, name, actor, note)
+		var de *onceflow.DefinitionError
+		if errors.As(err, &de) {
+			return &pageError{Status: http.StatusBadRequest, Title: "Invalid workflow name", Detail: fmt.Sprintf("%q is not a workflow name", name)}
+		}
+		if err != nil {
+			return err
+		}
+		var done string
+		switch {
+		case !changed && pause:
+			done = fmt.Sprintf("Workflow %s was already paused; nothing changed.", name)
+		case !changed:
+			done = fmt.Sprintf("Workflow %s was not paused; nothing changed.", name)
+		case pause:
+			done = fmt.Sprintf("Paused %s: its steps are not claimed until it is resumed; steps already running finish.", name)
+		default:
+			done = fmt.Sprintf("Resumed %s: its steps are claimed again.", name)
+		}
+		c.log.Info("console workflow "+verb, "workflow", name, "actor", actor, "changed", changed)
+		http.Redirect(w, r, c.cfg.Prefix+"/?done="+url.QueryEscape(done), http.StatusSeeOther)
+		return nil
+	}
+}
+
+// workflowKnown reports whether the console shows workflow name: registered with the
+// client, with a run stored, or paused.
+func (c *Console) workflowKnown(ctx context.Context, name string) (bool, error) {
+	if slices.Contains(c.cfg.Client.Workflows(), name) {
+		return true, nil
+	}
+	paused, err := c.cfg.Client.PausedWorkflows(ctx)
+	if err != nil {
+		return false, err
+	}
+	if slices.ContainsFunc(paused, func(wp store.WorkflowPause) bool { return wp.Workflow == name }) {
+		return true, nil
+	}
+	runs, err := c.cfg.Store.RunList(ctx, store.RunListParams{Workflow: name, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(runs) > 0, nil
 }

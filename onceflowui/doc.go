@@ -5,7 +5,9 @@
 // # Pages
 //
 // The overview counts runs by workflow and state, the review queue by reason and the last
-// hour's throughput and failures. The runs page filters runs by workflow, state, entity,
+// hour's throughput and failures; beside each workflow it shows whether the workflow is
+// paused (since when, by whom, with which note) and pauses or resumes it
+// (onceflow.Client.PauseWorkflow, ResumeWorkflow). The runs page filters runs by workflow, state, entity,
 // run key and creation time; a run's page draws its steps as a graph in dependency order,
 // lists every attempt (time, worker, outcome class, destination status, masked excerpt),
 // explains its audit trail, shows its input with every correction as a diff and cancels the

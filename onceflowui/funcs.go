@@ -50,7 +50,8 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return p + "/review?" + v.Encode()
 		},
-		"keyURL": func(key string) string { return p + "/keys?key=" + url.QueryEscape(key) },
+		"workflowURL": func(workflow string) string { return p + "/workflows/" + url.PathEscape(workflow) },
+		"keyURL":      func(key string) string { return p + "/keys?key=" + url.QueryEscape(key) },
 		// bar is the height of a bar of n in a chart 60 units high whose tallest bar is
 		// top.
 		"bar": func(n, top int) int {

@@ -21,8 +21,11 @@ import (
 
 // overviewData is the overview page.
 type overviewData struct {
+	// Workflows are the registered workflows, those with runs and the paused ones.
 	Workflows []string
-	States    []store.State
+	// Paused are the paused workflows' pauses, by name, their notes masked.
+	Paused map[string]store.WorkflowPause
+	States []store.State
 	// Runs counts runs by workflow and state.
 	Runs     map[string]map[store.State]int64
 	RunTotal map[string]int64
@@ -59,13 +62,27 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := overviewData{States: store.States, Runs: map[string]map[store.State]int64{}, RunTotal: map[string]int64{}, Due: map[string]int64{}}
+	paused, err := c.cfg.Client.PausedWorkflows(ctx)
+	if err != nil {
+		return err
+	}
+	d := overviewData{States: store.States, Paused: map[string]store.WorkflowPause{}, Runs: map[string]map[store.State]int64{},
+		RunTotal: map[string]int64{}, Due: map[string]int64{}}
 	seen := map[string]bool{}
 	addWF := func(wf string) {
 		if !seen[wf] {
 			seen[wf] = true
 			d.Workflows = append(d.Workflows, wf)
 		}
+	}
+	for _, wf := range c.cfg.Client.Workflows() {
+		addWF(wf)
+	}
+	secrets := c.cfg.Redact.Secrets()
+	for _, wp := range paused {
+		addWF(wp.Workflow)
+		wp.Actor, wp.Note = secrets.Text(wp.Actor), secrets.Text(wp.Note)
+		d.Paused[wp.Workflow] = wp
 	}
 	for _, rc := range st.Runs {
 		addWF(rc.Workflow)
