@@ -336,7 +336,7 @@ func TestDemoCommand(t *testing.T) {
 	if sum.Runs != 15 || sum.RunsByState["completed"]+sum.RunsByState["needs_review"] != 15 {
 		t.Fatalf("%d runs by state %v", sum.Runs, sum.RunsByState)
 	}
-	if !strings.Contains(r.stderr, "all 15 runs completed or waiting for review") {
+	if !strings.Contains(r.stderr, "all 15 form and payment runs completed or waiting for review") {
 		t.Errorf("progress did not go to stderr with --json:\n%s", r.stderr)
 	}
 
