@@ -203,11 +203,6 @@ func urlParts(v string) []string {
 		return nil
 	}
 	var out []string
-	keep := func(p string) {
-		if len(p) >= 20 || (len(p) >= MinPartLength && !plainWord(p)) {
-			out = append(out, p)
-		}
-	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		bare := *u
 		bare.RawQuery, bare.Fragment, bare.RawFragment, bare.User = "", "", "", nil
@@ -215,21 +210,34 @@ func urlParts(v string) []string {
 			out = append(out, bare.String())
 		}
 	}
+	return append(out, partsOf(u, func(p string) bool { return len(p) >= 20 || (len(p) >= MinPartLength && !plainWord(p)) })...)
+}
+
+// partsOf returns u's password, whatever its length (a password is a secret at any
+// length), and those of its user name, path segments, query values and fragment that keep
+// accepts.
+func partsOf(u *url.URL, keep func(part string) bool) []string {
+	var out []string
+	add := func(p string) {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
 	if u.User != nil {
-		keep(u.User.Username())
+		add(u.User.Username())
 		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw) // a password is a secret at any length
+			out = append(out, pw)
 		}
 	}
 	for _, seg := range strings.Split(u.Path, "/") {
-		keep(seg)
+		add(seg)
 	}
 	for _, vs := range u.Query() {
 		for _, q := range vs {
-			keep(q)
+			add(q)
 		}
 	}
-	keep(u.Fragment)
+	add(u.Fragment)
 	return out
 }
 
@@ -245,28 +253,9 @@ func CredentialParts(v string) []string {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil
 	}
-	var out []string
-	keep := func(p string) {
-		if len(p) >= 20 && !plainWord(p) || len(p) >= MinPartLength && letterAndDigit(p) {
-			out = append(out, p)
-		}
-	}
-	if u.User != nil {
-		keep(u.User.Username())
-		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw)
-		}
-	}
-	for _, seg := range strings.Split(u.Path, "/") {
-		keep(seg)
-	}
-	for _, vs := range u.Query() {
-		for _, q := range vs {
-			keep(q)
-		}
-	}
-	keep(u.Fragment)
-	return out
+	return partsOf(u, func(p string) bool {
+		return len(p) >= 20 && !plainWord(p) || len(p) >= MinPartLength && letterAndDigit(p)
+	})
 }
 
 // letterAndDigit reports whether s holds at least one ASCII letter and one digit.
