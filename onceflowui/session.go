@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -261,13 +260,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 		return fail("Token " + t.Name + " has neither the read nor the admin scope.")
 	}
 	ck, exp := c.newSessionCookie(r, t)
+	_, admin := scopes(t)
+	s := &session{Name: t.Name, Admin: admin, Expires: exp}
 	scope := "read"
-	if _, admin := scopes(t); admin {
+	if admin {
 		scope = "admin"
 	}
 	// The sign-in is in the audit trail before the session exists: a sign-in that cannot
 	// be recorded does not happen.
-	if err := c.recordSession(r.Context(), store.EventConsoleSignedIn, t.Name, map[string]any{"scope": scope, "expires": exp}); err != nil {
+	if err := c.recordSession(r.Context(), store.EventConsoleSignedIn, s, map[string]any{"scope": scope, "expires": exp}); err != nil {
 		return err
 	}
 	http.SetCookie(w, ck)
@@ -280,7 +281,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 // logout is POST /ui/logout.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 	http.SetCookie(w, c.cookie(r, sessionCookie, "", time.Time{}))
-	if err := c.recordSession(r.Context(), store.EventConsoleSignedOut, sessionFrom(r).Name, nil); err != nil {
+	if err := c.recordSession(r.Context(), store.EventConsoleSignedOut, sessionFrom(r), nil); err != nil {
 		// The cookie is cleared all the same: signing out never fails for the person.
 		c.log.Error("console sign-out not recorded in the audit trail", "token", sessionFrom(r).Name, "error", err)
 	}
@@ -289,18 +290,14 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// recordSession appends the audit event of a sign-in or sign-out by the token called name:
-// the actor is token:NAME, never the token's secret.
-func (c *Console) recordSession(ctx context.Context, typ, name string, detail map[string]any) error {
+// recordSession appends the audit event of a sign-in or sign-out of s: the actor is the
+// session's (token:NAME), never the token's secret.
+func (c *Console) recordSession(ctx context.Context, typ string, s *session, detail map[string]any) error {
 	ap, ok := c.cfg.Store.(store.EventAppender)
 	if !ok {
 		return fmt.Errorf("onceflowui: the store cannot append audit events, so %s cannot be recorded", typ)
 	}
-	var d json.RawMessage
-	if detail != nil {
-		d, _ = json.Marshal(detail)
-	}
-	e := &store.Event{At: c.cfg.Now().UTC(), Type: typ, Actor: "token:" + name, Detail: d}
+	e := &store.Event{At: c.cfg.Now().UTC(), Type: typ, Actor: s.Actor(), Detail: store.EncodeDetail(detail)}
 	if err := ap.EventAppend(ctx, e); err != nil {
 		return fmt.Errorf("onceflowui: record %s: %w", typ, err)
 	}
