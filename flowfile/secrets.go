@@ -74,8 +74,9 @@ func (d *Definition) SecretNames() []string {
 // query value), so that a webhook URL read from a variable nobody declared secret shows
 // its host and fixed words but not its token.
 func (d *Definition) MaskedValues(env func(string) (string, bool)) []string {
+	secretNames := d.SecretNames()
 	secret := map[string]bool{}
-	for _, n := range d.SecretNames() {
+	for _, n := range secretNames {
 		secret[n] = true
 	}
 	seen := map[string]bool{}
@@ -86,7 +87,7 @@ func (d *Definition) MaskedValues(env func(string) (string, bool)) []string {
 			out = append(out, v)
 		}
 	}
-	for _, n := range append(d.EnvNames(), d.SecretNames()...) {
+	for _, n := range append(d.EnvNames(), secretNames...) {
 		v, ok := env(n)
 		if !ok || v == "" {
 			continue
