@@ -22,6 +22,11 @@ type maskers struct {
 	runs map[int64]*redact.Masker
 }
 
+// maskers returns an empty cache for an answer to r.
+func (s *Server) maskers(r *http.Request) *maskers {
+	return &maskers{s: s, r: r, runs: map[int64]*redact.Masker{}}
+}
+
 func (m *maskers) of(runID int64, workflow string) *redact.Masker {
 	if mk, ok := m.runs[runID]; ok {
 		return mk
@@ -70,7 +75,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 		Events    []auditView `json:"events"`
 		NextAfter int64       `json:"next_after,omitempty"`
 	}{Events: []auditView{}}
-	ms := &maskers{s: s, r: r, runs: map[int64]*redact.Masker{}}
+	ms := s.maskers(r)
 	for _, e := range entries {
 		out.Events = append(out.Events, viewAudit(e, ms.of(e.RunID, e.Workflow)))
 	}
@@ -91,7 +96,7 @@ func (s *Server) keyReport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ms := &maskers{s: s, r: r, runs: map[int64]*redact.Masker{}}
+	ms := s.maskers(r)
 	out := views.NewKey(rep, ms.of, itemLink)
 	return writeJSON(w, http.StatusOK, out)
 }

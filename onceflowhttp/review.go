@@ -136,8 +136,9 @@ func (s *Server) reviewList(w http.ResponseWriter, r *http.Request) error {
 		Items     []reviewItemView `json:"items"`
 		NextAfter int64            `json:"next_after,omitempty"`
 	}{Items: []reviewItemView{}}
+	ms := s.maskers(r)
 	for _, it := range items {
-		out.Items = append(out.Items, viewItem(it, s.runMasker(r, it.RunID, it.Workflow)))
+		out.Items = append(out.Items, viewItem(it, ms.of(it.RunID, it.Workflow)))
 	}
 	if len(items) == f.Limit {
 		out.NextAfter = items[len(items)-1].StepID
@@ -388,8 +389,13 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		out.Error = s.cfg.Redact.Secrets().Text(err.Error())
 	}
+	ms := s.maskers(r)
 	for _, it := range items {
-		m := s.runMasker(r, it.RunID, "")
+		workflow := ""
+		if it.Plan != nil {
+			workflow = it.Plan.Workflow
+		}
+		m := ms.of(it.RunID, workflow)
 		v := views.NewBulkItem[planView](it)
 		if it.Err != nil {
 			v.Error = m.Text(it.Err.Error())
@@ -401,7 +407,7 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 			out.OK++
 		}
 		if it.Plan != nil {
-			pv := viewPlan(it.Plan, s.runMasker(r, it.RunID, it.Plan.Workflow))
+			pv := viewPlan(it.Plan, m)
 			v.Plan = &pv
 		}
 		out.Items = append(out.Items, v)
