@@ -287,3 +287,48 @@ func TestManyValuesAreRefused(t *testing.T) {
 		t.Fatalf("refusing a %d-byte file allocated %d MB", len(src), got>>20)
 	}
 }
+
+// An html: true e-mail body is checked where each field lands: {+field} splices raw HTML
+// in its text, a field inside a tag or in a script is refused; a plain-text body, like
+// every other e-mail field, has no use for {+field}.
+func TestEmailHTMLBodyIsChecked(t *testing.T) {
+	src := `name: mail
+steps:
+  - id: ok
+    kind: email
+    effect_key: "ok:{input.id}"
+    email:
+      from: shop@example.com
+      to: "{input.email}"
+      subject: "Order {input.id}"
+      html: true
+      body: '<p>Dear {input.name}</p><a href="https://shop.example/o/{input.id}">order</a>{+input.banner}'
+  - id: attr
+    kind: email
+    effect_key: "attr:{input.id}"
+    email:
+      from: shop@example.com
+      to: "{input.email}"
+      subject: "Order {input.id}"
+      html: true
+      body: '<p onclick="{input.x}">x</p>'
+  - id: plain
+    kind: email
+    effect_key: "plain:{input.id}"
+    email: {from: shop@example.com, to: "{input.email}", subject: "{+input.id}", body: "Hello {+input.name}"}
+`
+	_, ps := Parse("mail.yaml", []byte(src))
+	text := ps.Error()
+	for _, want := range []string{
+		`mail.yaml:20:13: step "attr": email body: template "<p onclick=\"{input.x}\">x</p>": field {input.x}: a value may not stand in the onclick attribute`,
+		`mail.yaml:24:88: step "plain": email body: {+field} splices raw HTML, which only the body of an html: true message may hold`,
+		`mail.yaml:24:67: step "plain": email subject: {+field} splices raw HTML`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems do not say %q:\n%s", want, text)
+		}
+	}
+	if len(ps) != 3 {
+		t.Errorf("%d problems, want 3 (step ok has none):\n%s", len(ps), text)
+	}
+}
