@@ -61,6 +61,8 @@ func TestBrokerStepProblems(t *testing.T) {
 		{"no queue", "amqp: {queue: order-events, prefetch: 20}", "amqp: {prefetch: 20}", "order-events.yaml:4:9: amqp.queue is required"},
 		{"run key", `run_key: "{headers.X-Event-Id}"`, `run_key: "{steps.a.output.id}"`, "a queue's run_key reads {headers.NAME}"},
 		{"both", "amqp: {queue: order-events, prefetch: 20}", "amqp: {queue: q}\n  nats: {stream: S}", "queue takes one of nats and amqp"},
+		{"subject", `subject: "orders.paid.{input.order_id}"`, `subject: "orders.paid.>.{input.order_id}"`,
+			`step "notify": nats subject "orders.paid.>.{input.order_id}": '>' is a wildcard, which a message cannot be published to`},
 		{"env in message", `body: "{input.order_id}"`, `body: "{env.SECRET}"`, "messages may not read the environment"},
 		{"url in file", "amqp: {queue: order-events, prefetch: 20}", "amqp: {queue: order-events, prefetch: 20, url: \"amqp://guest:guest@mq/\"}",
 			`unknown field "url": connection settings come from the environment, never the file (a queue's broker URL from ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL`},
