@@ -58,8 +58,22 @@ func (d *Definition) skeleton() (onceflow.Workflow, error) {
 	return d.workflow(func(int, StepDef) (onceflow.StepFunc, error) { return placeholder, nil })
 }
 
-// Build turns checked definitions into workflows ready to register.
+// Build turns checked definitions into workflows ready to register, and declares the
+// limits they set (limits:) on the limiter of deps.
 func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
+	ws, declare, err := BuildPending(defs, deps)
+	if err != nil {
+		return nil, err
+	}
+	declare()
+	return ws, nil
+}
+
+// BuildPending builds defs as Build does, but declares their limits only when declare is
+// called. A program that may still refuse the workflows once they are built — a reload
+// whose definitions the client refuses — calls declare once they are in place, so that a
+// refused reload leaves the limits as they were.
+func BuildPending(defs []*Definition, deps Deps) (ws []onceflow.Workflow, declare func(), err error) {
 	var out []onceflow.Workflow
 	var ps Problems
 	if deps.limiter == nil && hasLimits(defs) {
@@ -78,17 +92,18 @@ func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
 			return fn, nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, w)
 	}
 	if len(ps) > 0 {
-		return nil, ps
+		return nil, nil, ps
 	}
-	if deps.limiter != nil {
-		registerLimits(defs, deps.limiter)
-	}
-	return out, nil
+	return out, func() {
+		if deps.limiter != nil {
+			registerLimits(defs, deps.limiter)
+		}
+	}, nil
 }
 
 func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {

@@ -303,9 +303,9 @@ func LoadFiles(files ...string) ([]*Definition, error) {
 	var defs []*Definition
 	var all Problems
 	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			all = append(all, Problem{File: f, Message: err.Error()})
+		src, p := readFile(f)
+		if p != nil {
+			all = append(all, *p)
 			continue
 		}
 		d, ps := Parse(f, src)
@@ -335,9 +335,15 @@ func LoadFiles(files ...string) ([]*Definition, error) {
 }
 
 // Parse reads one file's source. It returns the definition (nil if the YAML could not be
-// decoded) and every problem found.
+// decoded) and every problem found. A source larger than MaxFileSize, or nested deeper
+// than MaxDepth, is refused before the YAML parser builds its tree, and one whose aliases
+// expand past MaxNodes before it is decoded.
 func Parse(file string, src []byte) (*Definition, Problems) {
-	f, err := parser.ParseBytes(src, 0)
+	tokens, p := tokenize(file, src)
+	if p != nil {
+		return nil, Problems{*p}
+	}
+	f, err := parser.Parse(tokens, 0)
 	if err != nil {
 		return nil, Problems{yamlProblem(file, err)}
 	}

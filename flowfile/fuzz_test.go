@@ -90,6 +90,147 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// nestingDoc builds a workflow file from prog, a little program of one byte per
+// operation: lists and mappings opened in flow ([, {) and block (- , key:) style, closed,
+// scalars (some with brackets inside quotes), anchors and aliases, and a repeat that
+// turns a short program into thousands of levels. The file is valid YAML often, and
+// deeply nested or alias-heavy often; a few bytes of input reach depths that took the
+// parser gigabytes.
+func nestingDoc(prog []byte) []byte {
+	var b strings.Builder
+	b.WriteString("name: nest\nsteps:\n  - id: a\n    kind: http\n    effect_key: \"k:{input.id}\"\n    http:\n      url: \"https://example.com\"\n      body: ")
+	var flow []byte // the closing brackets of the open flow collections
+	block := 0      // block levels opened since the last flow collection closed them all
+	items := 0
+	var ops []byte
+	for _, c := range prog {
+		if c%10 == 8 { // the previous operation again, 2^n times
+			if n := len(ops); n > 0 {
+				for range 1 << (c / 10 % 14) {
+					ops = append(ops, ops[n-1])
+				}
+			}
+			continue
+		}
+		ops = append(ops, c)
+	}
+	anchored := false // an anchor was written: the value it names follows
+	sep := func() {
+		if anchored {
+			anchored = false
+			return
+		}
+		if len(flow) > 0 && items > 0 {
+			b.WriteString(", ")
+		}
+		if len(flow) > 0 && flow[len(flow)-1] == '}' {
+			fmt.Fprintf(&b, "k%d: ", items)
+		}
+		items++
+	}
+	for _, c := range ops {
+		if b.Len() > MaxFileSize {
+			break
+		}
+		arg := int(c / 10)
+		switch c % 10 {
+		case 0:
+			sep()
+			b.WriteString("[")
+			flow, items = append(flow, ']'), 0
+		case 1:
+			sep()
+			b.WriteString("{")
+			flow, items = append(flow, '}'), 0
+		case 2:
+			if n := len(flow); n > 0 {
+				b.WriteByte(flow[n-1])
+				flow, items = flow[:n-1], 1
+			} else if block > 0 {
+				block--
+			}
+		case 3:
+			sep()
+			b.WriteString([]string{"x", `"[{"`, "'}]'", "7", "null", "|\n" + strings.Repeat(" ", 10+2*block) + "text"}[arg%6])
+		case 4:
+			sep()
+			fmt.Fprintf(&b, "&a%d ", arg%4)
+			anchored = true
+		case 5:
+			sep()
+			fmt.Fprintf(&b, "*a%d", arg%4)
+		case 6, 7:
+			if len(flow) > 0 {
+				sep()
+				b.WriteString("x")
+				continue
+			}
+			block++
+			if c%10 == 6 && arg%2 == 1 {
+				b.WriteString("- ") // "- - x": a list in a list on one line
+				continue
+			}
+			b.WriteString("\n" + strings.Repeat(" ", 6+2*block))
+			if c%10 == 6 {
+				b.WriteString("- ")
+			} else {
+				fmt.Fprintf(&b, "k%d: ", arg)
+			}
+		case 9:
+			if len(flow) == 0 {
+				b.WriteString(" # note")
+			}
+		}
+	}
+	for i := len(flow) - 1; i >= 0; i-- {
+		b.WriteByte(flow[i])
+	}
+	b.WriteString("\n")
+	return []byte(b.String())
+}
+
+// FuzzNesting loads the files nestingDoc builds: deeply nested and aliased documents.
+// Loading one never panics, ends with a definition or with problems inside the file, and
+// stays within the memory budget of FuzzParse.
+func FuzzNesting(f *testing.F) {
+	for _, seed := range [][]byte{
+		{0, 138, 3},                          // [[[…x]]] 8,193 deep
+		{1, 58, 3},                           // {k0: {k0: …}} 33 deep
+		{16, 128, 3},                         // - - - … 4,097 deep in block style, on one line
+		{7, 68, 3},                           // k: k: … 65 deep by indentation
+		{0, 4, 0, 3, 3, 2, 0, 5, 5, 5, 2, 2}, // an anchor and its aliases
+		{0, 4, 0, 3, 38, 2, 14, 0, 5, 38, 2, 24, 0, 15, 38, 2, 2}, // aliases of aliases
+		{6, 7, 0, 13, 23, 2, 7, 33, 9},
+		{0, 1, 0, 1, 48, 53},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		if len(prog) > 256 {
+			return
+		}
+		src := nestingDoc(prog)
+		budget := fuzzAllocBudget(len(src))
+		stop := watchAllocs(budget, func(n uint64) {
+			panic(fmt.Sprintf("loading a %d-byte nested workflow file allocated %d MB, over its budget of %d MB", len(src), n>>20, budget>>20))
+		})
+		defer stop()
+		d, ps := Parse("w.yaml", src)
+		lines := strings.Count(string(src), "\n") + 1
+		for _, p := range ps {
+			if p.File != "w.yaml" || p.Message == "" || p.Line < 0 || p.Line > lines+1 || p.Col < 0 {
+				t.Fatalf("problem %+v outside the file of %d lines", p, lines)
+			}
+		}
+		if d == nil && len(ps) == 0 {
+			t.Fatal("Parse returned neither a definition nor a problem")
+		}
+		if n := stop(); n > budget {
+			t.Fatalf("loading a %d-byte file allocated %d MB, over the budget of %d MB", len(src), n>>20, budget>>20)
+		}
+	})
+}
+
 // heapAllocs returns the bytes allocated on the heap since the process started.
 func heapAllocs() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}

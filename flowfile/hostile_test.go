@@ -2,6 +2,8 @@ package flowfile
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -159,5 +161,174 @@ steps:
 	text := ps.Error()
 	if len(ps) != 3 || !strings.Contains(text, "raw.yaml:2:") || !strings.Contains(text, "raw.yaml:6:") || !strings.Contains(text, "header X-Id") {
 		t.Fatalf("problems:\n%s", text)
+	}
+}
+
+// nestedBody is a workflow file whose http step's body nests levels deep, written in one
+// of the ways YAML nests lists and mappings.
+func nestedBody(shape string, levels int) string {
+	var b strings.Builder
+	b.WriteString("name: deep\nsteps:\n  - id: a\n    kind: http\n    effect_key: \"k:{input.id}\"\n    http:\n      url: \"https://example.com\"\n      body:\n")
+	switch shape {
+	case "flow lists":
+		b.WriteString("        x: " + strings.Repeat("[", levels) + "1" + strings.Repeat("]", levels) + "\n")
+	case "flow mappings":
+		b.WriteString("        x: " + strings.Repeat("{a: ", levels) + "1" + strings.Repeat("}", levels) + "\n")
+	case "block lists on one line":
+		b.WriteString("        x:\n          " + strings.Repeat("- ", levels) + "1\n")
+	case "block mappings by indentation":
+		for i := range levels {
+			b.WriteString(strings.Repeat(" ", 8+i) + "a:\n")
+		}
+		b.WriteString(strings.Repeat(" ", 8+levels) + "1\n")
+	case "lists of mappings at their keys' column":
+		b.WriteString("        x:\n")
+		for i := range levels / 2 {
+			b.WriteString(strings.Repeat("  ", 4+i) + "- a:\n")
+		}
+		b.WriteString(strings.Repeat("  ", 5+levels/2) + "1\n")
+	}
+	return b.String()
+}
+
+var nestingShapes = []string{"flow lists", "flow mappings", "block lists on one line", "block mappings by indentation",
+	"lists of mappings at their keys' column"}
+
+// A file nested far deeper than MaxDepth is refused at the token past the limit, before
+// the YAML parser builds its tree: 20 KB of "[[[…" took 357 MB, and a 100 KB file in the
+// workflows directory took a reload down.
+func TestDeepNestingIsRefused(t *testing.T) {
+	for _, shape := range nestingShapes {
+		levels := 10_000
+		if strings.HasPrefix(shape, "block mappings") || strings.HasPrefix(shape, "lists of mappings") {
+			levels = 200 // each level is indented further: 20 KB
+		}
+		src := nestedBody(shape, levels)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		d, ps := Parse("deep.yaml", []byte(src))
+		runtime.ReadMemStats(&after)
+		if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "nest more than 64 levels") || ps[0].Line < 9 || ps[0].Col == 0 {
+			t.Errorf("%s, %d levels: Parse = %v, %v; want one problem about the nesting, at a line and column of the body", shape, levels, d, ps)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+			t.Errorf("%s: refusing a %d-byte file allocated %d MB", shape, len(src), got>>20)
+		}
+	}
+}
+
+// Nesting within MaxDepth is fine, and text is not nesting: a block scalar indented
+// deeper and deeper, brackets in quotes and a flow list over several lines are values.
+func TestNestingWithinTheLimitIsAccepted(t *testing.T) {
+	for _, shape := range nestingShapes {
+		src := nestedBody(shape, 50)
+		if _, ps := Parse("deep.yaml", []byte(src)); ps != nil {
+			t.Errorf("%s, 50 levels: %v", shape, ps)
+		}
+	}
+	var text strings.Builder
+	for i := range 300 {
+		text.WriteString(strings.Repeat(" ", 10+i) + "<div>\n")
+	}
+	src := "name: text\nsteps:\n  - id: a\n    kind: http\n    effect_key: \"k:{input.id}\"\n    http:\n      url: \"https://example.com\"\n      body:\n" +
+		"        html: |\n" + text.String() +
+		"        brackets: \"" + strings.Repeat("[(", 500) + "\"\n" +
+		"        quoted: '" + strings.Repeat("[", 500) + "'\n" +
+		"        list: [1,\n          2,\n              3]\n"
+	if _, ps := Parse("text.yaml", []byte(src)); ps != nil {
+		t.Fatalf("%v", ps)
+	}
+}
+
+// A file larger than MaxFileSize is refused without being read whole.
+func TestLargeFileIsRefused(t *testing.T) {
+	valid := "name: big\nsteps:\n  - {id: a, kind: go, func: f}\n"
+	pad := func(n int) string {
+		line := "# " + strings.Repeat("x", 97) + "\n"
+		s := valid + strings.Repeat(line, (n-len(valid))/len(line))
+		return s + strings.Repeat("#", n-len(s))
+	}
+	if _, ps := Parse("big.yaml", []byte(pad(MaxFileSize))); ps != nil {
+		t.Fatalf("a file of exactly MaxFileSize bytes: %v", ps)
+	}
+	d, ps := Parse("big.yaml", []byte(pad(MaxFileSize+1)))
+	if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "more than 262144 bytes (256 KiB)") {
+		t.Fatalf("Parse = %v, %v; want the file refused for its size", d, ps)
+	}
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte(pad(20<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := LoadFiles(path)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), path+": the file holds more than") {
+		t.Fatalf("LoadFiles of a 20 MB file: %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Fatalf("refusing a 20 MB file allocated %d MB", got>>20)
+	}
+}
+
+// A file of more than MaxNodes values is refused before it is parsed, saying so (it was
+// parsed, at 140 MB for 240 KB, and then refused for aliases it does not have).
+func TestManyValuesAreRefused(t *testing.T) {
+	src := "name: w\nsteps:\n  - id: a\n    kind: http\n    effect_key: \"k:{input.id}\"\n    http:\n      url: \"https://example.com\"\n" +
+		"      body: [" + strings.Repeat("1,", MaxNodes) + "1]\n"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d, ps := Parse("many.yaml", []byte(src))
+	runtime.ReadMemStats(&after)
+	if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "holds more than 100000 values") || ps[0].Line != 8 {
+		t.Fatalf("Parse = %v, %v; want one problem about the number of values at line 8", d, ps)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 96<<20 {
+		t.Fatalf("refusing a %d-byte file allocated %d MB", len(src), got>>20)
+	}
+}
+
+// An html: true e-mail body is checked where each field lands: {+field} splices raw HTML
+// in its text, a field inside a tag or in a script is refused; a plain-text body, like
+// every other e-mail field, has no use for {+field}.
+func TestEmailHTMLBodyIsChecked(t *testing.T) {
+	src := `name: mail
+steps:
+  - id: ok
+    kind: email
+    effect_key: "ok:{input.id}"
+    email:
+      from: shop@example.com
+      to: "{input.email}"
+      subject: "Order {input.id}"
+      html: true
+      body: '<p>Dear {input.name}</p><a href="https://shop.example/o/{input.id}">order</a>{+input.banner}'
+  - id: attr
+    kind: email
+    effect_key: "attr:{input.id}"
+    email:
+      from: shop@example.com
+      to: "{input.email}"
+      subject: "Order {input.id}"
+      html: true
+      body: '<p onclick="{input.x}">x</p>'
+  - id: plain
+    kind: email
+    effect_key: "plain:{input.id}"
+    email: {from: shop@example.com, to: "{input.email}", subject: "{+input.id}", body: "Hello {+input.name}"}
+`
+	_, ps := Parse("mail.yaml", []byte(src))
+	text := ps.Error()
+	for _, want := range []string{
+		`mail.yaml:20:13: step "attr": email body: template "<p onclick=\"{input.x}\">x</p>": field {input.x}: a value may not stand in the onclick attribute`,
+		`mail.yaml:24:88: step "plain": email body: {+field} splices raw HTML, which only the body of an html: true message may hold`,
+		`mail.yaml:24:67: step "plain": email subject: {+field} splices raw HTML`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems do not say %q:\n%s", want, text)
+		}
+	}
+	if len(ps) != 3 {
+		t.Errorf("%d problems, want 3 (step ok has none):\n%s", len(ps), text)
 	}
 }

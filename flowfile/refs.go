@@ -56,7 +56,15 @@ func (d *Definition) checkRefs() Problems {
 				}
 				return
 			}
-			if t.Raw() && !strings.HasSuffix(what, "url") {
+			switch {
+			case what == "email body" && s.Email.HTML:
+				// Fields are escaped for the HTML around them, and {+field} splices raw HTML.
+				if _, err := t.HTML(); err != nil {
+					ps = append(ps, d.problemAt(path, "step %q: %s: %v", s.ID, what, err))
+				}
+			case t.Raw() && strings.HasPrefix(what, "email "):
+				ps = append(ps, d.problemAt(path, "step %q: %s: {+field} splices raw HTML, which only the body of an html: true message may hold; elsewhere values are shown as they are: write {field}", s.ID, what))
+			case t.Raw() && !strings.HasSuffix(what, "url"):
 				ps = append(ps, d.problemAt(path, "step %q: %s: {+field} splices a value into a URL as it is; elsewhere write {field}", s.ID, what))
 			}
 			for _, f := range t.Fields() {

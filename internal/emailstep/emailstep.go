@@ -12,7 +12,12 @@
 // # The message
 //
 // The message is RFC 5322 text with a quoted-printable UTF-8 body (text/plain, or text/html
-// when Spec.HTML is set) and an RFC 2047 encoded subject when it is not ASCII. Its
+// when Spec.HTML is set) and an RFC 2047 encoded subject when it is not ASCII. In an HTML
+// body each field is escaped for the HTML around it (keytmpl.HTML): a value can add no
+// element, leave no attribute and make no link of another scheme; {+field} splices raw
+// HTML where the template asks for it, in text. An address is used only if its envelope
+// form (MAIL FROM, RCPT TO) is the address that was checked: quoted local parts, which
+// SMTP carries unquoted, and domain literals are refused. Its
 // Message-ID is derived only from the step's effect key,
 //
 //	Message-ID: <first 32 hex digits of SHA-256(effect key)@onceflow>
@@ -47,6 +52,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/keytmpl"
@@ -78,7 +84,10 @@ type Spec struct {
 	Subject string
 	// Body is the message text, or HTML when HTML is set.
 	Body string
-	// HTML sends Body as text/html instead of text/plain.
+	// HTML sends Body as text/html instead of text/plain. Each field of an HTML body is
+	// escaped for the HTML around it (text, attribute value, URL; see keytmpl.HTML), and a
+	// field written {+field} splices raw HTML, in text only. In a plain-text body, and in
+	// every other field, values are text and {+field} is refused.
 	HTML bool
 	// AllowLists lets one template field of To, Cc or ReplyTo hold several addresses
 	// ("a@x, b@y"). By default a field is one address, and a value holding more is a
@@ -110,6 +119,7 @@ type Step struct {
 
 type templates struct {
 	from, to, cc, replyTo, subject, body *keytmpl.Template
+	html                                 *keytmpl.HTML // the body, compiled for HTML when Spec.HTML is set
 }
 
 // New compiles spec for sending through srv. env looks up the variables that {env.NAME}
@@ -156,12 +166,22 @@ func New(spec Spec, srv Server, env func(string) (string, bool), dial func(ctx c
 		if err != nil {
 			return nil, fmt.Errorf("email %s: %w", f.name, err)
 		}
+		if t.Raw() && !(f.name == "body" && spec.HTML) {
+			return nil, fmt.Errorf("email %s: {+field} splices raw HTML, which only the body of an html: true message may hold; elsewhere values are shown as they are: write {field}", f.name)
+		}
 		if f.check != nil && len(t.Fields()) == 0 {
 			if err := f.check(f.src); err != nil {
 				return nil, fmt.Errorf("email: %w", err)
 			}
 		}
 		*f.dst = t
+	}
+	if spec.HTML && s.tmpl.body != nil {
+		h, err := s.tmpl.body.HTML()
+		if err != nil {
+			return nil, fmt.Errorf("email body: %w", err)
+		}
+		s.tmpl.html = h
 	}
 	s.envVars = vars.Names()
 	if len(s.envVars) > 0 && env == nil {
@@ -238,12 +258,67 @@ func parseList(name, v string) ([]*mail.Address, error) {
 	return list, nil
 }
 
-// checkEnvelope refuses addresses that cannot be written on an SMTP command line.
+// checkEnvelope refuses an address whose SMTP envelope form — the bare local@domain of
+// MAIL FROM and RCPT TO, a.Address — is not the address that was checked: a quoted local
+// part, which net/mail unquotes ("victim@corp.example"@evil.example would be sent as
+// RCPT TO:<victim@corp.example@evil.example>, which a server may route to corp.example),
+// and a domain literal (a@[127.0.0.1], which names a host instead of a mail domain). The
+// local part must be a dot-atom (letters, digits, !#$%&'*+-/=?^_`{|}~ and non-ASCII
+// letters, in dot-separated runs) and the domain a host name, so that the envelope
+// carries exactly what the header names.
 func checkEnvelope(name string, a *mail.Address) error {
-	if strings.ContainsAny(a.Address, "\r\n<>") {
-		return fmt.Errorf("%s: %q cannot be used as an SMTP address", name, a.Address)
+	at := strings.LastIndexByte(a.Address, '@')
+	if at < 0 {
+		return fmt.Errorf("%s: %q has no domain", name, a.Address)
+	}
+	local, domain := a.Address[:at], a.Address[at+1:]
+	switch {
+	case !dotAtom(local):
+		return fmt.Errorf("%s: %q has a quoted local part (%q), which is not accepted: SMTP would carry it without its quotes, to another address", name, a.Address, local)
+	case strings.HasPrefix(domain, "["):
+		return fmt.Errorf("%s: %q names a host by its address (a domain literal), which is not accepted: write a mail domain", name, a.Address)
+	case !hostName(domain):
+		return fmt.Errorf("%s: %q: %q is not a host name", name, a.Address, domain)
+	case len(local) > 64 || len(a.Address) > 254:
+		return fmt.Errorf("%s: %q is longer than an e-mail address may be (64 bytes before the @, 254 in all)", name, a.Address)
 	}
 	return nil
+}
+
+// dotAtom reports whether s is an RFC 5322 dot-atom (with RFC 6532's UTF-8): what a local
+// part may be without quotes.
+func dotAtom(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r >= 0x80 && unicode.IsPrint(r) && !unicode.IsSpace(r):
+		case strings.ContainsRune(".!#$%&'*+-/=?^_`{|}~", r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// hostName reports whether s is a host name: labels of letters, digits and hyphens (or
+// non-ASCII letters, for an internationalised name) separated by dots.
+func hostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r >= 0x80 && unicode.IsLetter(r) || r >= 0x80 && unicode.IsMark(r)) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func trimMail(err error) string { return strings.TrimPrefix(err.Error(), "mail: ") }

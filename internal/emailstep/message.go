@@ -77,7 +77,11 @@ func (s *Step) compose(data map[string]any, effectKey string) (*message, error) 
 	if subject, err = render("subject", s.tmpl.subject); err != nil {
 		return nil, err
 	}
-	if body, err = render("body", s.tmpl.body); err != nil {
+	if s.tmpl.html != nil {
+		if body, err = s.tmpl.html.Render(data); err != nil {
+			return nil, fmt.Errorf("email body: %w", err)
+		}
+	} else if body, err = render("body", s.tmpl.body); err != nil {
 		return nil, err
 	}
 

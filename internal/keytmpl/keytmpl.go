@@ -133,6 +133,42 @@ func (t *Template) Render(data map[string]any) (string, error) {
 	return b.String(), nil
 }
 
+// RenderFunc fills the template from data as Render does, passing each field's value
+// through fn, which returns the text to splice or an error that stops the rendering. A
+// caller uses it to check that a value fits where it lands (one token of a subject).
+func (t *Template) RenderFunc(data map[string]any, fn func(field, value string) (string, error)) (string, error) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.path == nil {
+			b.WriteString(p.lit)
+			continue
+		}
+		v, err := t.lookup(data, p.path)
+		if err != nil {
+			return "", err
+		}
+		if v, err = fn(strings.Join(p.path, "."), v); err != nil {
+			return "", err
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}
+
+// Shape returns the template's text with each field replaced by placeholder: what its
+// literal parts make of any value.
+func (t *Template) Shape(placeholder string) string {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.path == nil {
+			b.WriteString(p.lit)
+		} else {
+			b.WriteString(placeholder)
+		}
+	}
+	return b.String()
+}
+
 func (t *Template) lookup(data map[string]any, path []string) (string, error) {
 	field := strings.Join(path, ".")
 	var cur any = data

@@ -128,3 +128,27 @@ func TestRenderURLEncodesPerComponent(t *testing.T) {
 		t.Errorf("Render = %q, fields %v", got, tm.Fields())
 	}
 }
+
+// Shape shows what a template's literal parts make of any value; RenderFunc passes each
+// value through a function that may refuse it.
+func TestShapeAndRenderFunc(t *testing.T) {
+	tpl, err := Parse("orders.{input.customer.id}.{run.key}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tpl.Shape("x"); got != "orders.x.x" {
+		t.Errorf("Shape = %q", got)
+	}
+	var fields []string
+	got, err := tpl.RenderFunc(data(t), func(field, v string) (string, error) {
+		fields = append(fields, field)
+		return strings.ToUpper(v), nil
+	})
+	if err != nil || got != "orders.C_1.SUB-8812" || strings.Join(fields, " ") != "input.customer.id run.key" {
+		t.Errorf("RenderFunc = %q, %v, fields %v", got, err, fields)
+	}
+	refused := errors.New("refused")
+	if _, err := tpl.RenderFunc(data(t), func(string, string) (string, error) { return "", refused }); !errors.Is(err, refused) {
+		t.Errorf("RenderFunc with a refusal: %v", err)
+	}
+}

@@ -10,6 +10,16 @@
 // Outcomes: a connection that cannot be made is retried (nothing was sent); a subject that
 // no stream captures is permanent (no stream stored it); an acknowledgement that does not
 // arrive leaves the outcome unknown, and the retry under the same id is safe.
+//
+// # Subjects
+//
+// A subject is tokens separated by dots, and a template field's value is spliced into one
+// token: a value holding a dot would add tokens (another subject, which another stream or
+// consumer may take), one holding "*" or ">" would be a wildcard, and white space or a
+// control character is no subject at all. Such a value is a permanent error before
+// anything is sent (reason subject_invalid), as is a message the client refuses before
+// sending it (too large for the server, a subject it does not accept): nothing was sent,
+// so the outcome is never unknown.
 package natsstep
 
 import (
@@ -17,8 +27,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +42,10 @@ import (
 
 // EnvURL names the environment variable with the NATS server URL(s) publish steps use.
 const EnvURL = "ONCEFLOW_NATS_URL"
+
+// ReasonSubjectInvalid is the review reason of a message whose subject, rendered from the
+// run's data, is not the subject the template describes (a value that is not one token).
+const ReasonSubjectInvalid = "subject_invalid"
 
 // Spec describes a nats step. Subject, header values and the body are templates over the
 // step's data.
@@ -100,6 +117,10 @@ func New(spec Spec, conn *Conn) (*Step, error) {
 	if s.subject, err = keytmpl.ParseStep(spec.Subject, vars); err != nil {
 		return nil, fmt.Errorf("nats subject: %w", err)
 	}
+	// The subject's own text, each field standing for one plain token.
+	if err := checkSubject(s.subject.Shape("x")); err != nil {
+		return nil, fmt.Errorf("nats subject %q: %w", spec.Subject, err)
+	}
 	if s.msg, err = keytmpl.CompileMessage(spec.Headers, spec.Body, vars); err != nil {
 		return nil, fmt.Errorf("nats %w", err) // "nats header NAME: …", "nats body: …"
 	}
@@ -117,9 +138,53 @@ type Output struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
+// checkSubject reports what makes subj no subject to publish to: an empty token, a
+// wildcard, white space or a control character.
+func checkSubject(subj string) error {
+	for _, tok := range strings.Split(subj, ".") {
+		if tok == "" {
+			return errors.New("a subject is tokens separated by single dots, none of them empty")
+		}
+		if err := checkToken(tok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkToken reports what makes tok no token of a subject to publish to.
+func checkToken(tok string) error {
+	for _, r := range tok {
+		switch {
+		case r == '*' || r == '>':
+			return fmt.Errorf("%q is a wildcard, which a message cannot be published to", r)
+		case unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError:
+			return fmt.Errorf("%q is white space or a control character, which a subject cannot hold", r)
+		}
+	}
+	return nil
+}
+
+// tokenValue checks that the value of a subject's field is one token.
+func tokenValue(field, v string) (string, error) {
+	err := checkToken(v)
+	if err == nil && strings.Contains(v, ".") {
+		err = errors.New("it holds a dot, which would add tokens to the subject")
+	}
+	if err != nil {
+		return "", &subjectError{fmt.Errorf("nats subject: field {%s} is %q, which is not one subject token: %w", field, v, err)}
+	}
+	return v, nil
+}
+
+// subjectError is a subject value that is not one token.
+type subjectError struct{ error }
+
+func (e *subjectError) Unwrap() error { return e.error }
+
 // render builds the message.
 func render(subject *keytmpl.Template, msg keytmpl.Message, data map[string]any) (string, map[string]string, []byte, error) {
-	subj, err := subject.Render(data)
+	subj, err := subject.RenderFunc(data, tokenValue)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -148,6 +213,10 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	}
 	subj, hs, body, err := render(s.subject, s.msg, data)
 	if err != nil {
+		var se *subjectError
+		if errors.As(err, &se) {
+			return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonSubjectInvalid, Err: err}
+		}
 		return nil, onceflow.PermanentError(err)
 	}
 	js, err := s.conn.JetStream()
@@ -164,6 +233,10 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	defer cancel()
 	ack, err := js.PublishMsg(ctx, msg)
 	switch {
+	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrHeadersNotSupported),
+		errors.Is(err, nats.ErrBadHeaderMsg), errors.Is(err, nats.ErrInvalidMsg):
+		// The client refused the message before sending it.
+		return nil, onceflow.PermanentError(fmt.Errorf("publish to %s: not sent: %w", subj, err))
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return nil, onceflow.PermanentError(fmt.Errorf("no JetStream stream captures subject %q: create a stream for it, or fix the subject", subj))
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrDisconnected):

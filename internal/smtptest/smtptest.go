@@ -1,5 +1,6 @@
 // Package smtptest is a minimal SMTP server for tests: it accepts every message on a
-// loopback port, without TLS or authentication, and keeps the subject of each.
+// loopback port, without TLS or authentication, and keeps each as it arrived: the
+// envelope (MAIL FROM and RCPT TO, as the client wrote them), the text and the subject.
 package smtptest
 
 import (
@@ -17,7 +18,19 @@ type Sink struct {
 
 	mu       sync.Mutex
 	subjects []string
+	messages []Message
 	wg       sync.WaitGroup
+}
+
+// Message is one accepted message.
+type Message struct {
+	// From and To are the envelope's paths as the client wrote them, angle brackets
+	// included and parameters (BODY=8BITMIME) left out: "<noreply@example.com>".
+	From string
+	To   []string
+	// Data is the message text, CRLF line ends, dots unstuffed.
+	Data    string
+	Subject string
 }
 
 // New starts a sink that stops when the test ends.
@@ -48,6 +61,13 @@ func (s *Sink) Count() int {
 	return len(s.subjects)
 }
 
+// Messages returns the accepted messages, in order.
+func (s *Sink) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.messages...)
+}
+
 // Subjects returns the subjects of the accepted messages, in order.
 func (s *Sink) Subjects() []string {
 	s.mu.Lock()
@@ -60,6 +80,14 @@ func (s *Sink) serve(c net.Conn) {
 	r := bufio.NewReader(c)
 	say := func(line string) { _, _ = c.Write([]byte(line + "\r\n")) }
 	say("220 sink ESMTP")
+	var msg Message
+	path := func(line, prefix string) string { // the path after "MAIL FROM:" or "RCPT TO:", without parameters
+		arg := strings.TrimSpace(strings.TrimRight(line, "\r\n")[len(prefix):])
+		if i := strings.LastIndexByte(arg, '>'); i >= 0 {
+			arg = arg[:i+1]
+		}
+		return arg
+	}
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -70,11 +98,18 @@ func (s *Sink) serve(c net.Conn) {
 		case strings.HasPrefix(cmd, "EHLO"), strings.HasPrefix(cmd, "HELO"):
 			say("250-sink")
 			say("250 8BITMIME")
-		case strings.HasPrefix(cmd, "MAIL"), strings.HasPrefix(cmd, "RCPT"), strings.HasPrefix(cmd, "RSET"), strings.HasPrefix(cmd, "NOOP"):
+		case strings.HasPrefix(cmd, "MAIL FROM:"):
+			msg = Message{From: path(line, "MAIL FROM:")}
+			say("250 ok")
+		case strings.HasPrefix(cmd, "RCPT TO:"):
+			msg.To = append(msg.To, path(line, "RCPT TO:"))
+			say("250 ok")
+		case strings.HasPrefix(cmd, "RSET"), strings.HasPrefix(cmd, "NOOP"):
 			say("250 ok")
 		case cmd == "DATA":
 			say("354 go ahead")
 			subject, inSubject := "", false
+			var data strings.Builder
 			for {
 				l, err := r.ReadString('\n')
 				if err != nil {
@@ -83,6 +118,7 @@ func (s *Sink) serve(c net.Conn) {
 				if l == ".\r\n" {
 					break
 				}
+				data.WriteString(strings.TrimPrefix(l, "."))
 				if v, ok := strings.CutPrefix(l, "Subject: "); ok && subject == "" {
 					subject, inSubject = strings.TrimSpace(v), true
 				} else if inSubject && (strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")) {
@@ -91,9 +127,12 @@ func (s *Sink) serve(c net.Conn) {
 					inSubject = false
 				}
 			}
+			msg.Data, msg.Subject = data.String(), subject
 			s.mu.Lock()
 			s.subjects = append(s.subjects, subject)
+			s.messages = append(s.messages, msg)
 			s.mu.Unlock()
+			msg = Message{}
 			say("250 queued")
 		case cmd == "QUIT":
 			say("221 bye")

@@ -12,6 +12,22 @@
 // (a lease that expired while the first was still running) collide on the table's primary
 // key; the loser rolls back and reports the winner's result.
 //
+// # One transaction, or none
+//
+// A statement that ends that transaction would commit the changes before it without the
+// key, and let the key commit on its own afterwards. New refuses them (CheckStatement):
+// transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, SET autocommit, XA) and the
+// statements MySQL and MariaDB commit implicitly — DDL (CREATE, ALTER, DROP, RENAME,
+// TRUNCATE), LOCK and UNLOCK TABLES, GRANT, FLUSH, ANALYZE and the rest of their list —
+// on every database, since a workflow file does not say which one its DSN names. A
+// statement the text does not betray (a procedure that commits) is caught at run time:
+// before the key is written, and after a statement fails or a guard does not match, the
+// attempt checks that its transaction is still open (@@in_transaction on MariaDB, the
+// transaction's id on PostgreSQL; MySQL has no such variable, so there the compile-time
+// refusal is the whole protection). If it is not, the attempt fails permanently with reason
+// transaction_ended and writes no key: what the statements changed may be committed, and
+// applying them again would repeat it.
+//
 // The table is created by a migration the operator runs (onceflow migrate --target VAR),
 // never silently: an attempt against a database without it is a permanent error that says
 // so.
@@ -59,6 +75,12 @@ const ReasonRowsUnexpected = "rows_unexpected"
 // ReasonNotMigrated is the review reason of a database without the onceflow_applied table.
 const ReasonNotMigrated = "database_not_migrated"
 
+// ReasonTransactionEnded is the review reason of an attempt whose transaction ended before
+// the effect key was written: a statement committed or rolled back on its own (a
+// procedure that commits, DDL prepared from a string). What the statements before it did
+// may be committed; the key is not written, and the step is not retried.
+const ReasonTransactionEnded = "transaction_ended"
+
 // Table is the name of the table that records applied effect keys in a business database.
 const Table = "onceflow_applied"
 
@@ -103,8 +125,17 @@ type compiled struct {
 }
 
 // CheckStatement reports why a statement's text cannot be used: a template field in SQL
-// text would splice a value into it.
+// text would splice a value into it, and a statement that ends the step's transaction
+// (transaction control, and DDL, LOCK TABLES and the other statements MySQL and MariaDB
+// commit implicitly) would commit changes without the effect key.
 func CheckStatement(query string) error {
+	if err := checkFields(query); err != nil {
+		return err
+	}
+	return checkTransaction(query)
+}
+
+func checkFields(query string) error {
 	if strings.TrimSpace(query) == "" {
 		return errors.New("query is empty")
 	}
@@ -119,8 +150,10 @@ var fieldRE = regexp.MustCompile(`\{\s*(input|steps|run|env|workflow|step)(\.[^{
 
 var rowsRE = regexp.MustCompile(`(?is)^\s*(\(\s*)*(select|with|show|values|table)\b|\breturning\b`)
 
-// New compiles spec on db.
-func New(spec Spec, db *DB) (*Step, error) {
+// New compiles spec on db. It refuses the statements CheckStatement refuses.
+func New(spec Spec, db *DB) (*Step, error) { return compile(spec, db, CheckStatement) }
+
+func compile(spec Spec, db *DB, check func(query string) error) (*Step, error) {
 	if len(spec.Statements) == 0 {
 		return nil, errors.New("a sql step needs at least one statement")
 	}
@@ -129,7 +162,7 @@ func New(spec Spec, db *DB) (*Step, error) {
 	}
 	s := &Step{spec: spec, db: db}
 	for i, st := range spec.Statements {
-		if err := CheckStatement(st.Query); err != nil {
+		if err := check(st.Query); err != nil {
 			return nil, fmt.Errorf("statement %d: %w", i+1, err)
 		}
 		c := compiled{query: st.Query, expect: st.ExpectRows, rows: rowsRE.MatchString(st.Query)}
@@ -209,13 +242,26 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 		return nil, s.db.classify(err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	mark, err := s.db.txMark(ctx, tx)
+	if err != nil {
+		return nil, s.db.classify(err)
+	}
 	res := &Result{}
 	for i, c := range s.stmts {
 		sr, err := run(ctx, tx, c, args[i])
 		if err != nil {
+			// A statement that failed after the transaction ended (an ALTER TABLE that
+			// committed, then timed out waiting for its lock) may leave changes committed:
+			// retrying would apply them again.
+			if open, cerr := s.db.txOpen(ctx, tx, mark); cerr == nil && !open {
+				return nil, transactionEnded(i+1, err)
+			}
 			return nil, s.db.classify(fmt.Errorf("statement %d: %w", i+1, err))
 		}
 		if c.expect != nil && sr.RowsAffected != int64(*c.expect) {
+			if open, cerr := s.db.txOpen(ctx, tx, mark); cerr == nil && !open {
+				return nil, transactionEnded(i+1, fmt.Errorf("it changed %d rows, expected %d (expect_rows)", sr.RowsAffected, *c.expect))
+			}
 			_ = tx.Rollback()
 			// An attempt racing this one (a lease that expired while it ran) may have
 			// applied the key meanwhile, which is why the rows no longer match.
@@ -238,6 +284,14 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	stored, err := json.Marshal(res)
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
+	}
+	// The key is written only inside the transaction of the statements: if that ended
+	// (a statement the compile-time check could not see), the key would commit on its own.
+	switch open, err := s.db.txOpen(ctx, tx, mark); {
+	case err != nil:
+		return nil, s.db.classify(fmt.Errorf("check that the transaction is open: %w", err))
+	case !open:
+		return nil, transactionEnded(len(s.stmts), nil)
 	}
 	if _, err := tx.ExecContext(ctx, s.db.insertSQL(), sc.EffectKey, string(stored), sc.Workflow, sc.RunID, sc.Step); err != nil {
 		_ = tx.Rollback()
@@ -432,6 +486,57 @@ func (d *DB) lookup(ctx context.Context, db *sql.DB, key string) (*Result, bool,
 	}
 	res.Replayed = true
 	return res, true, nil
+}
+
+// transactionEnded is the permanent error of an attempt whose transaction ended before the
+// effect key was written, found at statement n (cause is what went wrong there, if
+// anything).
+func transactionEnded(n int, cause error) error {
+	why := fmt.Sprintf("the transaction of the step's statements ended before the effect key was written (found after statement %d)", n)
+	if cause != nil {
+		why = fmt.Sprintf("statement %d failed after the transaction of the step's statements had ended (%v)", n, cause)
+	}
+	return &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonTransactionEnded, Err: fmt.Errorf(
+		"%s: a statement committed or rolled back on its own — transaction control, or DDL, LOCK TABLES or another statement that MySQL and MariaDB commit implicitly, perhaps in a procedure it calls; "+
+			"what the statements changed may be committed without the key, so the step is not retried: check the database, and remove the statement from the step", why)}
+}
+
+// txMark returns what txOpen compares with to tell that tx is still the transaction it
+// was: on PostgreSQL, the transaction's id (assigned now); nothing on MySQL and MariaDB,
+// which say whether a transaction is open.
+func (d *DB) txMark(ctx context.Context, tx *sql.Tx) (int64, error) {
+	if d.mysql {
+		return 0, nil
+	}
+	var id int64
+	if err := tx.QueryRowContext(ctx, "SELECT txid_current()").Scan(&id); err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	return id, nil
+}
+
+// txOpen reports whether tx is still the open transaction txMark saw begin: a statement
+// run in it may have committed it (MySQL's implicit commits, a COMMIT), after which the
+// connection runs each statement in a transaction of its own.
+func (d *DB) txOpen(ctx context.Context, tx *sql.Tx, mark int64) (bool, error) {
+	if d.mysql {
+		var open int
+		err := tx.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 {
+			// MySQL has no in_transaction, nor another reliable way to ask: there the
+			// refusal of such statements when the step is compiled is the protection.
+			return true, nil
+		}
+		return open > 0, err
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, "SELECT txid_current()").Scan(&id)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "25P02" {
+		return true, nil // a failed statement aborted the transaction, which is still open
+	}
+	return err == nil && id == mark, err
 }
 
 func (d *DB) duplicate(err error) bool {

@@ -108,8 +108,9 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if len(ps) > 0 {
 		return onceflowhttp.ReloadResult{}, ps
 	}
-	// Last, as it declares the files' limits when they are all valid.
-	wfs, err := flowfile.Build(defs, r.deps)
+	// The files' limits are declared once the client took the new definitions: a reload
+	// that is refused leaves them as they were.
+	wfs, declareLimits, err := flowfile.BuildPending(defs, r.deps)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
@@ -125,6 +126,7 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
+	declareLimits()
 	if r.server != nil {
 		r.server.SetDefinitions(defs)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -263,5 +265,126 @@ func TestReloadKeepsTheMasks(t *testing.T) {
 	}
 	if _, err := a.reloadWorkflows(context.Background()); err != nil {
 		t.Fatalf("reload of the files as they were: %v", err)
+	}
+}
+
+// A reload that is refused, whatever refuses it, changes nothing and the server keeps
+// serving what it served: a file nested deeper than the YAML parser can afford (which
+// used to take the server's memory), a file too large to read, and a set of files that
+// only the engine refuses (a workflow named as a schedule's fan-out) and that declares a
+// limit — afterwards the limit can still be declared otherwise, as it never took effect.
+func TestRefusedReloadChangesNothing(t *testing.T) {
+	dest := newCountingDest(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", workflowFile("a"))
+	const admin, ingest = "admin-secret-0123456789", "ingest-secret-0123456789"
+	c := startCommand(t, []string{"RELOAD_DEST=" + dest.URL, "ONCEFLOW_API_TOKENS=ops:admin:" + admin + ",site:ingest:" + ingest},
+		"serve", "--db", "sqlite://"+filepath.Join(t.TempDir(), "r.db"), "--workflows", dir, "--addr", "127.0.0.1:0",
+		"--allow-net", "127.0.0.1/32")
+	base := c.waitLog("onceflow serving", 1)["addr"].(string)
+	call := func(method, path, token, key, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err) // the server went away
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	served := func() []string {
+		t.Helper()
+		code, body := call("GET", "/v1/workflows", ingest, "", "")
+		if code != http.StatusOK {
+			t.Fatalf("GET /v1/workflows: %d %v", code, body)
+		}
+		var names []string
+		for _, w := range body["workflows"].([]any) {
+			names = append(names, w.(map[string]any)["name"].(string))
+		}
+		return names
+	}
+	starts := 0
+	refused := func(what string, wantFile, wantMessage string, wantLine bool) {
+		t.Helper()
+		code, body := call("POST", "/v1/admin/reload", admin, "", "")
+		ps, _ := body["problems"].([]any)
+		if code != http.StatusUnprocessableEntity || len(ps) == 0 {
+			t.Fatalf("%s: reload answered %d %v, want 422 with problems", what, code, body)
+		}
+		found := false
+		for _, p := range ps {
+			p := p.(map[string]any)
+			line, _ := p["line"].(float64)
+			if strings.HasSuffix(p["file"].(string), wantFile) && strings.Contains(p["message"].(string), wantMessage) && (!wantLine || line > 0) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: problems %v, want one in %s saying %q", what, ps, wantFile, wantMessage)
+		}
+		if got := served(); len(got) != 1 || got[0] != "a" {
+			t.Errorf("%s: served workflows %v after the refused reload, want [a]", what, got)
+		}
+		starts++
+		id := strconv.Itoa(starts)
+		if code, body := call("POST", "/v1/workflows/a/runs", ingest, "key-"+id, `{"id": "`+id+`"}`); code != http.StatusCreated {
+			t.Fatalf("%s: start a after the refused reload: %d %v", what, code, body)
+		}
+		waitFor(t, what+": the run's step reached the destination", func() bool { return dest.count("/a") == starts })
+	}
+
+	// 20 KB of nested lists: 357 MB to parse before the bound; refused at its line.
+	deep := workflowFile("deep") + "      extra: " + strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000) + "\n"
+	writeFile(t, dir, "deep.yaml", strings.Replace(deep, "    http: {url: \"{env.RELOAD_DEST}/deep\", body: {id: \"{input.id}\"}}\n",
+		"    http:\n      url: \"{env.RELOAD_DEST}/deep\"\n      body:\n        id: \"{input.id}\"\n", 1))
+	refused("a deeply nested file", "deep.yaml", "nest more than 64 levels deep", true)
+	if err := os.Remove(filepath.Join(dir, "deep.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	writeFile(t, dir, "big.yaml", workflowFile("big")+strings.Repeat("# padding padding padding padding padding padding\n", 6000))
+	refused("a file of 300 KB", "big.yaml", "more than 262144 bytes", false)
+	if err := os.Remove(filepath.Join(dir, "big.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Files that every check of the files accepts and the engine refuses.
+	const schedule = `name: inv
+schedule:
+  cron: "0 9 1 * *"
+  timezone: UTC
+  run_key: "inv:{item.id}:{schedule.period}"
+  for_each: {url: "{env.RELOAD_DEST}/list", items: data}
+steps:
+  - id: call
+    kind: http
+    effect_key: "inv:{input.item.id}:{input.schedule.period}"
+    http: {url: "{env.RELOAD_DEST}/inv", body: {id: "{input.item.id}"}}
+`
+	writeFile(t, dir, "inv.yaml", schedule)
+	limited := func(n int) string {
+		return "limits:\n  - {host: \"" + strings.TrimPrefix(dest.URL, "http://") + "\", concurrency: " + strconv.Itoa(n) + "}\n"
+	}
+	writeFile(t, dir, "clash.yaml", strings.Replace(workflowFile("clash"), "name: clash\n", "name: inv.for-each\n"+limited(1), 1))
+	refused("a workflow named as a schedule's fan-out", "", "fan-out workflow", false)
+	if err := os.Remove(filepath.Join(dir, "clash.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Fixed, and with the limit declared otherwise: the refused reloads left nothing behind.
+	writeFile(t, dir, "b.yaml", limited(2)+workflowFile("b"))
+	code, body := call("POST", "/v1/admin/reload", admin, "", "")
+	if code != http.StatusOK {
+		t.Fatalf("reload of the fixed files: %d %v", code, body)
+	}
+	if got := served(); !slices.Contains(got, "b") || !slices.Contains(got, "inv") {
+		t.Fatalf("served workflows %v, want b and inv among them", got)
 	}
 }
