@@ -150,7 +150,8 @@ type pauseView struct {
 }
 
 // workflowPause is POST /v1/workflows/{name}/pause and …/resume: 200 with the new state;
-// changed is false when it already was so.
+// changed is false when it already was so; 404 for a name that is not registered, has no
+// runs and is not paused.
 func (s *Server) workflowPause(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	note, err := s.readNote(w, r)
@@ -164,8 +165,12 @@ func (s *Server) workflowPause(w http.ResponseWriter, r *http.Request) error {
 	}
 	changed, err := do(r.Context(), name, actor(r), note)
 	var de *onceflow.DefinitionError
-	if errors.As(err, &de) {
+	switch {
+	case errors.As(err, &de):
 		return newProblem(http.StatusBadRequest, "invalid-workflow-name", "Invalid workflow name", fmt.Sprintf("%q is not a workflow name", name))
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		return newProblem(http.StatusNotFound, "workflow-not-found", "Workflow not found",
+			fmt.Sprintf("no workflow %q is registered, has runs or is paused; nothing was changed", name))
 	}
 	if err != nil {
 		return err
