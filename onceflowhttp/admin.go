@@ -68,12 +68,11 @@ func (s *Server) hook(name string) (*flowfile.Definition, bool) {
 }
 
 func (s *Server) adminRoutes() {
-	admin := func(h handlerFunc) http.Handler { return s.auth(ScopeAdmin, s.handle(h)) }
-	s.mux.Handle("POST /v1/admin/reload", admin(s.reload))
-	s.mux.Handle("POST /v1/runs/{id}/cancel", admin(s.runCancel))
-	s.mux.Handle("POST /v1/workflows/{name}/pause", admin(s.workflowPause))
-	s.mux.Handle("POST /v1/workflows/{name}/resume", admin(s.workflowPause))
-	s.mux.Handle("GET /v1/pauses", s.auth(ScopeRead, s.handle(s.pauseList)))
+	s.handleFunc("POST /v1/admin/reload", ScopeAdmin, nil, s.reload)
+	s.handleFunc("POST /v1/runs/{id}/cancel", ScopeAdmin, nil, s.runCancel)
+	s.handleFunc("POST /v1/workflows/{name}/pause", ScopeAdmin, nil, s.workflowPause)
+	s.handleFunc("POST /v1/workflows/{name}/resume", ScopeAdmin, nil, s.workflowPause)
+	s.handleFunc("GET /v1/pauses", ScopeRead, nil, s.pauseList)
 }
 
 // noteBody is the body of cancel, pause and resume: an optional note for the audit trail.

@@ -163,6 +163,9 @@ type Server struct {
 	digests [][sha256.Size]byte
 	callers []onceflow.Caller
 
+	// routes are the routes added with handleRoute, with the query parameters each takes.
+	routes []route
+
 	mu       sync.Mutex
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
 }
@@ -192,21 +195,21 @@ func newServer(cfg config) *Server {
 		s.callers = append(s.callers, t.Caller())
 	}
 	s.SetDefinitions(cfg.Workflows)
-	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
-	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
-	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
-	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeRead, s.handle(s.getRun)))
-	s.mux.Handle("GET /v1/runs", s.auth(ScopeRead, s.handle(s.listRuns)))
-	s.mux.Handle("GET /v1/schedules", s.auth(ScopeRead, s.handle(s.listSchedules)))
+	s.handleFunc("GET /v1/openapi.json", "", nil, s.openAPI)
+	s.handleFunc("GET /v1/workflows", ScopeIngest, nil, s.listWorkflows)
+	s.handleFunc("POST /v1/workflows/{name}/runs", ScopeIngest, nil, s.startRun)
+	s.handleFunc("GET /v1/runs/{id}", ScopeRead, nil, s.getRun)
+	s.handleFunc("GET /v1/runs", ScopeRead, []string{"workflow", "state", "entity", "key", "limit", "before"}, s.listRuns)
+	s.handleFunc("GET /v1/schedules", ScopeRead, []string{"next"}, s.listSchedules)
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
-	s.adminRoutes()  // reload (admin.go)
-	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
-	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {
+	s.adminRoutes()  // reload, cancel, pause (admin.go)
+	s.handleFunc("POST /hooks/{name}", "", nil, s.webhook)
+	s.handleFunc("GET /healthz", "", nil, func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}))
-	s.mux.Handle("GET /readyz", s.handle(s.ready))
+	})
+	s.handleFunc("GET /readyz", "", nil, s.ready)
 	if cfg.MetricsHandler != nil {
-		s.mux.Handle("GET /metrics", cfg.MetricsHandler)
+		s.handleRoute("GET /metrics", "", nil, cfg.MetricsHandler)
 	}
 	s.mux.Handle("/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusNotFound, "not-found", "Not found", r.Method+" "+r.URL.Path+" is not part of the API")
