@@ -184,3 +184,49 @@ func TestStartsAreAuditedWithTheirCaller(t *testing.T) {
 		t.Fatalf("start events' actors %v", actors)
 	}
 }
+
+// A captured signed delivery replayed with a fresh Idempotency-Key header starts nothing:
+// a webhook's run key comes from what the signature covers (the provider's event id),
+// never from a header nobody signed — for every scheme.
+func TestWebhookReplayWithAFreshIdempotencyKeyStartsNothing(t *testing.T) {
+	for _, sc := range []struct{ scheme, eventID string }{
+		{"stripe", `"{input.id}"`}, {"standard-webhooks", `""`}, {"github", `"{input.id}"`}, {"hmac", `"{input.id}"`},
+	} {
+		t.Run(sc.scheme, func(t *testing.T) {
+			b := setup(t, fmt.Sprintf(paymentYAML, "payments", sc.scheme, sc.eventID))
+			scheme, err := webhook.ParseScheme(sc.scheme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := webhook.Config{Scheme: scheme, Secrets: []string{b.env["HOOK_SECRET"]}, Header: "X-Signature", Prefix: "sha256="}
+			if scheme != webhook.HMAC {
+				cfg.Header, cfg.Prefix = "", ""
+			}
+			event := `{"id": "evt_7", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "7"}}}}`
+			h, err := webhook.Sign(cfg, 0, "evt_7", b.now, []byte(event))
+			if err != nil {
+				t.Fatal(err)
+			}
+			captured := map[string]string{}
+			for k := range h {
+				captured[k] = h.Get(k)
+			}
+			first := b.do("POST", "/hooks/payments", "", captured, event)
+			wantStatus(t, first, http.StatusOK, "")
+			for i, key := range []string{"replay-1", "replay-2"} {
+				replayed := map[string]string{"Idempotency-Key": key}
+				for k, v := range captured {
+					replayed[k] = v
+				}
+				again := b.do("POST", "/hooks/payments", "", replayed, event)
+				wantStatus(t, again, http.StatusOK, "")
+				if again.json["duplicate"] != true || again.json["run_id"] != first.json["run_id"] || again.json["event_id"] != first.json["event_id"] {
+					t.Fatalf("replay %d with Idempotency-Key %s: %s, want the first delivery's run (%s)", i+1, key, again.body, first.body)
+				}
+			}
+			if runs := b.runs(); len(runs) != 1 {
+				t.Fatalf("%d runs after a delivery and its replays, want 1", len(runs))
+			}
+		})
+	}
+}
