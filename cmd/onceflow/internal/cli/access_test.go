@@ -182,3 +182,18 @@ func TestReloadChecksTokenLists(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// serve refuses to start when a token's list names a workflow that does not exist,
+// naming the token and the workflow, never the secret.
+func TestServeRefusesATokenListNamingAMissingWorkflow(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "lead.yaml"), []byte("name: website-lead\nsteps:\n  - id: crm\n    kind: http\n    http: {url: \"https://crm.example/leads\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "web-secret-0123456789abcdef"
+	t.Setenv("ONCEFLOW_API_TOKENS", "web:ingest:workflows=website-leads:"+secret)
+	r := run(t, "serve", "--db", "sqlite://"+filepath.Join(dir, "onceflow.db"), "--workflows", dir, "--addr", "127.0.0.1:0")
+	if r.code != exitError || !strings.Contains(r.stderr, `API token "web" names workflow "website-leads", which is not registered`) || strings.Contains(r.stderr, secret) {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
