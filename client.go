@@ -318,12 +318,13 @@ func runFrom(r *store.Run, dup bool) *Run {
 // arrive while the previous one commits (see Config.MaxBatch); a key another process
 // started is found there by the unique constraint.
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
-	return c.startAs(ctx, workflow, runKey, input, "api")
+	return c.startAs(ctx, nil, workflow, runKey, input, "api")
 }
 
-// startAs is Start with the actor the audit events name.
-func (c *Client) startAs(ctx context.Context, workflow, runKey string, input any, actor string) (*Run, error) {
-	p, err := c.runInsertParams(workflow, runKey, input)
+// startAs is Start with the actor the audit events name, on behalf of by when it is not
+// nil (see StartFrom).
+func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey string, input any, actor string) (*Run, error) {
+	p, err := c.runInsertParams(by, workflow, runKey, input)
 	if err != nil {
 		return nil, err
 	}
@@ -361,10 +362,10 @@ func (c *Client) Flush(ctx context.Context) error {
 	return errors.Join(c.starts.Flush(ctx), c.records.Flush(ctx), c.flushWrites(ctx))
 }
 
-// runInsertParams validates a start of workflow and builds the run to insert: Start and
-// StartTx share it.
-func (c *Client) runInsertParams(workflow, runKey string, input any) (store.RunInsertParams, error) {
-	def, err := c.workflow(workflow)
+// runInsertParams validates a start of workflow, on behalf of by when it is not nil (see
+// MayStart), and builds the run to insert: Start, StartFrom and StartTx share it.
+func (c *Client) runInsertParams(by *Caller, workflow, runKey string, input any) (store.RunInsertParams, error) {
+	def, err := c.workflowFor(workflow, by)
 	if err != nil {
 		return store.RunInsertParams{}, err
 	}

@@ -60,7 +60,9 @@ func (c *Client) CancelRun(ctx context.Context, id int64, actor, note string) (*
 // still accepted and stored, but no client claims their steps until ResumeWorkflow (steps
 // already running finish). This client stops claiming at once; other clients, in other
 // processes, within Config.PauseRefresh. It reports false when the workflow was already
-// paused. The name need not be registered with this client.
+// paused. The name need not be registered with this client, but it must be known: a name
+// that is not registered, has no run stored and is not paused is refused with
+// ErrWorkflowNotFound (a misspelt name would otherwise be paused for nothing).
 func (c *Client) PauseWorkflow(ctx context.Context, workflow, actor, note string) (bool, error) {
 	return c.setPaused(ctx, workflow, actor, note, true)
 }
@@ -77,11 +79,20 @@ func (c *Client) setPaused(ctx context.Context, workflow, actor, note string, pa
 	if actor == "" {
 		return false, errors.New("onceflow: pause: the actor is required")
 	}
-	p := store.WorkflowPauseParams{Workflow: workflow, Actor: actor, Note: note, Now: c.cfg.Clock()}
 	op, do := "pause", c.store.WorkflowPause
 	if !pause {
 		op, do = "resume", c.store.WorkflowResume
 	}
+	// A name no process could mean — a typo — is not paused for ever in silence.
+	known, err := c.workflowKnown(ctx, workflow)
+	if err != nil {
+		return false, fmt.Errorf("onceflow: %s %s: %w", op, workflow, err)
+	}
+	if !known {
+		return false, fmt.Errorf("onceflow: %s %s: no workflow of that name is registered with this client, has runs or is paused: %w",
+			op, workflow, ErrWorkflowNotFound)
+	}
+	p := store.WorkflowPauseParams{Workflow: workflow, Actor: actor, Note: note, Now: c.cfg.Clock()}
 	changed, err := do(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("onceflow: %s %s: %w", op, workflow, err)
@@ -100,6 +111,26 @@ func (c *Client) setPaused(ctx context.Context, workflow, actor, note string, pa
 		c.poke()
 	}
 	return changed, nil
+}
+
+// workflowKnown reports whether name is a workflow pause and resume may act on: one
+// registered with this client, with a run stored, or paused.
+func (c *Client) workflowKnown(ctx context.Context, name string) (bool, error) {
+	if _, err := c.workflow(name); err == nil {
+		return true, nil
+	}
+	paused, err := c.store.WorkflowPauseList(ctx)
+	if err != nil {
+		return false, err
+	}
+	if slices.ContainsFunc(paused, func(wp store.WorkflowPause) bool { return wp.Workflow == name }) {
+		return true, nil
+	}
+	runs, err := c.store.RunList(ctx, store.RunListParams{Workflow: name, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(runs) > 0, nil
 }
 
 // PausedWorkflows lists the paused workflows, by name.

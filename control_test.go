@@ -165,3 +165,38 @@ func TestPauseWorkflowIsDurable(t *testing.T) {
 		t.Errorf("pause of a bad name: %v", err)
 	}
 }
+
+// A name that is not registered, has no run and is not paused — a typo — is neither
+// paused nor resumed: ErrWorkflowNotFound, and nothing is stored. A name known by its runs
+// or by its pause alone is acted on, registered here or not.
+func TestPauseUnknownWorkflow(t *testing.T) {
+	b := setup(t)
+	for _, do := range []func(context.Context, string, string, string) (bool, error){b.client.PauseWorkflow, b.client.ResumeWorkflow} {
+		if changed, err := do(b.ctx, "does-not-exist", "ops", ""); !errors.Is(err, onceflow.ErrWorkflowNotFound) || changed {
+			t.Fatalf("pause or resume of an unknown workflow: %v %v", changed, err)
+		}
+	}
+	if list, err := b.client.PausedWorkflows(b.ctx); err != nil || len(list) != 0 {
+		t.Fatalf("paused after refusals: %v %v", list, err)
+	}
+	// Runs of a workflow this client does not register (another process does).
+	if _, _, err := b.store.RunInsert(b.ctx, store.RunInsertParams{Workflow: "elsewhere", RunKey: "k", Input: []byte(`{}`), InputHash: "h",
+		Steps: []store.StepInsert{{Name: "s"}}, Actor: "test", Now: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := b.client.PauseWorkflow(b.ctx, "elsewhere", "ops", ""); err != nil || !changed {
+		t.Fatalf("pause of a workflow with runs: %v %v", changed, err)
+	}
+	// Known by its pause alone: a second client, without its runs' workflow registered.
+	c2, err := onceflow.New(onceflow.Config{Store: b.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.register(t, onceflow.Workflow{Name: "fresh", Steps: []onceflow.Step{{ID: "s", Do: noop}}})
+	if changed, err := b.client.PauseWorkflow(b.ctx, "fresh", "ops", ""); err != nil || !changed {
+		t.Fatalf("pause of a registered workflow without runs: %v %v", changed, err)
+	}
+	if changed, err := c2.ResumeWorkflow(b.ctx, "fresh", "ops", ""); err != nil || !changed {
+		t.Fatalf("resume of a paused workflow the client does not know: %v %v", changed, err)
+	}
+}

@@ -79,6 +79,16 @@
 // run per item of a list fetched when the tick fires. Step.Delay and Step.NotBefore make a
 // step wait, durably, before it runs.
 //
+// # Who may start a workflow from outside
+//
+// Start is the program's own call. Entry points open to the outside — an HTTP API, a
+// webhook — start runs with StartFrom on behalf of a Caller (a token, a webhook), and one
+// rule decides, for all of them, whether it may (Workflow.Access, Client.MayStart): the
+// engine's own workflows (fan-out walkers, rejected-message companions, notification
+// channels) do not exist for any caller, a workflow a schedule or a queue feeds is closed
+// to tokens unless its Access opens it, and a token's list and a workflow's tokens
+// restrict. The audit trail names the caller as the run's starter.
+//
 // # Working the review queue
 //
 // Client.ReviewList lists the parked steps with their reasons. A person retries one with

@@ -27,7 +27,7 @@ func (c *Client) fanOutWorkflow(sd *scheduleDef) Workflow {
 	if timeout == 0 {
 		timeout = 5 * time.Minute
 	}
-	return Workflow{Name: sd.Name + fanOutSuffix, Entity: "schedule:" + sd.Name, Steps: []Step{{
+	return Workflow{Name: sd.Name + fanOutSuffix, Entity: "schedule:" + sd.Name, Access: Access{Internal: true}, Steps: []Step{{
 		ID: "for-each", Do: c.fanOutStep(sd), Retry: sd.ForEach.Retry, Timeout: timeout,
 	}}}
 }
@@ -169,7 +169,7 @@ func (c *Client) startItems(ctx context.Context, sd *scheduleDef, tick Tick, ite
 			}
 			if errors.Is(err, store.ErrNotFound) {
 				var run *Run
-				if run, err = c.startAs(ctx, sd.Workflow, key, input, store.ActorScheduler); err == nil {
+				if run, err = c.startAs(ctx, nil, sd.Workflow, key, input, store.ActorScheduler); err == nil {
 					mu.Lock()
 					if run.Duplicate {
 						existing++

@@ -236,7 +236,7 @@ func (c *Client) startAlert(ctx context.Context, p *NotifyPolicy, inc *store.Inc
 // started under the key is the same message: started by another process, or by this one
 // before it crashed; its input may differ if the policy changed meanwhile, and it stands.
 func (c *Client) startNotification(ctx context.Context, channel, runKey string, a Alert) error {
-	p, err := c.runInsertParams(channel, runKey, a)
+	p, err := c.runInsertParams(nil, channel, runKey, a)
 	if err != nil {
 		return err
 	}

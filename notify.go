@@ -178,6 +178,7 @@ func (ch *NotifyChannel) workflow() Workflow {
 		Name:          ch.Name,
 		Entity:        "incident:{input.incident}",
 		RequiredInput: []string{"kind", "incident"},
+		Access:        Access{Internal: true},
 		Steps:         []Step{{ID: notifySendStep, Do: ch.Send, Retry: ch.Retry, OnUnknown: ch.OnUnknown, Timeout: ch.Timeout}},
 	}
 }

@@ -378,7 +378,7 @@ func (c *Client) fireTick(ctx context.Context, sd *scheduleDef, t Tick) (*Run, e
 		}
 		key = k
 	}
-	run, err := c.startAs(ctx, wf, key, input, store.ActorScheduler)
+	run, err := c.startAs(ctx, nil, wf, key, input, store.ActorScheduler)
 	var ce *RunConflictError
 	if errors.As(err, &ce) {
 		// The tick ran with another input (the schedule was changed since): it ran, and is

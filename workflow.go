@@ -29,6 +29,10 @@ type Workflow struct {
 	Redact []string
 	// Steps form a DAG through their Needs.
 	Steps []Step
+	// Access says who may start runs from outside the program: which API tokens, and
+	// whether a request may start it at all (see Access). The zero value lets every
+	// token start it unless a schedule feeds it.
+	Access Access
 }
 
 // StepFunc performs a step's effect. It returns the step's output (anything encoding/json
@@ -216,6 +220,7 @@ func compile(w Workflow) (*workflowDef, error) {
 		}
 		def.required = append(def.required, t)
 	}
+	w.Access.check(func(field, format string, args ...any) { bad("", field, format, args...) })
 	for _, f := range w.Redact {
 		if redact.CheckField(f) != nil {
 			bad("", "redact", "redact field %q is not a dotted field path such as customer.email", f)

@@ -139,6 +139,8 @@ type Definition struct {
 	Limits []LimitDef `yaml:"limits"`
 	// Schedule starts the workflow on the clock (see ScheduleDef).
 	Schedule *ScheduleDef `yaml:"schedule"`
+	// API says which API tokens may start the workflow (see APIDef).
+	API *APIDef `yaml:"api"`
 
 	file string
 	ast  *ast.File
@@ -470,6 +472,7 @@ func (d *Definition) check() Problems {
 	if d.Schedule != nil {
 		ps = append(ps, d.checkSchedule()...)
 	}
+	ps = append(ps, d.checkAPI()...)
 	ps = append(ps, d.checkNotify()...)
 	ps = append(ps, d.checkSecrets()...)
 	ps = append(ps, d.checkRefs()...)
@@ -489,6 +492,9 @@ func (d *Definition) check() Problems {
 			if !errors.As(e, &de) {
 				add("$", "%v", e)
 				continue
+			}
+			if de.Field == "access" {
+				continue // checkAPI checks the api block, placing each problem at its token
 			}
 			if de.Step == "" {
 				add("$."+yamlField(de.Field), "%s", de.Problem)

@@ -105,6 +105,15 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"bad classify class", base + "    kind: http\n    http: {url: \"https://e.com\", classify: [{status: \"409\", class: fine}]}\n", false},
 		{"bad webhook scheme", "webhook: {name: h, scheme: paypal, secret_env: [S]}\n" + base + "    kind: go\n    func: f\n", false},
 		{"no steps", "name: w\n", false},
+		{"api true", "api: true\n" + base + "    kind: go\n    func: f\n", true},
+		{"api tokens", "api: {tokens: [website, ops]}\n" + base + "    kind: go\n    func: f\n", true},
+		{"api false", "api: false\n" + base + "    kind: go\n    func: f\n", false},
+		{"api without tokens", "api: {}\n" + base + "    kind: go\n    func: f\n", false},
+		{"api empty tokens", "api: {tokens: []}\n" + base + "    kind: go\n    func: f\n", false},
+		{"api token twice", "api: {tokens: [a, a]}\n" + base + "    kind: go\n    func: f\n", false},
+		{"api token with a colon", "api: {tokens: [\"a:b\"]}\n" + base + "    kind: go\n    func: f\n", false},
+		{"api unknown field", "api: {token: [a]}\n" + base + "    kind: go\n    func: f\n", false},
+		{"api string", "api: yes please\n" + base + "    kind: go\n    func: f\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			schemaErr := validateYAML(t, s, []byte(tc.src))

@@ -68,12 +68,11 @@ func (s *Server) hook(name string) (*flowfile.Definition, bool) {
 }
 
 func (s *Server) adminRoutes() {
-	admin := func(h handlerFunc) http.Handler { return s.auth(ScopeAdmin, s.handle(h)) }
-	s.mux.Handle("POST /v1/admin/reload", admin(s.reload))
-	s.mux.Handle("POST /v1/runs/{id}/cancel", admin(s.runCancel))
-	s.mux.Handle("POST /v1/workflows/{name}/pause", admin(s.workflowPause))
-	s.mux.Handle("POST /v1/workflows/{name}/resume", admin(s.workflowPause))
-	s.mux.Handle("GET /v1/pauses", s.auth(ScopeRead, s.handle(s.pauseList)))
+	s.handleFunc("POST /v1/admin/reload", ScopeAdmin, nil, s.reload)
+	s.handleFunc("POST /v1/runs/{id}/cancel", ScopeAdmin, nil, s.runCancel)
+	s.handleFunc("POST /v1/workflows/{name}/pause", ScopeAdmin, nil, s.workflowPause)
+	s.handleFunc("POST /v1/workflows/{name}/resume", ScopeAdmin, nil, s.workflowPause)
+	s.handleFunc("GET /v1/pauses", ScopeRead, nil, s.pauseList)
 }
 
 // noteBody is the body of cancel, pause and resume: an optional note for the audit trail.
@@ -150,7 +149,8 @@ type pauseView struct {
 }
 
 // workflowPause is POST /v1/workflows/{name}/pause and …/resume: 200 with the new state;
-// changed is false when it already was so.
+// changed is false when it already was so; 404 for a name that is not registered, has no
+// runs and is not paused.
 func (s *Server) workflowPause(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	note, err := s.readNote(w, r)
@@ -164,8 +164,12 @@ func (s *Server) workflowPause(w http.ResponseWriter, r *http.Request) error {
 	}
 	changed, err := do(r.Context(), name, actor(r), note)
 	var de *onceflow.DefinitionError
-	if errors.As(err, &de) {
+	switch {
+	case errors.As(err, &de):
 		return newProblem(http.StatusBadRequest, "invalid-workflow-name", "Invalid workflow name", fmt.Sprintf("%q is not a workflow name", name))
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		return newProblem(http.StatusNotFound, "workflow-not-found", "Workflow not found",
+			fmt.Sprintf("no workflow %q is registered, has runs or is paused; nothing was changed", name))
 	}
 	if err != nil {
 		return err

@@ -74,3 +74,20 @@ func TestPauseResumeAPI(t *testing.T) {
 	}
 	wantStatus(t, b.do("POST", "/v1/workflows/bad%20name/pause", adminToken, nil, ""), http.StatusBadRequest, "invalid-workflow-name")
 }
+
+// A name that is not registered, has no runs and is not paused is a 404 for pause and
+// resume alike, as in the console, and nothing is paused.
+func TestPauseUnknownWorkflowAPI(t *testing.T) {
+	b := setup(t)
+	for _, action := range []string{"pause", "resume"} {
+		a := b.do("POST", "/v1/workflows/does-not-exist/"+action, adminToken, nil, `{"note": "typo"}`)
+		wantStatus(t, a, http.StatusNotFound, "workflow-not-found")
+		if a.json["detail"] != `no workflow "does-not-exist" is registered, has runs or is paused; nothing was changed` {
+			t.Errorf("%s: %s", action, a.body)
+		}
+	}
+	a := b.do("GET", "/v1/pauses", adminToken, nil, "")
+	if list := a.json["paused"].([]any); len(list) != 0 {
+		t.Fatalf("paused after refused pauses: %s", a.body)
+	}
+}

@@ -33,8 +33,11 @@ func runLink(id int64) string { return "/v1/runs/" + strconv.FormatInt(id, 10) }
 // startRun is POST /v1/workflows/{name}/runs.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	if !s.knownWorkflow(name) {
-		return s.workflowNotFound(name)
+	by := caller(r)
+	// Before the body is read: who may start what is the client's rule, and a refusal
+	// depends on nothing the request sends but its token.
+	if err := s.cfg.Client.MayStart(by, name); err != nil {
+		return s.startRefused(r, name, err)
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -66,9 +69,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer s.releaseKey(name, key)
 
-	run, err := s.cfg.Client.Start(r.Context(), name, key, json.RawMessage(body))
-	if errors.Is(err, onceflow.ErrWorkflowNotFound) {
-		return s.workflowNotFound(name)
+	run, err := s.cfg.Client.StartFrom(r.Context(), by, name, key, json.RawMessage(body))
+	if errors.Is(err, onceflow.ErrWorkflowNotFound) || errors.Is(err, onceflow.ErrStartRefused) {
+		return s.startRefused(r, name, err) // the definitions were replaced meanwhile
 	}
 	if err != nil {
 		return startProblem(err)

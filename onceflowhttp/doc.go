@@ -29,6 +29,20 @@
 // verified by its provider's signature (Stripe, Standard Webhooks, GitHub or HMAC) against
 // the secrets named by the workflow file's secret_env, looked up with Options.Env.
 //
+// Which workflows a token may start is the client's rule (onceflow.Access,
+// Client.MayStart), applied to every start and delivery: the engine's own workflows are
+// answered as unknown (404), a workflow a schedule or a queue feeds is refused (403
+// start-refused) unless its file says api: true, and a token limited to some workflows
+// ("name:scope:workflows=a+b:secret", Token.Workflows) or a file naming its tokens
+// (api: {tokens: [...]}) restricts further. NewHandler refuses tokens and files that do
+// not fit each other. The audit trail names a start's token (token:NAME) or webhook
+// (webhook:NAME).
+//
+// # Query parameters
+//
+// Each route declares the query parameters it takes; any other, one given twice, or a
+// query that is not URL-encoded is a 400 before anything is done.
+//
 // # Acknowledgement and idempotency
 //
 // Nothing is acknowledged before it is durably stored: a 2xx answer to POST
@@ -42,7 +56,10 @@
 // # Errors and redaction
 //
 // Errors are RFC 9457 problem documents (application/problem+json) whose type names the
-// problem, such as https://onceflow.dev/problems/workflow-not-found. Runs, review items,
+// problem, such as https://onceflow.dev/problems/workflow-not-found. A database that
+// cannot be reached (store.ErrUnavailable) is a 503 database-unavailable with
+// Retry-After, logged at warn level; other unexpected errors are a 500 that reveals
+// nothing, logged as errors. Runs, review items,
 // audit events and problems are masked as the client's onceflow.Config.Redact and each
 // workflow's Redact say; the stored data stays intact for replays.
 package onceflowhttp

@@ -25,7 +25,8 @@ type Options struct {
 	Workflows []*flowfile.Definition
 	// Tokens are the bearer tokens the API accepts (ParseTokens reads them from the form of
 	// ONCEFLOW_API_TOKENS). Without any, every /v1 request answers 401; webhooks, which
-	// are verified by their signatures, still work.
+	// are verified by their signatures, still work. Which workflows a token may start is
+	// the client's rule (onceflow.Access), with the token's own list (Token.Workflows).
 	Tokens []Token
 	// Env looks up the webhooks' signing secrets (their secret_env names). Default:
 	// os.LookupEnv.
@@ -64,8 +65,10 @@ type Options struct {
 // HTTPServer for bounded timeouts. The client executes the steps: call client.Serve
 // beside it.
 //
-// The error names an entry of opts.Workflows that is not registered on the client, or two
-// that declare the same webhook.
+// The error names an entry of opts.Workflows that is not registered on the client, two
+// that declare the same webhook, or a token and a workflow that do not fit (a token whose
+// list names a workflow that does not exist or that it may not start, a workflow that
+// names a token opts.Tokens does not have; see onceflow.Client.CheckCallers).
 func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	if client == nil {
 		return nil, errors.New("onceflowhttp: NewHandler needs a client (onceflow.New)")
@@ -85,6 +88,15 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 			}
 			hooks[d.Webhook.Name] = d.Name
 		}
+	}
+	// A token that may start nothing it lists, or a workflow that only a missing token may
+	// start, is a mistake to fix before anything is served.
+	callers := make([]onceflow.Caller, len(opts.Tokens))
+	for i, t := range opts.Tokens {
+		callers[i] = t.Caller()
+	}
+	if err := client.CheckCallers(callers); err != nil {
+		return nil, fmt.Errorf("onceflowhttp: API tokens: %w", err)
 	}
 	if opts.Env == nil {
 		opts.Env = os.LookupEnv

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/webhook"
@@ -128,7 +129,12 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 	if key == "" {
 		return newProblem(http.StatusBadRequest, "event-id-missing", "Event id missing", "the delivery carries no event id")
 	}
-	run, err := s.cfg.Client.Start(r.Context(), def.Name, key, json.RawMessage(body))
+	// The signature verified the delivery for this webhook: the audit trail names it as
+	// the run's starter (webhook:NAME).
+	run, err := s.cfg.Client.StartFrom(r.Context(), onceflow.Caller{Webhook: hook.Name}, def.Name, key, json.RawMessage(body))
+	if errors.Is(err, onceflow.ErrWorkflowNotFound) || errors.Is(err, onceflow.ErrStartRefused) {
+		return newProblem(http.StatusNotFound, "webhook-not-found", "Webhook not found", fmt.Sprintf("no workflow declares the webhook %q", name))
+	}
 	if err != nil {
 		return startProblem(err)
 	}

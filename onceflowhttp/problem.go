@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/onceflow/onceflow/store"
 )
 
 // problem is an RFC 9457 problem detail, returned as application/problem+json.
@@ -31,8 +33,13 @@ func newProblem(status int, typ, title, detail string) *problem {
 // handlerFunc is an HTTP handler that returns an error; errors become problems.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle adapts h: a *problem is written as it is, any other error is logged and answered
-// with a 500 that reveals nothing.
+// unavailableRetryAfter is the Retry-After, in seconds, of a 503 for a database that
+// cannot be reached.
+const unavailableRetryAfter = 5
+
+// handle adapts h: a *problem is written as it is; a database that cannot be reached
+// (store.ErrUnavailable) is logged at warn level and answered 503 with Retry-After; any
+// other error is logged and answered with a 500 that reveals nothing.
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := h(w, r)
@@ -50,6 +57,14 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 			} else if errors.As(err, &mbe) {
 				p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
 					"the body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			} else if errors.Is(err, store.ErrUnavailable) {
+				// The database's condition (a restart, a lost network), not a fault of the
+				// server's: the client tries again later, and a start with the same key
+				// finds out whether it was stored.
+				s.log.Warn("database unavailable; answered 503", "method", r.Method, "route", r.Pattern, "error", err)
+				p = newProblem(http.StatusServiceUnavailable, "database-unavailable", "Database unavailable",
+					"the database cannot be reached right now; nothing was acknowledged; try again after Retry-After seconds (a start is safe to repeat with the same Idempotency-Key, a webhook delivery as it is)")
+				p.RetryAfter = unavailableRetryAfter
 			} else {
 				s.log.Error("request failed", "method", r.Method, "route", r.Pattern, "error", err)
 				p = newProblem(http.StatusInternalServerError, "internal", "Internal error", "the request could not be completed; nothing was acknowledged")

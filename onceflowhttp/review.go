@@ -30,15 +30,16 @@ import (
 //	GET  /v1/audit                           ?entity=&run=&key=&since=&until=&limit=&after=
 //	GET  /v1/keys/{key}                      the ledger row, uses and events of an effect key
 func (s *Server) reviewRoutes() {
-	admin := func(h handlerFunc) http.Handler { return s.auth(ScopeAdmin, s.handle(h)) }
-	read := func(h handlerFunc) http.Handler { return s.auth(ScopeRead, s.handle(h)) }
-	s.mux.Handle("GET /v1/review", read(s.reviewList))
-	s.mux.Handle("GET /v1/review/{run}/{step}", read(s.reviewShow))
-	s.mux.Handle("POST /v1/review/{run}/{step}/{action}", admin(s.reviewAct))
-	s.mux.Handle("POST /v1/runs/{id}/replay", admin(s.runReplay))
-	s.mux.Handle("POST /v1/review/bulk/{action}", admin(s.reviewBulk))
-	s.mux.Handle("GET /v1/audit", read(s.audit))
-	s.mux.Handle("GET /v1/keys/{key...}", read(s.keyReport))
+	filter := []string{"workflow", "step", "reason", "entity", "run", "older_than", "limit", "after"}
+	dry := []string{"dry_run"}
+	s.handleFunc("GET /v1/review", ScopeRead, filter, s.reviewList)
+	s.handleFunc("GET /v1/review/{run}/{step}", ScopeRead, nil, s.reviewShow)
+	s.handleFunc("POST /v1/review/{run}/{step}/{action}", ScopeAdmin, nil, s.reviewAct)
+	s.handleFunc("POST /v1/review/{run}/{step}/replay", ScopeAdmin, dry, s.itemReplay)
+	s.handleFunc("POST /v1/runs/{id}/replay", ScopeAdmin, dry, s.runReplay)
+	s.handleFunc("POST /v1/review/bulk/{action}", ScopeAdmin, dry, s.reviewBulk)
+	s.handleFunc("GET /v1/audit", ScopeRead, []string{"entity", "run", "key", "since", "until", "limit", "after"}, s.audit)
+	s.handleFunc("GET /v1/keys/{key...}", ScopeRead, nil, s.keyReport)
 }
 
 // reviewItemView is a review item as the API shows it: the command's --json shape, with
@@ -270,9 +271,6 @@ func (s *Server) reviewAct(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	action := r.PathValue("action")
-	if action == "replay" {
-		return s.replay(w, r, runID, step)
-	}
 	body, err := s.readAction(w, r)
 	if err != nil {
 		return err
@@ -290,13 +288,22 @@ func (s *Server) reviewAct(w http.ResponseWriter, r *http.Request) error {
 	case "abandon":
 		res, err = s.cfg.Client.ReviewAbandon(r.Context(), a)
 	default:
-		return newProblem(http.StatusNotFound, "not-found", "Not found", fmt.Sprintf("%q is not a review action; use retry, resolve, abandon or replay", action))
+		return newProblem(http.StatusNotFound, "not-found", "Not found", fmt.Sprintf("%q is not a review action; use retry, resolve, abandon or replay", clip(action)))
 	}
 	if err != nil {
 		return reviewProblem(err)
 	}
 	return writeJSON(w, http.StatusOK, resultView{RunID: res.RunID, Step: res.Step, Action: action, StepState: res.StepState, RunState: res.RunState,
 		Ledger: res.Ledger, Actor: actor(r), Links: itemLinksOf(res.RunID, res.Step)})
+}
+
+// itemReplay is POST /v1/review/{run}/{step}/replay.
+func (s *Server) itemReplay(w http.ResponseWriter, r *http.Request) error {
+	runID, step, err := itemPath(r)
+	if err != nil {
+		return err
+	}
+	return s.replay(w, r, runID, step)
 }
 
 // runReplay is POST /v1/runs/{id}/replay.

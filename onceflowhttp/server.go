@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -37,13 +38,34 @@ type Token struct {
 	Name   string
 	Secret string
 	Scopes []Scope
+	// Workflows, when not nil, are the only workflows the token may start; without a
+	// list it may start every workflow open to tokens (see onceflow.Access). It limits
+	// starts only: what the token may read or do besides follows from its scopes.
+	Workflows []string
 }
 
+// Caller is the token as the client's access rule sees its requests (onceflow.Caller).
+func (t Token) Caller() onceflow.Caller {
+	return onceflow.Caller{Token: t.Name, Workflows: t.Workflows}
+}
+
+// workflowListPrefix starts the optional field of a token that lists its workflows.
+const workflowListPrefix = "workflows="
+
+// workflowNameRE is what a workflow's name may be (onceflow.Workflow.Name).
+var workflowNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
 // ParseTokens reads tokens written as "name:scope+scope:secret" separated by commas, the
-// form of ONCEFLOW_API_TOKENS. Its errors never show a secret: a token whose fields are
-// not in that order is named by its position in s (any of its fields may be the secret),
-// a well-formed one by its name. Two tokens may not share a name or a secret (a secret
-// given two scopes would make what a request may do depend on which entry is read).
+// form of ONCEFLOW_API_TOKENS. A token limited to some workflows lists them before its
+// secret, as "name:scope:workflows=first+second:secret" (a secret may contain ':', so
+// the list cannot follow it; a secret may not start with "workflows=").
+//
+// Its errors never show a secret: a token whose fields are not in that order is named by
+// its position in s (any of its fields may be the secret), a well-formed one by its name,
+// and a workflow of a list that is not a workflow name by its position in the list. Two
+// tokens may not share a name or a secret (a secret given two scopes would make what a
+// request may do depend on which entry is read). Whether the workflows a list names exist
+// is for NewHandler to check.
 func ParseTokens(s string) ([]Token, error) {
 	var out []Token
 	names, secrets := map[string]bool{}, map[string]bool{}
@@ -67,6 +89,23 @@ func ParseTokens(s string) ([]Token, error) {
 				// Never echo a field: in a token written in the wrong order any of them
 				// may be the secret.
 				return nil, fmt.Errorf("API token %d: the scope field is not ingest, read, admin or a + combination of them; write it as name:scope[+scope]:secret", n)
+			}
+		}
+		if list, ok := strings.CutPrefix(t.Secret, workflowListPrefix); ok {
+			list, secret, ok := strings.Cut(list, ":")
+			if !ok || secret == "" {
+				return nil, fmt.Errorf("API token %q: its workflow list is not followed by a secret; write it as name:scope:workflows=first+second:secret", t.Name)
+			}
+			t.Secret = secret
+			t.Workflows = []string{}
+			for i, w := range strings.Split(list, "+") {
+				if !workflowNameRE.MatchString(w) {
+					return nil, fmt.Errorf("API token %q: workflow %d of its list is not a workflow name (letters, digits, '.', '_', '-'); write the list as workflows=first+second", t.Name, i+1)
+				}
+				if slices.Contains(t.Workflows, w) {
+					return nil, fmt.Errorf("API token %q: its list names workflow %q twice", t.Name, w)
+				}
+				t.Workflows = append(t.Workflows, w)
 			}
 		}
 		if len(t.Secret) < 16 {
@@ -119,10 +158,13 @@ type Server struct {
 	// CheckWebhooks); /readyz fails while there is one.
 	hooksBroken []string
 
-	// digests are the SHA-256 digests of the tokens' secrets and actors the actors their
-	// requests act as ("token:" and the name), index by index with cfg.Tokens.
+	// digests are the SHA-256 digests of the tokens' secrets and callers what their
+	// requests act as (onceflow.Caller), index by index with cfg.Tokens.
 	digests [][sha256.Size]byte
-	actors  []string
+	callers []onceflow.Caller
+
+	// routes are the routes added with handleRoute, with the query parameters each takes.
+	routes []route
 
 	mu       sync.Mutex
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
@@ -146,28 +188,28 @@ func newServer(cfg config) *Server {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
-	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and actors follow it index by index
+	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and callers follow it index by index
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{}}
 	for _, t := range cfg.Tokens {
 		s.digests = append(s.digests, sha256.Sum256([]byte(t.Secret)))
-		s.actors = append(s.actors, "token:"+t.Name)
+		s.callers = append(s.callers, t.Caller())
 	}
 	s.SetDefinitions(cfg.Workflows)
-	s.mux.Handle("GET /v1/openapi.json", s.handle(s.openAPI))
-	s.mux.Handle("GET /v1/workflows", s.auth(ScopeIngest, s.handle(s.listWorkflows)))
-	s.mux.Handle("POST /v1/workflows/{name}/runs", s.auth(ScopeIngest, s.handle(s.startRun)))
-	s.mux.Handle("GET /v1/runs/{id}", s.auth(ScopeRead, s.handle(s.getRun)))
-	s.mux.Handle("GET /v1/runs", s.auth(ScopeRead, s.handle(s.listRuns)))
-	s.mux.Handle("GET /v1/schedules", s.auth(ScopeRead, s.handle(s.listSchedules)))
+	s.handleFunc("GET /v1/openapi.json", "", nil, s.openAPI)
+	s.handleFunc("GET /v1/workflows", ScopeIngest, nil, s.listWorkflows)
+	s.handleFunc("POST /v1/workflows/{name}/runs", ScopeIngest, nil, s.startRun)
+	s.handleFunc("GET /v1/runs/{id}", ScopeRead, nil, s.getRun)
+	s.handleFunc("GET /v1/runs", ScopeRead, []string{"workflow", "state", "entity", "key", "limit", "before"}, s.listRuns)
+	s.handleFunc("GET /v1/schedules", ScopeRead, []string{"next"}, s.listSchedules)
 	s.reviewRoutes() // review queue, replay, audit and key answers (review.go, audit.go)
-	s.adminRoutes()  // reload (admin.go)
-	s.mux.Handle("POST /hooks/{name}", s.handle(s.webhook))
-	s.mux.Handle("GET /healthz", s.handle(func(w http.ResponseWriter, r *http.Request) error {
+	s.adminRoutes()  // reload, cancel, pause (admin.go)
+	s.handleFunc("POST /hooks/{name}", "", nil, s.webhook)
+	s.handleFunc("GET /healthz", "", nil, func(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}))
-	s.mux.Handle("GET /readyz", s.handle(s.ready))
+	})
+	s.handleFunc("GET /readyz", "", nil, s.ready)
 	if cfg.MetricsHandler != nil {
-		s.mux.Handle("GET /metrics", cfg.MetricsHandler)
+		s.handleRoute("GET /metrics", "", nil, cfg.MetricsHandler)
 	}
 	s.mux.Handle("/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusNotFound, "not-found", "Not found", r.Method+" "+r.URL.Path+" is not part of the API")
@@ -201,7 +243,7 @@ func (s *Server) auth(scope Scope, next http.Handler) http.Handler {
 		tok := &s.cfg.Tokens[i]
 		for _, sc := range tok.Scopes {
 			if sc == scope || sc == ScopeAdmin {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, s.actors[i])))
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, s.callers[i])))
 				return nil
 			}
 		}
@@ -209,11 +251,19 @@ func (s *Server) auth(scope Scope, next http.Handler) http.Handler {
 	})
 }
 
-type actorKey struct{}
+type callerKey struct{}
 
+// caller is the token a request authenticated with, as the client's access rule sees it.
+func caller(r *http.Request) onceflow.Caller {
+	by, _ := r.Context().Value(callerKey{}).(onceflow.Caller)
+	return by
+}
+
+// actor names the request's token in the audit trail: token:NAME, as review actions and
+// starts do.
 func actor(r *http.Request) string {
-	if a, ok := r.Context().Value(actorKey{}).(string); ok {
-		return a
+	if by := caller(r); by.Token != "" {
+		return by.Actor()
 	}
 	return "api"
 }

@@ -1,11 +1,13 @@
 package onceflowhttp
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
+
+	"github.com/onceflow/onceflow"
 )
 
 // workflowView is a served workflow as GET /v1/workflows lists it.
@@ -37,34 +39,37 @@ type webhookView struct {
 }
 
 type workflowLinks struct {
-	Start string `json:"start"`
+	// Start is where the token starts a run; absent when a schedule or a queue feeds the
+	// workflow and its file does not open it to tokens (api: true).
+	Start string `json:"start,omitempty"`
 	Runs  string `json:"runs"`
 }
 
-// servedWorkflows returns the names of the workflows a request may start, sorted: those
-// registered on the client, less onceflow's own (named onceflow.…, such as the
-// notification channels).
-func (s *Server) servedWorkflows() []string {
-	var out []string
-	for _, name := range s.cfg.Client.Workflows() {
-		if served(name) {
-			out = append(out, name)
-		}
-	}
-	return out
+// servedWorkflows returns the names of the workflows the request's token may start,
+// sorted (onceflow.Client.StartableBy): never the engine's own, nor those its list or
+// their access rules keep from it.
+func (s *Server) servedWorkflows(r *http.Request) []string {
+	return s.cfg.Client.StartableBy(caller(r))
 }
 
-// served reports whether requests may start a workflow of this name: the engine's own,
-// named "onceflow.…" (the notification channels), are not.
-func served(name string) bool { return !strings.HasPrefix(name, "onceflow.") }
-
-// listWorkflows is GET /v1/workflows: the workflows served, with how to start them.
+// listWorkflows is GET /v1/workflows: the workflows the token may know of, with how to
+// start those it may start. The engine's own are not listed, nor those the token's list
+// or the workflow's api.tokens keep from it.
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Workflows []workflowView `json:"workflows"`
 	}{Workflows: []workflowView{}}
-	for _, name := range s.servedWorkflows() {
-		v := workflowView{Name: name, Links: workflowLinks{Start: "/v1/workflows/" + name + "/runs", Runs: "/v1/runs?workflow=" + url.QueryEscape(name)}}
+	by := caller(r)
+	for _, name := range s.cfg.Client.Workflows() {
+		err := s.cfg.Client.MayStart(by, name)
+		var re *onceflow.StartRefusedError
+		if err != nil && !(errors.As(err, &re) && re.Reason == onceflow.RefusedTriggered) {
+			continue // the engine's own, or one the token's list or the workflow's tokens keep from it
+		}
+		v := workflowView{Name: name, Links: workflowLinks{Runs: "/v1/runs?workflow=" + url.QueryEscape(name)}}
+		if err == nil {
+			v.Links.Start = "/v1/workflows/" + name + "/runs"
+		}
 		if d, ok := s.definition(name); ok {
 			v.Description, v.RunKey, v.Entity, v.RequiredInput = d.Description, d.RunKey, d.Entity, d.Input.Required
 			for _, st := range d.Steps {
@@ -86,9 +91,11 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// workflowNotFound is the 404 for a workflow that is not served: it names those that are.
-func (s *Server) workflowNotFound(name string) *problem {
-	served := s.servedWorkflows()
+// workflowNotFound is the 404 for a workflow the request may not know of: one not
+// registered, or internal. It names those the token may start, so it says the same of
+// both.
+func (s *Server) workflowNotFound(r *http.Request, name string) *problem {
+	served := s.servedWorkflows(r)
 	detail := fmt.Sprintf("no workflow named %q is served here", name)
 	switch {
 	case len(served) == 0:
@@ -101,12 +108,40 @@ func (s *Server) workflowNotFound(name string) *problem {
 	return p
 }
 
-// knownWorkflow reports whether a request may start name: one served (see
-// servedWorkflows).
-func (s *Server) knownWorkflow(name string) bool {
-	if !served(name) {
-		return false
+// startRefused is the answer to a start the client's access rule refuses (MayStart,
+// StartFrom): the 404 of an unknown workflow for one not registered or internal, else a
+// 403 that says what would let the token start it.
+func (s *Server) startRefused(r *http.Request, name string, err error) error {
+	var re *onceflow.StartRefusedError
+	switch {
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		return s.workflowNotFound(r, name)
+	case !errors.As(err, &re):
+		return err
 	}
-	_, ok := slices.BinarySearch(s.cfg.Client.Workflows(), name)
-	return ok
+	where := "its onceflow.Workflow's Access"
+	file := ""
+	if d, ok := s.definition(name); ok {
+		where, file = d.File(), d.File()
+	}
+	var detail string
+	switch re.Reason {
+	case onceflow.RefusedNotInList:
+		detail = fmt.Sprintf("token %q may start only %s; to let it start %s, add it to the token's list in ONCEFLOW_API_TOKENS (name:scope:workflows=%s+%s:secret)",
+			re.Caller.Token, strings.Join(re.Allowed, ", "), name, strings.Join(re.Allowed, "+"), name)
+	case onceflow.RefusedTokenNotNamed:
+		detail = fmt.Sprintf("workflow %q may be started only by the tokens %s; to let token %q start it, add the token to api.tokens in %s",
+			name, strings.Join(re.Allowed, ", "), re.Caller.Token, where)
+	case onceflow.RefusedTriggered:
+		fix := fmt.Sprintf("to let tokens start it, add api: true (or api: {tokens: [%s]}) to %s", re.Caller.Token, where)
+		if file == "" {
+			fix = "to let tokens start it, set Access.API on its onceflow.Workflow"
+		}
+		detail = fmt.Sprintf("workflow %q is started by its %s, not by API tokens; %s", name, re.Trigger, fix)
+	default:
+		detail = re.Error()
+	}
+	p := newProblem(http.StatusForbidden, "start-refused", "Not allowed to start this workflow", detail)
+	p.Extra = map[string]any{"workflow": name, "reason": string(re.Reason)}
+	return p
 }

@@ -160,8 +160,9 @@ func (e *pageError) Error() string { return e.Title + ": " + e.Detail }
 // handlerFunc is a page handler that returns an error; errors become error pages.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle adapts h: a *pageError is shown as it is, any other error is logged and shown as a
-// 500 that reveals nothing.
+// handle adapts h: a *pageError is shown as it is; a database that cannot be reached
+// (store.ErrUnavailable) is logged at warn level and shown as a 503 with Retry-After; any
+// other error is logged and shown as a 500 that reveals nothing.
 func (c *Console) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := h(w, r)
@@ -173,6 +174,11 @@ func (c *Console) handle(h handlerFunc) http.Handler {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				pe = &pageError{Status: http.StatusRequestEntityTooLarge, Title: "Request too large", Detail: fmt.Sprintf("the form is larger than %d bytes", mbe.Limit)}
+			} else if errors.Is(err, store.ErrUnavailable) {
+				c.log.Warn("database unavailable; answered 503", "method", r.Method, "route", r.Pattern, "error", err)
+				w.Header().Set("Retry-After", "5")
+				pe = &pageError{Status: http.StatusServiceUnavailable, Title: "Database unavailable",
+					Detail: "the database cannot be reached right now; nothing was changed; reload the page in a few seconds"}
 			} else {
 				c.log.Error("console request failed", "method", r.Method, "route", r.Pattern, "error", err)
 				pe = &pageError{Status: http.StatusInternalServerError, Title: "Internal error", Detail: "the page could not be shown; nothing was changed"}

@@ -1,12 +1,10 @@
 package onceflowui
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -60,19 +58,11 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 // trail records the signed-in token's name as the actor, with the note. Pausing a paused
 // workflow, or resuming one that is not paused, changes and records nothing, and says so.
 // A workflow the console does not show — not registered, without runs and not paused — is
-// not found.
+// not found (the client's pause refuses it).
 func (c *Console) workflowPause(pause bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ctx := r.Context()
 		name := r.PathValue("name")
-		known, err := c.workflowKnown(ctx, name)
-		if err != nil {
-			return err
-		}
-		if !known {
-			return &pageError{Status: http.StatusNotFound, Title: "Workflow not found",
-				Detail: fmt.Sprintf("no workflow %q is registered, has runs or is paused; nothing was changed", name)}
-		}
 		actor := sessionFrom(r).Actor()
 		note := strings.TrimSpace(r.PostForm.Get("note"))
 		do, verb := c.cfg.Client.ResumeWorkflow, "resumed"
@@ -81,8 +71,12 @@ func (c *Console) workflowPause(pause bool) handlerFunc {
 		}
 		changed, err := do(ctx, name, actor, note)
 		var de *onceflow.DefinitionError
-		if errors.As(err, &de) {
+		switch {
+		case errors.As(err, &de):
 			return &pageError{Status: http.StatusBadRequest, Title: "Invalid workflow name", Detail: fmt.Sprintf("%q is not a workflow name", name)}
+		case errors.Is(err, onceflow.ErrWorkflowNotFound):
+			return &pageError{Status: http.StatusNotFound, Title: "Workflow not found",
+				Detail: fmt.Sprintf("no workflow %q is registered, has runs or is paused; nothing was changed", name)}
 		}
 		if err != nil {
 			return err
@@ -102,24 +96,4 @@ func (c *Console) workflowPause(pause bool) handlerFunc {
 		http.Redirect(w, r, c.cfg.Prefix+"/?done="+url.QueryEscape(done), http.StatusSeeOther)
 		return nil
 	}
-}
-
-// workflowKnown reports whether the console shows workflow name: registered with the
-// client, with a run stored, or paused.
-func (c *Console) workflowKnown(ctx context.Context, name string) (bool, error) {
-	if slices.Contains(c.cfg.Client.Workflows(), name) {
-		return true, nil
-	}
-	paused, err := c.cfg.Client.PausedWorkflows(ctx)
-	if err != nil {
-		return false, err
-	}
-	if slices.ContainsFunc(paused, func(wp store.WorkflowPause) bool { return wp.Workflow == name }) {
-		return true, nil
-	}
-	runs, err := c.cfg.Store.RunList(ctx, store.RunListParams{Workflow: name, Limit: 1})
-	if err != nil {
-		return false, err
-	}
-	return len(runs) > 0, nil
 }

@@ -133,7 +133,33 @@ var (
 	// ErrLeaseLost: the step is no longer processing under this owner and attempt; the
 	// write was not applied to the step (see StepRecord for what is kept).
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable: the database cannot be reached, or refuses the connection — a
+	// server restarting or shutting down, a connection refused or lost, a database file
+	// that cannot be opened, another process holding the file's lock past the busy
+	// timeout. Backends wrap it, with the cause (see Unavailable), once their own retries
+	// are spent (store/postgres retries for Options.RetryFor, 5 s by default; store/sqlite
+	// waits its BusyTimeout). It is the database's condition, not the request's: what the
+	// call was to do was not done — except that a write whose COMMIT was sent but never
+	// answered may have committed, as after any failure of a COMMIT, which a caller
+	// repeating an idempotent write (a start with the same run key) finds out. An API
+	// answers it 503 with Retry-After.
+	ErrUnavailable = errors.New("database unavailable")
 )
+
+// Unavailable returns err marked as ErrUnavailable: errors.Is(…, ErrUnavailable) holds,
+// and err stays in the chain for errors.Is and errors.As. nil stays nil.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return &unavailableError{err: err}
+}
+
+// unavailableError is an error marked as ErrUnavailable.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return "database unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
 // Run is one execution of a workflow for one business event.
 type Run struct {

@@ -325,12 +325,13 @@ func (t *Trigger) rejectKey(id string) string {
 // have started — the payload as the workflow's input, under the key the template derives
 // from it, its headers and its message id, or under the input's "run_key" when set — and
 // completes with that run's ID; while that cannot be done, it parks in needs_review with
-// the reason. A person corrects the item with a replay whose merge patch sets "payload"
+// the reason. It is internal (onceflow.Access): no request starts it, whatever its token.
+// A person corrects the item with a replay whose merge patch sets "payload"
 // (a JSON object, or the raw text) or "run_key"; the replay then starts the run once, or
 // the item stays in review with the new reason. The workflow's run key decides duplicates
 // as for any start: a key already started with the same payload is that run.
 func RejectWorkflow(c *onceflow.Client, workflow string, runKey *keytmpl.Template) onceflow.Workflow {
-	return onceflow.Workflow{Name: workflow + RejectSuffix, Steps: []onceflow.Step{{
+	return onceflow.Workflow{Name: workflow + RejectSuffix, Access: onceflow.Access{Internal: true}, Steps: []onceflow.Step{{
 		ID: "input", EffectKey: "{workflow}:{run.key}", OnFailure: onceflow.Review,
 		Do: func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 			return startRejected(ctx, c, workflow, runKey, sc.Input)

@@ -17,9 +17,12 @@
 // steps of one run completing at once cannot leave a stale state.
 //
 // A transaction that fails with serialization_failure or deadlock_detected, or loses its
-// connection before COMMIT was sent, rolled back entirely; the store retries it a few times
-// with jittered backoff. A failure during COMMIT is returned (the outcome is unknown) and
-// never retried blindly.
+// connection before COMMIT was sent, or cannot get one (the server refuses connections, is
+// starting up or shutting down), rolled back entirely; the store retries it with jittered
+// exponential backoff for up to Options.RetryFor (5 s by default), which covers a fast
+// restart of the server. A failure during COMMIT is returned (the outcome is unknown) and
+// never retried blindly. A failure to reach the server, once the retries are spent, is
+// returned as store.ErrUnavailable.
 //
 // # Batches
 //
@@ -99,7 +102,18 @@ type Options struct {
 	// default search_path (normally "public"), left as it is. When set, the schema is
 	// created if missing and every connection's search_path is set to it alone.
 	Schema string
+	// RetryFor is how long a transaction or read that failed for a transient reason — a
+	// connection refused or lost before COMMIT was sent, a server starting up or shutting
+	// down, a serialization failure or a deadlock — is tried again, with jittered
+	// exponential backoff, before its error is returned: long enough for a fast restart of
+	// the server (default DefaultRetryFor). A COMMIT whose answer was lost is never tried
+	// again. Negative: no retry.
+	RetryFor time.Duration
 }
+
+// DefaultRetryFor is Options.RetryFor's default: a restart of PostgreSQL that takes a few
+// seconds fails no start.
+const DefaultRetryFor = 5 * time.Second
 
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
@@ -117,6 +131,8 @@ type Store struct {
 	customPlans bool
 	// destinations remembers the destinations whose slot and bucket rows exist (limits.go).
 	destinations sync.Map
+	// retryFor is Options.RetryFor with its default.
+	retryFor time.Duration
 
 	mu        sync.Mutex
 	closed    bool
@@ -158,7 +174,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	s := &Store{pool: pool, config: cfg, stop: stop, stopCtx: stopCtx,
-		customPlans: cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "force_custom_plan"}
+		customPlans: cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "force_custom_plan", retryFor: opts.RetryFor}
+	switch {
+	case s.retryFor == 0:
+		s.retryFor = DefaultRetryFor
+	case s.retryFor < 0:
+		s.retryFor = 0
+	}
 	if err := s.init(ctx, opts); err != nil {
 		s.Close()
 		return nil, err
@@ -375,11 +397,12 @@ func (t *txn) flushBatch() *pgx.Batch {
 	return b
 }
 
-// Retries of transactions that rolled back for a reason that may not happen again.
+// The backoff between retries of transactions that rolled back for a reason that may not
+// happen again (see Options.RetryFor): full jitter below a ceiling that doubles from
+// retryBaseDelay up to retryMaxDelay.
 const (
-	maxTxAttempts  = 6
 	retryBaseDelay = 10 * time.Millisecond
-	retryMaxDelay  = time.Second
+	retryMaxDelay  = 500 * time.Millisecond
 )
 
 // commitError is a failure of COMMIT: the transaction may or may not have committed.
@@ -394,19 +417,30 @@ func (e *commitError) Unwrap() error { return e.err }
 // transaction when it rolled back for a transient reason. fn must start from scratch each
 // time it is called.
 func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error {
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		err := s.tryTx(ctx, fn)
 		if err == nil {
 			return nil
 		}
 		var ce *commitError
-		if errors.As(err, &ce) || attempt == maxTxAttempts || ctx.Err() != nil || !retryable(err) {
-			return fmt.Errorf("postgres: %s: %w", op, err)
+		if errors.As(err, &ce) || ctx.Err() != nil || !retryable(err) {
+			return failed(op, err)
 		}
-		if err := sleep(ctx, attempt); err != nil {
-			return fmt.Errorf("postgres: %s: %w", op, err)
+		if !r.wait(ctx) {
+			return failed(op, err)
 		}
 	}
+}
+
+// failed is the error of operation op that ended with err: store.ErrUnavailable as well
+// when the server could not be reached.
+func failed(op string, err error) error {
+	err = fmt.Errorf("postgres: %s: %w", op, err)
+	if unreachable(err) {
+		return store.Unavailable(err)
+	}
+	return err
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
@@ -450,16 +484,14 @@ func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
 // read runs fn on a pooled connection, retrying when the connection was lost. fn must
 // only read.
 func (s *Store) read(ctx context.Context, op string, fn func(q querier) error) error {
-	for attempt := 1; ; attempt++ {
+	r := s.retrier()
+	for {
 		err := fn(s.pool)
 		if err == nil {
 			return nil
 		}
-		if attempt == maxTxAttempts || ctx.Err() != nil || !retryable(err) {
-			return fmt.Errorf("postgres: %s: %w", op, err)
-		}
-		if err := sleep(ctx, attempt); err != nil {
-			return fmt.Errorf("postgres: %s: %w", op, err)
+		if ctx.Err() != nil || !retryable(err) || !r.wait(ctx) {
+			return failed(op, err)
 		}
 	}
 }
@@ -472,25 +504,35 @@ func (e *connLostError) Error() string { return "connection lost: " + e.err.Erro
 func (e *connLostError) Unwrap() error { return e.err }
 
 // retryable reports whether err means the transaction rolled back for a reason that may
-// not happen again: a serialization failure, a deadlock, or a lost connection.
+// not happen again: a serialization failure, a deadlock, or a server that could not be
+// reached (see unreachable).
 func retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") { // serialization_failure, deadlock_detected
+		return true
+	}
+	return errors.Is(err, errConflict) || unreachable(err)
+}
+
+// unreachable reports whether err means the server could not be reached or refused the
+// connection: a connection that could not be made or was lost, a server starting up or
+// shutting down (SQLSTATE class 08, 57P01–57P03). A context's end is not.
+func unreachable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case pe.Code == "40001", pe.Code == "40P01": // serialization_failure, deadlock_detected
-			return true
 		case strings.HasPrefix(pe.Code, "08"): // connection_exception
 			return true
 		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
 			return true
 		}
 		return false
-	}
-	if errors.Is(err, errConflict) {
-		return true
 	}
 	var cl *connLostError
 	var ce *pgconn.ConnectError
@@ -499,16 +541,34 @@ func retryable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
-// sleep waits before retry number attempt+1: full jitter over an exponential ceiling.
-func sleep(ctx context.Context, attempt int) error {
-	ceiling := min(retryBaseDelay<<(attempt-1), retryMaxDelay)
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(ceiling)) + 1))
+// retrier spaces the retries of one operation within the store's retry budget.
+type retrier struct {
+	deadline time.Time
+	attempt  int
+}
+
+func (s *Store) retrier() *retrier {
+	return &retrier{deadline: time.Now().Add(s.retryFor)}
+}
+
+// wait sleeps before the next retry — full jitter over an exponential ceiling, the last
+// one at the end of the budget — and reports whether to make it: false once the budget is
+// spent or ctx ended.
+func (r *retrier) wait(ctx context.Context) bool {
+	left := time.Until(r.deadline)
+	if left <= 0 {
+		return false
+	}
+	r.attempt++
+	ceiling := min(retryBaseDelay<<min(r.attempt-1, 20), retryMaxDelay)
+	d := min(time.Duration(rand.Int64N(int64(ceiling))+1), left)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false
 	case <-t.C:
-		return nil
+		return true
 	}
 }
 

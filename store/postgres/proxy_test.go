@@ -30,10 +30,14 @@ type faultProxy struct {
 	// loses on the way to the database, resetting the connection instead.
 	loseAnswers, dropCommits atomic.Int64
 	lost                     atomic.Int64 // answers and COMMITs lost so far
-	mu                       sync.Mutex
-	conns                    map[*proxyConn]bool
-	wg                       sync.WaitGroup
-	opened                   atomic.Int64
+	// refuse, while set, resets every new connection as soon as it is accepted, as a
+	// server restarting does; refused counts them.
+	refuse  atomic.Bool
+	refused atomic.Int64
+	mu      sync.Mutex
+	conns   map[*proxyConn]bool
+	wg      sync.WaitGroup
+	opened  atomic.Int64
 }
 
 type proxyConn struct {
@@ -63,6 +67,12 @@ func (p *faultProxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.refuse.Load() {
+			p.refused.Add(1)
+			_ = c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {

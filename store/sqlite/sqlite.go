@@ -4,12 +4,14 @@
 // Writes go through one connection whose transactions begin IMMEDIATE, so two writers in
 // this process never deadlock on a lock upgrade; other processes sharing the file wait up
 // to BusyTimeout. synchronous=FULL is the default: a transaction that returned has reached
-// the disk.
+// the disk. A write that still finds the file locked after BusyTimeout, and a connection
+// that cannot open the file, fail with store.ErrUnavailable.
 package sqlite
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -21,7 +23,8 @@ import (
 
 	"github.com/onceflow/onceflow/store"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -93,7 +96,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wq.Add("_pragma", "cache_size(-32768)")
 	wq.Add("_pragma", "temp_store(MEMORY)")
 
-	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	w, err := openDB(path + "?" + wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
@@ -107,7 +110,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		rq[k] = slices.Clone(v)
 	}
 	rq.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	r, err := openDB(path + "?" + rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
@@ -146,20 +149,57 @@ func (s *Store) Close() error {
 	return errors.Join(append(errs, s.w.Close(), s.r.Close())...)
 }
 
-// tx runs fn in one write transaction and commits it, or rolls it back on error.
+// tx runs fn in one write transaction and commits it, or rolls it back on error. Every
+// write of the store goes through it: an error that says the database is unavailable is
+// marked so here (see unavailable).
 func (s *Store) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: %s: begin: %w", op, err)
+		return unavailable(fmt.Errorf("sqlite: %s: begin: %w", op, err))
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return unavailable(fmt.Errorf("sqlite: %s: %w", op, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: %s: commit: %w", op, err)
+		return unavailable(fmt.Errorf("sqlite: %s: commit: %w", op, err))
 	}
 	return nil
+}
+
+// openDB returns a pool of connections to dsn whose failures to connect are marked as
+// unavailable (see unavailable): a file that cannot be opened, a lock held past the busy
+// timeout while a connection sets its pragmas.
+func openDB(dsn string) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(connector{c}), nil
+}
+
+// connector is the driver's connector, its errors marked by unavailable.
+type connector struct{ driver.Connector }
+
+func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	return conn, unavailable(err)
+}
+
+// unavailable returns err marked as store.ErrUnavailable when SQLite could not open the
+// database file (SQLITE_CANTOPEN) or gave up waiting, after BusyTimeout, for a lock
+// another connection holds — another process writing, a backup (SQLITE_BUSY): the
+// database's condition, not the request's. Other errors, and nil, are returned as they
+// are.
+func unavailable(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_CANTOPEN:
+			return store.Unavailable(err)
+		}
+	}
+	return err
 }
 
 // ts converts a time to the stored form: microseconds since the Unix epoch, 0 for zero.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,9 @@ import (
 type controlFlags struct {
 	actor, note string
 	json        bool
+	// workflows, for pause and resume, are the files of workflows that may be known
+	// only by their definition (no run stored yet).
+	workflows string
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -101,14 +105,22 @@ func newPauseCommand(g *globals) *cobra.Command {
 runs are still accepted and stored, but their steps are not claimed until 'onceflow resume'.
 Steps already running finish. The process a pause is made in applies it at once; the others
 within a few seconds. The actor and the note go to the audit trail.`,
-		Example: `  onceflow pause website-lead --note "the CRM is down for maintenance"`,
-		Args:    exactArgs("WORKFLOW"),
+		Example: `  onceflow pause website-lead --note "the CRM is down for maintenance"
+  onceflow pause new-workflow --workflows ./workflows   # one without runs yet`,
+		Args: exactArgs("WORKFLOW"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return pauseResume(cmd.Context(), g, args[0], f, true)
 		},
 	}
 	f.register(cmd)
+	f.registerWorkflows(cmd)
 	return cmd
+}
+
+// registerWorkflows adds --workflows to pause and resume.
+func (f *controlFlags) registerWorkflows(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.workflows, "workflows", "", "workflow files (a file or directory) defining workflows that have no runs yet; "+
+		"without it, WORKFLOW must have runs or be paused")
 }
 
 func newResumeCommand(g *globals) *cobra.Command {
@@ -123,11 +135,12 @@ func newResumeCommand(g *globals) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	f.registerWorkflows(cmd)
 	return cmd
 }
 
 func pauseResume(ctx context.Context, g *globals, workflow string, f controlFlags, pause bool) error {
-	s, err := g.reviewSession(ctx, "")
+	s, err := g.reviewSession(ctx, f.workflows)
 	if err != nil {
 		return err
 	}
@@ -138,10 +151,16 @@ func pauseResume(ctx context.Context, g *globals, workflow string, f controlFlag
 	}
 	changed, err := do(ctx, workflow, f.actor, f.note)
 	var de *onceflow.DefinitionError
-	if errors.As(err, &de) {
+	switch {
+	case errors.As(err, &de):
 		return usagef("%q is not a workflow name", workflow)
-	}
-	if err != nil {
+	case errors.Is(err, onceflow.ErrWorkflowNotFound):
+		hint := "check the name ('onceflow runs list' and 'onceflow paused' show those with runs and the paused ones)"
+		if f.workflows == "" {
+			hint += ", or give --workflows to " + strings.TrimSuffix(verb, "d") + " one defined in a file that has no runs yet"
+		}
+		return usagef("no workflow %q has runs, is paused or is defined in --workflows; nothing was changed; %s", workflow, hint)
+	case err != nil:
 		return err
 	}
 	if f.json {

@@ -64,6 +64,31 @@ func TestPauseCommands(t *testing.T) {
 	}
 }
 
+// A name that is not registered, has no runs and is not paused — a typo — is a usage
+// error that says what to do, and nothing is paused; one defined in a file without runs
+// yet is paused with --workflows.
+func TestPauseUnknownWorkflowCommand(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, verb := range []string{"pause", "resume"} {
+		r := run(t, verb, "does-not-exist", "--db", f.db)
+		if r.code != exitUsage || !strings.Contains(r.stderr, `no workflow "does-not-exist" has runs, is paused or is defined in --workflows; nothing was changed`) ||
+			!strings.Contains(r.stderr, "give --workflows to "+verb) {
+			t.Errorf("%s does-not-exist: exit %d\nstdout %s\nstderr %s", verb, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runOK(t, "paused", "--db", f.db); !strings.Contains(r.stdout, "no workflow is paused") {
+		t.Errorf("paused after refused pauses: %s", r.stdout)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fresh.yaml"), []byte("name: fresh\nsteps:\n  - id: s\n    kind: http\n    http: {url: \"https://example.com\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runOK(t, "pause", "fresh", "--workflows", dir, "--db", f.db); !strings.Contains(r.stdout, "workflow fresh paused") {
+		t.Errorf("pause with --workflows: %s", r.stdout)
+	}
+}
+
 // On PostgreSQL a pause made by one process applies to a worker running in another: the
 // worker stops claiming the paused workflow's steps (while it goes on with the others) and
 // takes them up again after the resume. The worker is a real process.
@@ -81,7 +106,7 @@ func TestPauseAcrossProcessesOnPostgres(t *testing.T) {
 	w := startCommand(t, []string{"PAUSE_DEST=" + dest.URL}, "worker", "--db", db, "--workflows", dir, "--allow-net", "127.0.0.1/32")
 	w.waitLog("onceflow worker running", 1)
 
-	runOK(t, "pause", "leads", "--note", "CRM down", "--db", db)
+	runOK(t, "pause", "leads", "--note", "CRM down", "--db", db, "--workflows", dir) // leads has no runs yet
 	l := w.waitLog("workflow paused: its steps are not claimed until it is resumed", 1)
 	if l["workflow"] != "leads" {
 		t.Fatalf("pause log line %v", l)

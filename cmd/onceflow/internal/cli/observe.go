@@ -112,7 +112,7 @@ func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.reload.setServer(h)
+	a.reload.setServer(h, tokens)
 	return wrapHandler(h), nil
 }
 

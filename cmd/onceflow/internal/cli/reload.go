@@ -23,6 +23,9 @@ type reloadState struct {
 	env    map[string]bool // environment variables the files read at start: are they secret
 	notify notifyShape
 	server *onceflowhttp.Server
+	// callers are the API's tokens: a reload may not leave one whose list names a
+	// workflow it cannot start, nor a workflow naming a token that does not exist.
+	callers []onceflow.Caller
 }
 
 // notifyShape is what a NotifyConfig says, without its functions: reloading may not
@@ -44,9 +47,13 @@ func newReloadState(dir string, deps flowfile.Deps, defs []*flowfile.Definition,
 	return reloadState{dir: dir, deps: deps, env: envNames(defs), notify: shapeOf(notify)}
 }
 
-func (r *reloadState) setServer(s *onceflowhttp.Server) {
+func (r *reloadState) setServer(s *onceflowhttp.Server, tokens []onceflowhttp.Token) {
 	r.mu.Lock()
 	r.server = s
+	r.callers = nil
+	for _, t := range tokens {
+		r.callers = append(r.callers, t.Caller())
+	}
 	r.mu.Unlock()
 }
 
@@ -122,7 +129,11 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
-	ch, err := a.client.ReplaceDefinitions(append(wfs, rejects...), ss)
+	wfs = append(wfs, rejects...)
+	if err := onceflow.CheckCallers(r.callers, wfs, ss); err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
+	ch, err := a.client.ReplaceDefinitions(wfs, ss)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}

@@ -231,6 +231,7 @@ func newApp(c appConfig) (*app, error) {
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
 	h, err := a.handler(tokens)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	hs := onceflowhttp.HTTPServer(a.withConsole(h))
@@ -277,6 +278,15 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	defer a.close()
 	log = a.log
+	// A token whose list names a workflow it cannot start, or a file naming a token that
+	// does not exist, is refused before anything listens (NewHandler checks it again).
+	callers := make([]onceflow.Caller, len(tokens))
+	for i, t := range tokens {
+		callers[i] = t.Caller()
+	}
+	if err := a.client.CheckCallers(callers); err != nil {
+		return fmt.Errorf("ONCEFLOW_API_TOKENS and the workflow files do not fit: %w", err)
+	}
 	// A webhook without a usable secret would answer every delivery 500: refuse to start,
 	// as for incomplete SMTP settings.
 	if err := onceflowhttp.CheckWebhooks(a.defs, a.env); err != nil {
