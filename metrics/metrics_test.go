@@ -188,7 +188,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	m := metrics.New(metrics.Config{Store: st, Now: clk.Now, StatsMaxAge: time.Nanosecond})
-	client, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w1", Clock: clk.Now, Rand: func() float64 { return 0.5 }, Metrics: m})
+	client, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w1", Clock: clk.Now, ClockSync: -1, Rand: func() float64 { return 0.5 }, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
