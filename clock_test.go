@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -507,6 +508,82 @@ func TestClockJumpBackwardFiresNoTickTwice(t *testing.T) {
 		switch e.Type {
 		case store.EventRunDeduplicated, store.EventScheduleTickSkipped, store.EventScheduleTickLate:
 			t.Fatalf("%s (run %d, entity %s): %s", e.Type, e.RunID, e.Entity, e.Detail)
+		}
+	}
+}
+
+// skewMetrics records the clock measurements a client reports.
+type skewMetrics struct {
+	mu   sync.Mutex
+	n    int
+	last time.Duration
+}
+
+func (m *skewMetrics) Observe(o onceflow.Measurement) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o.Kind == onceflow.MeasureClockSkew {
+		m.n, m.last = m.n+1, o.Duration
+	}
+}
+
+func (m *skewMetrics) get() (int, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n, m.last
+}
+
+// A skew above ClockSkewWarning is logged at warn once when it appears, not at every
+// measurement, and once at info when it is gone; it appearing again is warned again.
+// This machine's clock moving by 90 s does not move the engine's time, which is the
+// database's: no jump is logged.
+func TestClockSkewWarnedOncePerCrossing(t *testing.T) {
+	st := pgShared(t)()
+	var logs syncBuffer
+	clk := &jumpClock{}
+	clk.Jump(90 * time.Second)
+	m := &skewMetrics{}
+	c, err := onceflow.New(onceflow.Config{Store: st, Clock: clk.Now, ClockSync: 20 * time.Millisecond, Metrics: m,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, c)
+	count := func(msg string) int {
+		n := 0
+		for _, l := range records(t, &logs) {
+			if s, _ := l["msg"].(string); strings.HasPrefix(s, msg) {
+				n++
+			}
+		}
+		return n
+	}
+	const warned, agrees, jumped = "this machine's clock differs from the database's", "this machine's clock agrees with the database's again", "clock jump"
+	measured := func(what string, near time.Duration) {
+		t.Helper()
+		n0, _ := m.get()
+		waitFor(t, what, func() bool {
+			n, last := m.get()
+			return n >= n0+3 && (last-near).Abs() < time.Second
+		})
+	}
+	measured("three measurements of a skew of +90s", 90*time.Second)
+	if w, a := count(warned), count(agrees); w != 1 || a != 0 {
+		t.Fatalf("after three measurements of +90s: %d warnings, %d all-clear; want 1 and 0:\n%s", w, a, logs.String())
+	}
+	clk.Jump(-90 * time.Second)
+	measured("three measurements of no skew", 0)
+	if w, a := count(warned), count(agrees); w != 1 || a != 1 {
+		t.Fatalf("after the skew went: %d warnings, %d all-clear; want 1 and 1:\n%s", w, a, logs.String())
+	}
+	clk.Jump(90 * time.Second)
+	measured("three measurements of +90s again", 90*time.Second)
+	if w, j := count(warned), count(jumped); w != 2 || j != 0 {
+		t.Fatalf("after the skew came back: %d warnings, %d jumps logged; want 2 and none:\n%s", w, j, logs.String())
+	}
+	for _, l := range records(t, &logs) {
+		if l["msg"] == warned+"; every decision uses the database's clock, but fix the machine's (NTP)" && l["skew"] != "+90.0s" {
+			t.Errorf("warning %v: want skew +90.0s", l)
 		}
 	}
 }
