@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -86,4 +88,40 @@ func completed(b *testing.B, st *sqlite.Store, n int) bool {
 		b.Fatal(err)
 	}
 	return len(runs) == n
+}
+
+// BenchmarkClientNow reads the engine's clock, as every claim, record and start does: on
+// SQLite this machine's clock watched for jumps, on PostgreSQL the database's extrapolated
+// from the last measurement — no round trip either way.
+func BenchmarkClientNow(b *testing.B) {
+	ctx := context.Background()
+	open := map[string]func() (store.Store, error){
+		"sqlite": func() (store.Store, error) {
+			return sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+		},
+		"postgres": func() (store.Store, error) {
+			u, schema := testsvc.PostgresSchema(b, "onceflow_bench_")
+			return postgres.Open(ctx, u, postgres.Options{Schema: schema})
+		},
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			st, err := open[name]()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			c, err := onceflow.New(onceflow.Config{Store: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Now() // the first reading measures the database's clock
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					c.Now()
+				}
+			})
+		})
+	}
 }

@@ -66,9 +66,32 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Logger receives structured logs (default: none).
 	Logger *slog.Logger
-	// Clock returns the current time (default time.Now). Tests inject one to control
-	// backoff and lease expiry.
+	// Clock returns this machine's time (default time.Now). Which clock the engine's
+	// decisions use depends on the store and on ClockSync: on a database whose clock every
+	// process shares (PostgreSQL, a store.ClockSource) the database's, and Clock only
+	// measures how far off this machine is; on SQLite, Clock, watched for jumps. Tests that
+	// drive a clock by hand set ClockSync negative, so that every decision reads Clock as
+	// it is.
 	Clock func() time.Time
+	// ClockSync is how often Serve measures the database's clock, on a store that has one
+	// (store.ClockSource: PostgreSQL), default DefaultClockSync (10 s). Every time the
+	// engine writes or compares for other processes (leases and their expiry, the reaper,
+	// leaderships, schedule ticks, delay and not_before due times, retries) is then the
+	// database's clock: measured against Clock before the first write that needs it,
+	// corrected by half the round trip, and extrapolated with the monotonic clock in
+	// between, so that a jump of this machine's clock does not move it. A measurement that
+	// fails keeps the last offset and is tried again within a second; the skew is exported
+	// (MeasureClockSkew) and logged above ClockSkewWarning.
+	//
+	// On a store without a database clock (SQLite) the engine's time is Clock, compared
+	// with the monotonic clock at every reading: when it jumps by more than a second,
+	// forwards or backwards, Serve renews the leases of its running steps at once and its
+	// lease reaper waits one LeaseFor of real time before it reaps again, so that no
+	// process reaps a lease whose owner has not yet renewed it at the new time.
+	//
+	// Negative: Clock is used as it is for every decision, neither measured nor watched —
+	// for tests that move a clock by hand, and for one process alone that trusts its clock.
+	ClockSync time.Duration
 	// Rand returns a uniform number in [0, 1) for backoff jitter (default math/rand/v2).
 	Rand func() float64
 	// Redact says which secrets and personal data never reach logs, audit details and
@@ -94,7 +117,7 @@ type Config struct {
 	// the leadership lasts three intervals without renewal.
 	ScheduleInterval time.Duration
 	// ScheduleClock, if set, is the clock schedules read to decide which ticks are due,
-	// instead of Clock (runs are still started at Clock's time). A demo or a test brings
+	// instead of the engine's time (runs are still started at the engine's time). A demo or a test brings
 	// the next tick forward with it.
 	ScheduleClock func() time.Time
 	// ScheduleLate is how late a tick may be fired and still count as on time (default
@@ -113,6 +136,7 @@ type Client struct {
 	log     *slog.Logger
 	redact  *redact.Policy
 	metrics Metrics
+	clock   *engineClock // the engine's one clock (clock.go)
 
 	mu        sync.RWMutex
 	workflows map[string]*workflowDef
@@ -186,6 +210,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.ClockSync == 0 {
+		cfg.ClockSync = DefaultClockSync
+	}
 	if cfg.Rand == nil {
 		cfg.Rand = mrand.Float64
 	}
@@ -211,6 +238,7 @@ func New(cfg Config) (*Client, error) {
 		paused:    map[string]bool{},
 		recent:    newRecentKeys(),
 	}
+	c.clock = newEngineClock(cfg, c.log, cfg.Metrics)
 	gc := func(kind string) groupcommit.Config {
 		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second,
 			Observe: func(items int, took time.Duration, err error) { c.observeCommit(kind, items, took, err) }}
@@ -324,7 +352,7 @@ func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) 
 // startAs is Start with the actor the audit events name, on behalf of by when it is not
 // nil (see StartFrom).
 func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey string, input any, actor string) (*Run, error) {
-	p, err := c.runInsertParams(by, workflow, runKey, input)
+	p, err := c.runInsertParams(ctx, by, workflow, runKey, input)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +392,7 @@ func (c *Client) Flush(ctx context.Context) error {
 
 // runInsertParams validates a start of workflow, on behalf of by when it is not nil (see
 // MayStart), and builds the run to insert: Start, StartFrom and StartTx share it.
-func (c *Client) runInsertParams(by *Caller, workflow, runKey string, input any) (store.RunInsertParams, error) {
+func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runKey string, input any) (store.RunInsertParams, error) {
 	def, err := c.workflowFor(workflow, by)
 	if err != nil {
 		return store.RunInsertParams{}, err
@@ -395,7 +423,7 @@ func (c *Client) runInsertParams(by *Caller, workflow, runKey string, input any)
 	sum := sha256.Sum256(raw)
 	p := store.RunInsertParams{
 		Workflow: workflow, RunKey: runKey, Entity: entity, Input: raw, InputHash: hex.EncodeToString(sum[:]),
-		Actor: "api", Now: c.cfg.Clock(),
+		Actor: "api", Now: c.now(ctx),
 	}
 	for _, sd := range def.order {
 		p.Steps = append(p.Steps, store.StepInsert{Name: sd.ID, Needs: sd.Needs})

@@ -40,7 +40,7 @@ func (c *Client) CancelRun(ctx context.Context, id int64, actor, note string) (*
 	if actor == "" {
 		return nil, errors.New("onceflow: cancel: the actor is required")
 	}
-	res, err := c.store.RunCancel(ctx, store.RunCancelParams{RunID: id, Actor: actor, Note: note, Now: c.cfg.Clock()})
+	res, err := c.store.RunCancel(ctx, store.RunCancelParams{RunID: id, Actor: actor, Note: note, Now: c.now(ctx)})
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: cancel run %d: %w", id, err)
 	}
@@ -92,7 +92,7 @@ func (c *Client) setPaused(ctx context.Context, workflow, actor, note string, pa
 		return false, fmt.Errorf("onceflow: %s %s: no workflow of that name is registered with this client, has runs or is paused: %w",
 			op, workflow, ErrWorkflowNotFound)
 	}
-	p := store.WorkflowPauseParams{Workflow: workflow, Actor: actor, Note: note, Now: c.cfg.Clock()}
+	p := store.WorkflowPauseParams{Workflow: workflow, Actor: actor, Note: note, Now: c.now(ctx)}
 	changed, err := do(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("onceflow: %s %s: %w", op, workflow, err)

@@ -139,7 +139,7 @@ func TestPauseWorkflowIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st2.Close()
-	c2, err := onceflow.New(onceflow.Config{Store: st2, WorkerID: "second", Clock: b.clock.Now})
+	c2, err := onceflow.New(onceflow.Config{Store: st2, WorkerID: "second", Clock: b.clock.Now, ClockSync: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

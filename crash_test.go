@@ -267,7 +267,7 @@ func TestGroupCommitKilledMidBatch(t *testing.T) {
 
 	// A survivor whose clock is past the dead process's leases finishes the work.
 	later := time.Now().Add(2 * time.Hour)
-	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "survivor", Workers: 50, Clock: func() time.Time { return later }})
+	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "survivor", Workers: 50, Clock: func() time.Time { return later }, ClockSync: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

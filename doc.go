@@ -49,6 +49,17 @@
 // with the same effect key (the attempt sees PreviousOutcome == Unknown), or parked for a
 // person where Step.OnUnknown says the destination cannot deduplicate.
 //
+// # One clock
+//
+// Every time the engine writes for other processes to compare, or compares with what they
+// wrote — a lease and its expiry, the reaper's cutoff, a leadership, a schedule's cursor, a
+// delay's due time, a retry's — comes from one clock, Client.Now. On PostgreSQL (a
+// store.ClockSource) that is the database's clock, measured against Config.Clock and
+// extrapolated with the monotonic clock, so processes whose own clocks disagree still agree
+// on every decision; Client.ClockStatus and the MeasureClockSkew measurement tell how far
+// this machine is off. On SQLite it is Config.Clock, and a jump of it holds the reaper off
+// until every live lease was renewed at the new time (see Config.ClockSync).
+//
 // # The audit trail
 //
 // Every state change and decision — a run created or deduplicated, a step claimed,

@@ -605,7 +605,7 @@ func TestStartFindsKeysOfAnotherClient(t *testing.T) {
 	b := setup(t)
 	b.register(t, onceflow.Workflow{Name: "lead", Steps: []onceflow.Step{{ID: "a", Do: noop}}})
 	first := b.start(t, "lead", "form-1", map[string]any{"id": 1})
-	other, err := onceflow.New(onceflow.Config{Store: b.store, WorkerID: "other", Clock: b.clock.Now})
+	other, err := onceflow.New(onceflow.Config{Store: b.store, WorkerID: "other", Clock: b.clock.Now, ClockSync: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

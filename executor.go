@@ -111,7 +111,7 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 			}
 		}
 		return store.EffectSpec{}, &store.PrepareError{Reason: "not_before_invalid", Err: err}
-	} else if due.After(c.cfg.Clock()) {
+	} else if due.After(c.clock.now()) {
 		return store.EffectSpec{WaitUntil: due}, nil
 	}
 	if sd.When != nil {
@@ -176,7 +176,7 @@ func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, erro
 		// Claimed in the next batch of writes, which reports it (commitWrites).
 		return c.claimSteps(ctx, limit)
 	}
-	now := c.cfg.Clock()
+	now := c.now(ctx)
 	res, err := c.store.StepClaim(ctx, c.claimParams(now, limit))
 	if err == nil {
 		c.claimed(now, res)
@@ -185,10 +185,10 @@ func (c *Client) claim(ctx context.Context, limit int) (*store.ClaimResult, erro
 				"steps", res.Parked)
 		}
 		if n := len(res.Claimed) + res.Reused + res.Skipped + res.Parked + res.Waiting; n > 0 {
-			c.observeCommit(CommitClaims, n, c.cfg.Clock().Sub(now), nil)
+			c.observeCommit(CommitClaims, n, c.clock.now().Sub(now), nil)
 		}
 	} else {
-		c.observeCommit(CommitClaims, 0, c.cfg.Clock().Sub(now), err)
+		c.observeCommit(CommitClaims, 0, c.clock.now().Sub(now), err)
 	}
 	return res, err
 }
@@ -227,7 +227,7 @@ func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain b
 		return nil
 	}
 	sc := stepContext(cs.Run, st, cs.Outputs, st.Attempt, cs.PreviousOutcome)
-	sc.clock = c.cfg.Clock
+	sc.clock = c.clock.now
 	sc.Progress = st.Progress
 	if cp, ok := c.store.(store.StepCheckpointer); ok {
 		sc.checkpointer, sc.checkpointAt = cp, store.StepCheckpointParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt}
@@ -235,7 +235,7 @@ func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain b
 	ctx, cancel := context.WithCancelCause(base)
 	ctx, cancelTimeout := context.WithTimeout(ctx, sd.Timeout)
 	c.inflight.add(&execution{step: st, cancel: cancel, log: log})
-	started := c.cfg.Clock()
+	started := c.clock.now()
 	out, err := callStep(ctx, sd.Do, sc)
 	cause := context.Cause(ctx)
 	cancelTimeout()
@@ -247,10 +247,10 @@ func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain b
 		p.ResponseStatus, p.ResponseExcerpt = sc.respStatus, sc.respExcerpt
 	}
 	c.scrub(c.masker(cs.Run, cs.Outputs), &p)
-	c.observeAttempt(st, p.Outcome, c.cfg.Clock().Sub(started))
+	c.observeAttempt(st, p.Outcome, c.clock.now().Sub(started))
 	ok, next := c.record(log, p, chain)
 	if ok {
-		logAttempt(log, p, c.cfg.Clock().Sub(started))
+		logAttempt(log, p, c.clock.now().Sub(started))
 	}
 	return next
 }
@@ -290,7 +290,7 @@ func callStep(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err e
 
 // decide turns an attempt's result into the step's next state, by the step's policy.
 func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause error) store.StepRecordParams {
-	now := c.cfg.Clock()
+	now := c.clock.now()
 	p := store.StepRecordParams{StepID: st.ID, Owner: c.cfg.WorkerID, Attempt: st.Attempt, Now: now, Actor: c.cfg.WorkerID}
 	if sd.Retention > 0 {
 		p.RetainUntil = now.Add(sd.Retention) // kept with the ledger row if this completes it
@@ -432,7 +432,7 @@ func (c *Client) heartbeat(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	lost, err := c.store.StepHeartbeat(ctx, store.StepHeartbeatParams{Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), LeaseFor: c.cfg.LeaseFor, StepIDs: ids})
+	lost, err := c.store.StepHeartbeat(ctx, store.StepHeartbeatParams{Owner: c.cfg.WorkerID, Now: c.now(ctx), LeaseFor: c.cfg.LeaseFor, StepIDs: ids})
 	if err != nil {
 		c.log.Warn("heartbeat failed", "error", err, "steps", len(ids))
 		return

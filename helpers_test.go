@@ -50,8 +50,8 @@ type bundle struct {
 	clock  *clock
 }
 
-// setup opens a fresh SQLite file and a client on it with a manual clock and a fixed
-// jitter of 0.5.
+// setup opens a fresh SQLite file and a client on it with a manual clock, which every
+// decision reads as it is (ClockSync negative), and a fixed jitter of 0.5.
 func setup(t *testing.T, mod ...func(*onceflow.Config)) *bundle {
 	t.Helper()
 	ctx := context.Background()
@@ -62,7 +62,7 @@ func setup(t *testing.T, mod ...func(*onceflow.Config)) *bundle {
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := newClock()
-	cfg := onceflow.Config{Store: st, WorkerID: "test-worker", Clock: clk.Now, Rand: func() float64 { return 0.5 }}
+	cfg := onceflow.Config{Store: st, WorkerID: "test-worker", Clock: clk.Now, ClockSync: -1, Rand: func() float64 { return 0.5 }}
 	for _, m := range mod {
 		m(&cfg)
 	}

@@ -31,7 +31,7 @@ func (c *Client) leaderLoop(ctx context.Context, name string, interval time.Dura
 // whether this process holds it.
 func (c *Client) lead(ctx context.Context, name string, interval time.Duration) bool {
 	leader, err := c.store.LeaderAttempt(ctx, store.LeaderAttemptParams{
-		Name: name, Owner: c.cfg.WorkerID, Now: c.cfg.Clock(), TTL: 3 * interval,
+		Name: name, Owner: c.cfg.WorkerID, Now: c.now(ctx), TTL: 3 * interval,
 	})
 	switch {
 	case err != nil:

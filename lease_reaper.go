@@ -2,6 +2,7 @@ package onceflow
 
 import (
 	"context"
+	"time"
 
 	"github.com/onceflow/onceflow/store"
 )
@@ -10,10 +11,17 @@ import (
 const reaperLeader = "reaper"
 
 // reapLoop runs the lease reaper every ReapInterval until ctx ends, on the worker that
-// leads the reaper.
+// leads the reaper. For one LeaseFor of real time after the engine's time jumped (clock.go)
+// it reaps nothing: a lease renewed before the jump may look expired, or not, by the new
+// time although its owner is alive and renews it at the new time at once.
 func (c *Client) reapLoop(ctx context.Context) {
 	c.leaderLoop(ctx, reaperLeader, c.cfg.ReapInterval, nil, func(ctx context.Context) {
-		if _, err := c.Reap(ctx); err != nil && ctx.Err() == nil {
+		now := c.now(ctx) // notices a jump before the hold-off is looked at
+		if c.clock.reapHeld(c.cfg.LeaseFor) {
+			c.log.Debug("lease reaper waits: the clock jumped less than a lease duration ago")
+			return
+		}
+		if _, err := c.reap(ctx, now); err != nil && ctx.Err() == nil {
 			c.log.Warn("lease reaper failed", "error", err)
 		}
 	})
@@ -26,10 +34,16 @@ func (c *Client) reapLoop(ctx context.Context) {
 // ReapInterval on the worker that leads the reaper; Reap itself reaps unconditionally. It
 // returns how many steps it reaped.
 func (c *Client) Reap(ctx context.Context) (int, error) {
+	return c.reap(ctx, c.now(ctx))
+}
+
+// reap reaps the leases that expired before now: the engine's time, read once for every
+// page, so that what is reaped is decided by exactly that time.
+func (c *Client) reap(ctx context.Context, now time.Time) (int, error) {
 	total := 0
 	for {
-		decided := newReapLog(c.reapDecision)
-		n, err := c.store.StepReapExpired(ctx, store.StepReapParams{Now: c.cfg.Clock(), Limit: 100, Decide: decided.Decide})
+		decided := newReapLog(func(st *store.Step) store.ReapDecision { return c.reapDecision(st, now) })
+		n, err := c.store.StepReapExpired(ctx, store.StepReapParams{Now: now, Limit: 100, Decide: decided.Decide})
 		c.reaped(ctx, decided, n)
 		total += n
 		if err != nil || n < 100 {
@@ -42,8 +56,7 @@ func (c *Client) Reap(ctx context.Context) (int, error) {
 	}
 }
 
-func (c *Client) reapDecision(st *store.Step) store.ReapDecision {
-	now := c.cfg.Clock()
+func (c *Client) reapDecision(st *store.Step, now time.Time) store.ReapDecision {
 	_, sd := c.step(st.Workflow, st.Name)
 	if sd == nil {
 		// Another worker's workflow: it decides when it claims the step again.

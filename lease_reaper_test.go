@@ -42,7 +42,7 @@ func TestReaperDecisions(t *testing.T) {
 					ctx := context.Background()
 					st := be.open(t)
 					clk := newClock()
-					c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "survivor", Clock: clk.Now, Rand: func() float64 { return 0.5 }})
+					c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "survivor", Clock: clk.Now, ClockSync: -1, Rand: func() float64 { return 0.5 }})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -121,6 +121,77 @@ func TestReaperDecisions(t *testing.T) {
 						t.Fatalf("step function called %d times after the reap, want %d", got, tc.calls)
 					}
 				})
+			}
+		})
+	}
+}
+
+// The reaper reaps by exactly the engine's time, on both backends: a live lease (claimed
+// by another process at T for 30 s, its step still running there) is not reaped at T+20s,
+// so no second worker runs the step at the same time; at T+30s, its expiry, it is not
+// expired yet; a microsecond later it is, and the attempt's late success completes the
+// step from the ledger.
+func TestReapDecidesByTheEnginesTime(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := be.open(t)
+			clk := newClock()
+			t0 := clk.Now()
+			var calls atomic.Int64
+			running, release := make(chan struct{}), make(chan struct{})
+			w := onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "send", EffectKey: "send:{input.id}",
+				Do: func(ctx context.Context, _ *onceflow.StepContext) (any, error) {
+					if calls.Add(1) == 1 {
+						close(running)
+						<-release
+					}
+					return map[string]any{"ok": true}, nil
+				}}}}
+			var clients []*onceflow.Client
+			for _, id := range []string{"reaper", "worker"} {
+				c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: id, Clock: clk.Now, ClockSync: -1, LeaseFor: 30 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Register(w); err != nil {
+					t.Fatal(err)
+				}
+				clients = append(clients, c)
+			}
+			reaper, worker := clients[0], clients[1]
+			run, err := worker.Start(ctx, "w", "k", map[string]any{"id": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			worked := make(chan error, 1)
+			go func() { _, err := worker.Work(ctx); worked <- err }()
+			<-running
+
+			clk.Set(t0.Add(20 * time.Second))
+			if n, err := reaper.Reap(ctx); err != nil || n != 0 {
+				t.Fatalf("Reap 20s into a 30s lease = %d, %v; want 0", n, err)
+			}
+			if n, err := reaper.Work(ctx); err != nil || n != 0 || calls.Load() != 1 {
+				t.Fatalf("another worker executed %d steps (%v) while the step ran (%d calls); want none", n, err, calls.Load())
+			}
+			clk.Set(t0.Add(30 * time.Second))
+			if n, err := reaper.Reap(ctx); err != nil || n != 0 {
+				t.Fatalf("Reap at the lease's expiry = %d, %v; want 0 (a lease expires after its time)", n, err)
+			}
+			clk.Set(t0.Add(30*time.Second + time.Microsecond))
+			if n, err := reaper.Reap(ctx); err != nil || n != 1 {
+				t.Fatalf("Reap a microsecond after the lease's expiry = %d, %v; want 1", n, err)
+			}
+			close(release)
+			if err := <-worked; err != nil {
+				t.Fatal(err)
+			}
+			// The attempt's late success was kept in the ledger: the step completes from it.
+			steps, err := st.StepListByRun(ctx, run.ID)
+			if err != nil || len(steps) != 1 || steps[0].State != store.StateCompleted || calls.Load() != 1 {
+				t.Fatalf("after the reap: %+v, %v, %d calls; want the step completed, called once", steps, err, calls.Load())
 			}
 		})
 	}

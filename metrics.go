@@ -43,6 +43,11 @@ const (
 	// CommitClaims. Duration is how long it took. The batch sizes show how much group
 	// commit gathers.
 	MeasureCommit MeasurementKind = "commit"
+	// MeasureClockSkew: the database's clock was measured (on a store.ClockSource such as
+	// PostgreSQL, every Config.ClockSync while Serve runs). Duration is the skew,
+	// Config.Clock minus the database's clock: positive when this machine's clock is ahead.
+	// The engine's decisions use the database's clock whatever it is.
+	MeasureClockSkew MeasurementKind = "clock_skew"
 )
 
 // Kinds of MeasureCommit, in its Step field.

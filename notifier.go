@@ -90,7 +90,7 @@ func (c *Client) notifyScan(ctx context.Context, res *NotifyResult) error {
 		for _, p := range c.cfg.Notify.Policies {
 			longest = max(longest, p.window())
 		}
-		staleBefore = c.cfg.Clock().Add(-longest)
+		staleBefore = c.now(ctx).Add(-longest)
 	}
 	for {
 		page, err := c.store.EventScan(ctx, store.EventScanParams{AfterID: pos, Types: []string{store.EventStepNeedsReview}, Limit: notifyPage})
@@ -102,7 +102,7 @@ func (c *Client) notifyScan(ctx context.Context, res *NotifyResult) error {
 		}
 		opened, err := c.store.IncidentRecord(ctx, store.IncidentRecordParams{
 			Cursor: notifierCursor, From: pos, To: page.Through, Hits: c.notifyHits(page.Events, staleBefore),
-			Actor: store.ActorNotifier, Now: c.cfg.Clock(),
+			Actor: store.ActorNotifier, Now: c.now(ctx),
 		})
 		if errors.Is(err, store.ErrCursorMoved) {
 			// Another process recorded these events; it, or the next pass, alerts.
@@ -162,7 +162,7 @@ func (c *Client) notifyPolicy(name string) *NotifyPolicy {
 // under the same run keys, which creates nothing new. Incidents of policies this client
 // does not know (renamed, or known only to another version) are left alone.
 func (c *Client) notifyDue(ctx context.Context, res *NotifyResult) error {
-	now := c.cfg.Clock()
+	now := c.now(ctx)
 	var policies []string
 	for _, p := range c.cfg.Notify.Policies {
 		policies = append(policies, p.Name)
@@ -236,7 +236,7 @@ func (c *Client) startAlert(ctx context.Context, p *NotifyPolicy, inc *store.Inc
 // started under the key is the same message: started by another process, or by this one
 // before it crashed; its input may differ if the policy changed meanwhile, and it stands.
 func (c *Client) startNotification(ctx context.Context, channel, runKey string, a Alert) error {
-	p, err := c.runInsertParams(nil, channel, runKey, a)
+	p, err := c.runInsertParams(ctx, nil, channel, runKey, a)
 	if err != nil {
 		return err
 	}

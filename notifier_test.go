@@ -436,7 +436,7 @@ func TestNotifyTwoClientsDoNotDoubleAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	c2, err := onceflow.New(onceflow.Config{Store: other, WorkerID: "second", Clock: b.clock.Now, Rand: func() float64 { return 0.5 },
+	c2, err := onceflow.New(onceflow.Config{Store: other, WorkerID: "second", Clock: b.clock.Now, ClockSync: -1, Rand: func() float64 { return 0.5 },
 		Notify: onceflow.NotifyConfig{
 			Policies: []onceflow.NotifyPolicy{{Name: "ops", Channels: []string{opsChannel}}},
 			Channels: []onceflow.NotifyChannel{slackChannel(t, opsChannel, sink)},

@@ -163,7 +163,7 @@ func (c *Client) ReviewReplay(ctx context.Context, req ReplayRequest) (*ReplayRe
 		return nil, err
 	}
 	note := c.redact.ForRun(p.run.Workflow, p.run.Input, p.input).Text(req.Note)
-	sp := store.RunReplayParams{RunID: req.RunID, Step: req.Step, Actor: req.Actor, Note: note, Now: c.cfg.Clock()}
+	sp := store.RunReplayParams{RunID: req.RunID, Step: req.Step, Actor: req.Actor, Note: note, Now: c.now(ctx)}
 	if p.input != nil {
 		sp.Input, sp.BaseInput, sp.Entity, sp.Diff = p.input, p.run.Input, p.plan.Entity, p.diff
 	}

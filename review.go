@@ -143,7 +143,7 @@ func (c *Client) reviewItem(it *store.ReviewItem) *ReviewItem {
 	return &ReviewItem{RunID: it.RunID, StepID: it.StepID, Workflow: it.Workflow, Step: it.StepName, RunKey: it.RunKey, Entity: it.Entity,
 		State: it.State, EffectKey: it.EffectKey, Reason: it.Reason, LastError: it.LastError, LastOutcome: it.LastOutcome,
 		Attempts: it.Attempts, AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: it.ResponseExcerpt,
-		Since: it.Since, Age: max(c.cfg.Clock().Sub(it.Since), 0), EffectMayExist: it.EffectMayExist()}
+		Since: it.Since, Age: max(c.clock.now().Sub(it.Since), 0), EffectMayExist: it.EffectMayExist()}
 }
 
 // ReviewFilter selects review items. Zero fields do not filter.
@@ -161,11 +161,11 @@ type ReviewFilter struct {
 	Limit int
 }
 
-func (c *Client) listParams(f ReviewFilter) store.ReviewListParams {
+func (c *Client) listParams(ctx context.Context, f ReviewFilter) store.ReviewListParams {
 	p := store.ReviewListParams{Workflow: f.Workflow, StepName: f.Step, Reason: f.Reason, Entity: f.Entity, RunID: f.RunID,
 		AfterStepID: f.AfterStepID, Limit: f.Limit}
 	if f.OlderThan > 0 {
-		p.ParkedBefore = c.cfg.Clock().Add(-f.OlderThan)
+		p.ParkedBefore = c.now(ctx).Add(-f.OlderThan)
 	}
 	return p
 }
@@ -173,7 +173,7 @@ func (c *Client) listParams(f ReviewFilter) store.ReviewListParams {
 // ReviewList returns the steps waiting in needs_review that match f, in step ID order
 // (roughly oldest first).
 func (c *Client) ReviewList(ctx context.Context, f ReviewFilter) ([]*ReviewItem, error) {
-	list, err := c.store.ReviewList(ctx, c.listParams(f))
+	list, err := c.store.ReviewList(ctx, c.listParams(ctx, f))
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: review list: %w", err)
 	}
@@ -358,7 +358,7 @@ func (c *Client) ReviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResu
 }
 
 func (c *Client) storeAction(ctx context.Context, a ReviewAction) store.ReviewAction {
-	return store.ReviewAction{RunID: a.RunID, Step: a.Step, Actor: a.Actor, Note: c.maskNote(ctx, a.RunID, a.Note), Now: c.cfg.Clock()}
+	return store.ReviewAction{RunID: a.RunID, Step: a.Step, Actor: a.Actor, Note: c.maskNote(ctx, a.RunID, a.Note), Now: c.now(ctx)}
 }
 
 // maskNote masks secrets and the run's personal data (Config.Redact, Workflow.Redact) in

@@ -294,7 +294,7 @@ type ScheduleInfo struct {
 
 // Schedules describes the registered schedules, by name, with their next n ticks.
 func (c *Client) Schedules(ctx context.Context, n int) ([]ScheduleInfo, error) {
-	now := c.scheduleNow()
+	now := c.scheduleNow(ctx)
 	var out []ScheduleInfo
 	for _, sd := range c.scheduleDefs() {
 		info := ScheduleInfo{Name: sd.Name, Workflow: sd.Workflow, Cron: sd.Cron, Timezone: sd.clock.loc.String(), RunKey: sd.runKey.String(),
@@ -342,7 +342,7 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string, at time.Time)
 		return nil, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
 	}
 	if at.IsZero() {
-		now := c.scheduleNow()
+		now := c.scheduleNow(ctx)
 		if at = sd.clock.previous(now.Add(time.Second)); at.IsZero() {
 			return nil, fmt.Errorf("onceflow: schedule %q has no tick before %s; give the time", name, now.Format(time.RFC3339))
 		}

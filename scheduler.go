@@ -60,16 +60,16 @@ type tickDecision struct {
 	reason string
 }
 
-// scheduleNow is the time schedules read: Config.ScheduleClock, else Config.Clock.
-func (c *Client) scheduleNow() time.Time {
+// scheduleNow is the time schedules read: Config.ScheduleClock, else the engine's time.
+func (c *Client) scheduleNow(ctx context.Context) time.Time {
 	if c.cfg.ScheduleClock != nil {
 		return c.cfg.ScheduleClock()
 	}
-	return c.cfg.Clock()
+	return c.now(ctx)
 }
 
 func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
-	now, at := c.scheduleNow(), c.cfg.Clock()
+	now, at := c.scheduleNow(ctx), c.now(ctx)
 	st, err := c.store.ScheduleGet(ctx, sd.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		_, err = c.store.ScheduleAdvance(ctx, store.ScheduleAdvanceParams{Name: sd.Name, To: now, Now: at})

@@ -35,6 +35,7 @@ func (c *Client) Serve(ctx context.Context) error {
 		return fmt.Errorf("onceflow: serve: paused workflows: %w", err)
 	}
 	var loops sync.WaitGroup
+	loops.Go(func() { c.clockLoop(ctx) })
 	loops.Go(func() { c.pauseLoop(ctx) })
 	loops.Go(func() { c.reapLoop(ctx) })
 	loops.Go(func() { c.notifyLoop(ctx) })
@@ -136,6 +137,9 @@ func (c *Client) claimLoop(ctx, base context.Context, sem chan struct{}, notes <
 	}
 }
 
+// heartbeatLoop renews the leases of running steps every HeartbeatEvery, and at once when
+// the engine's time jumped (clock.go), so that their leases move to the new time before
+// any reaper looks at them by it.
 func (c *Client) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.HeartbeatEvery)
 	defer t.Stop()
@@ -144,7 +148,8 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.heartbeat(ctx)
+		case <-c.clock.jumps:
 		}
+		c.heartbeat(ctx)
 	}
 }

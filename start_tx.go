@@ -22,7 +22,7 @@ func (c *Client) StartTx(ctx context.Context, tx any, workflow, runKey string, i
 	if !ok {
 		return nil, fmt.Errorf("onceflow: start %s/%s in a transaction: the store (%T) cannot join the caller's transaction; use Start, or store/postgres", workflow, runKey, c.store)
 	}
-	p, err := c.runInsertParams(nil, workflow, runKey, input)
+	p, err := c.runInsertParams(ctx, nil, workflow, runKey, input)
 	if err != nil {
 		return nil, err
 	}

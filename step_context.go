@@ -71,7 +71,8 @@ func (sc *StepContext) Checkpoint(ctx context.Context, v any) error {
 	return nil
 }
 
-// Now is the engine's clock (Config.Clock), for steps that stamp what they do.
+// Now is the engine's clock (Client.Now: the database's on PostgreSQL), for steps that
+// stamp what they do.
 func (sc *StepContext) Now() time.Time {
 	if sc.clock == nil {
 		return time.Now()

@@ -71,12 +71,12 @@ func (c *Client) commitWrites(ctx context.Context, bw store.BatchWriter, items [
 			claims++
 		}
 	}
-	now := c.cfg.Clock()
+	now := c.now(ctx)
 	if limit > 0 {
 		p.Claim = c.claimParams(now, limit)
 	}
 	res, err := bw.WriteBatch(ctx, p)
-	took := c.cfg.Clock().Sub(now)
+	took := c.clock.now().Sub(now)
 	if len(p.Starts) > 0 {
 		c.observeCommit(CommitStarts, len(p.Starts), took, err)
 	}

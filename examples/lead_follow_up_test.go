@@ -110,7 +110,7 @@ func TestLeadFollowUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := onceflow.New(onceflow.Config{Store: st, Clock: clock})
+			c, err := onceflow.New(onceflow.Config{Store: st, Clock: clock, ClockSync: -1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -175,7 +175,7 @@ func TestNotifyFromFile(t *testing.T) {
 	}
 	defer st.Close()
 	now := time.Date(2026, 3, 1, 10, 2, 0, 0, time.UTC)
-	c, err := onceflow.New(onceflow.Config{Store: st, Notify: notify, Clock: func() time.Time { return now }})
+	c, err := onceflow.New(onceflow.Config{Store: st, Notify: notify, Clock: func() time.Time { return now }, ClockSync: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

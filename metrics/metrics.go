@@ -32,6 +32,11 @@
 //	onceflow_commit_duration_seconds{kind,outcome}                how long those transactions took (outcome ok or error)
 //	onceflow_store_stats_errors_total                             scrapes that could not read the store
 //
+// A gauge from this process's last measurement of the database's clock (on PostgreSQL; see
+// onceflow.Config.ClockSync):
+//
+//	onceflow_clock_skew_seconds                                   this machine's clock minus the database's
+//
 // The dedupe hits are onceflow_effect_reuses_total, onceflow_run_starts_total with
 // outcome="deduplicated", and onceflow_webhook_deliveries_total with outcome="duplicate".
 //
@@ -45,6 +50,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +92,8 @@ type Metrics struct {
 	statsErrs  prometheus.Counter
 	batchSize  *prometheus.HistogramVec
 	commitDur  *prometheus.HistogramVec
+	clockSkew  prometheus.Gauge
+	skewSeen   atomic.Bool // clockSkew is collected once a measurement set it
 	queue      queueSeries
 
 	runs, steps, review, due *prometheus.Desc
@@ -147,6 +155,8 @@ func New(cfg Config) *Metrics {
 			Buckets: batchBuckets}, []string{"kind"}),
 		commitDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onceflow_commit_duration_seconds",
 			Help: "How long transactions of the write path took, by kind and outcome (ok, error).", Buckets: commitBuckets}, []string{"kind", "outcome"}),
+		clockSkew: prometheus.NewGauge(prometheus.GaugeOpts{Name: "onceflow_clock_skew_seconds",
+			Help: "This machine's clock minus the database's, at this process's last measurement (positive: ahead). Every decision uses the database's clock."}),
 		statsErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "onceflow_store_stats_errors_total",
 			Help: "Scrapes that could not read the counts of runs and steps from the store."}),
 		runs:  prometheus.NewDesc("onceflow_runs", "Runs in the store, by state.", []string{"workflow", "state"}, nil),
@@ -176,6 +186,9 @@ func (m *Metrics) Observe(o onceflow.Measurement) {
 			m.batchSize.WithLabelValues(o.Step).Observe(float64(o.Count))
 		}
 		m.commitDur.WithLabelValues(o.Step, o.Outcome).Observe(o.Duration.Seconds())
+	case onceflow.MeasureClockSkew:
+		m.clockSkew.Set(o.Duration.Seconds())
+		m.skewSeen.Store(true)
 	}
 }
 
@@ -196,6 +209,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.collectors() {
 		c.Describe(ch)
 	}
+	m.clockSkew.Describe(ch)
 	ch <- m.runs
 	ch <- m.steps
 	ch <- m.review
@@ -213,6 +227,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	st := m.readStats()
 	for _, c := range m.collectors() {
 		c.Collect(ch)
+	}
+	if m.skewSeen.Load() { // no measurement, no series: SQLite has no clock to compare with
+		m.clockSkew.Collect(ch)
 	}
 	if st == nil {
 		return

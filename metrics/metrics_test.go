@@ -19,10 +19,12 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/apicheck"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -188,7 +190,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	m := metrics.New(metrics.Config{Store: st, Now: clk.Now, StatsMaxAge: time.Nanosecond})
-	client, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w1", Clock: clk.Now, Rand: func() float64 { return 0.5 }, Metrics: m})
+	client, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w1", Clock: clk.Now, ClockSync: -1, Rand: func() float64 { return 0.5 }, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,5 +403,51 @@ func TestMetricsStoreError(t *testing.T) {
 		if s.name == "onceflow_runs" {
 			t.Errorf("a gauge of the store was served without the store: %v", s)
 		}
+	}
+}
+
+// onceflow_clock_skew_seconds is this machine's clock minus the database's, once the
+// client measured it on PostgreSQL (a client whose clock is 90 s ahead shows about 90); on
+// SQLite, which has no clock of its own to compare with, there is no such series.
+func TestClockSkewGauge(t *testing.T) {
+	ctx := context.Background()
+	u, schema := testsvc.PostgresSchema(t, "onceflow_metrics_")
+	pg, err := postgres.Open(ctx, u, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lite.Close() })
+	for _, tc := range []struct {
+		name string
+		st   store.Store
+		want bool
+	}{{"postgres", pg, true}, {"sqlite", lite, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := metrics.New(metrics.Config{})
+			c, err := onceflow.New(onceflow.Config{Store: tc.st, Metrics: m, Clock: func() time.Time { return time.Now().Add(90 * time.Second) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Now() // measures the database's clock, where there is one
+			srv := httptest.NewServer(m.Handler())
+			defer srv.Close()
+			var skew []series
+			for _, s := range scrape(t, srv.URL) {
+				if s.name == "onceflow_clock_skew_seconds" {
+					skew = append(skew, s)
+				}
+			}
+			switch {
+			case !tc.want && len(skew) > 0:
+				t.Fatalf("onceflow_clock_skew_seconds on a store without a database clock: %v", skew)
+			case tc.want && (len(skew) != 1 || skew[0].value < 89 || skew[0].value > 91):
+				t.Fatalf("onceflow_clock_skew_seconds = %v; want one series of about 90", skew)
+			}
+		})
 	}
 }

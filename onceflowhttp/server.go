@@ -299,6 +299,8 @@ func (s *Server) releaseKey(workflow, key string) {
 	delete(s.inFlight, workflow+"\x00"+key)
 }
 
+// ready is GET /readyz: 503 while a webhook's secret is missing, the database cannot be
+// reached or Options.Ready fails; otherwise 200 with where the engine's time comes from.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	s.defsMu.RLock()
 	broken := s.hooksBroken
@@ -319,7 +321,17 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 			return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready", err.Error())
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "clock": clockView(s.cfg.Client.ClockStatus())})
+}
+
+// clockView is what /readyz shows of the engine's clock: its source and, on the database's
+// clock once measured, this machine's skew from it ("+90.0s").
+func clockView(st onceflow.ClockStatus) map[string]string {
+	v := map[string]string{"source": st.Source}
+	if !st.Measured.IsZero() {
+		v["skew"] = st.SkewText()
+	}
+	return v
 }
 
 // HTTPServer returns the http.Server that serves h as onceflow serve does: bounded header,

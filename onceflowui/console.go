@@ -40,7 +40,9 @@ type Config struct {
 	// console behind a TLS-terminating proxy. On TLS connections it is always Secure.
 	SecureCookies bool
 	Logger        *slog.Logger
-	// Now is the clock (default time.Now).
+	// Now is the clock that decides which steps are due, the ages shown and when sessions
+	// expire (default: the client's, Client.Now, which is the database's clock on
+	// PostgreSQL, so that every process agrees).
 	Now func() time.Time
 }
 
@@ -80,7 +82,7 @@ func New(public Config) *Console {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = public.Client.Now
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
 	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux()}

@@ -452,6 +452,41 @@ func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
 	}
 }
 
+// Without Config.Now the console reads its client's clock (the database's on PostgreSQL,
+// so that every process agrees when a session ends): a session of an hour has ended once
+// the client's clock is two hours on.
+func TestConsoleReadsTheClientsClock(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	now := time.Now()
+	client, err := onceflow.New(onceflow.Config{Store: b.store, ClockSync: -1, Clock: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := onceflowhttp.ParseTokens("ops:admin:" + adminSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: client, Tokens: toks, SessionTTL: time.Hour}))
+	t.Cleanup(srv.Close)
+	br := b.browser()
+	br.base = srv.URL
+	br.signIn(adminSecret)
+	if resp, body := br.get("/ui/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("signed in: %d\n%s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	if resp, body := br.get("/ui/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("two hours later by the client's clock: %d, want a redirect to sign in\n%s", resp.StatusCode, body)
+	}
+}
+
 // On TLS the session cookie is Secure; the request log names routes, never paths, queries,
 // forms or tokens.
 func TestTLSCookieAndRequestLog(t *testing.T) {

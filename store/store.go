@@ -5,7 +5,16 @@
 // constraints and compare-and-set updates, never with a read followed by a write in Go.
 // Each backend lives in its own package (store/sqlite, store/postgres), owns its SQL and
 // migrations, and must pass the conformance suite in store/storetest. Optional interfaces
-// (Notifier, TxRunInserter) add what only some databases can do.
+// (Notifier, TxRunInserter, ClockSource) add what only some databases can do.
+//
+// # Time
+//
+// The methods of Store never read a clock of their own to decide anything: every time they
+// compare or write (a claim's Now, a lease's expiry, a NextAt, a leadership's TTL, a schedule's
+// cursor) is a parameter the engine passes. Times written by one process are compared with
+// times another passes, so on a database many machines share the engine takes every such
+// time from the database's clock (ClockSource), measured and extrapolated, never from the
+// machine's own.
 //
 // # Transactions and the audit trail
 //
@@ -579,6 +588,19 @@ type Store interface {
 
 	// Close releases the backend's resources.
 	Close() error
+}
+
+// ClockSource is implemented by stores whose database has a clock that every process
+// using it shares (store/postgres). The engine measures the offset between its own clock
+// and DatabaseNow, correcting for half the round trip, and takes every time it passes to
+// the store from the database's clock, so that processes whose clocks disagree still agree
+// on which leases expired, which steps are due and which schedule ticks came. A store
+// without it (store/sqlite: one machine) gets the machine's clock.
+type ClockSource interface {
+	// DatabaseNow returns the database's current time: its clock at the moment it
+	// answers, not the start of a transaction. It is one short round trip and writes
+	// nothing.
+	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
 // Notifier is implemented by stores that can tell a process when steps may have become

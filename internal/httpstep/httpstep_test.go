@@ -323,7 +323,7 @@ func newManualEngine(t *testing.T, w onceflow.Workflow) *manualEngine {
 	t.Cleanup(func() { st.Close() })
 	e := &manualEngine{st: st}
 	e.now.Store(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).UnixNano())
-	if e.c, err = onceflow.New(onceflow.Config{Store: st, Clock: func() time.Time { return time.Unix(0, e.now.Load()).UTC() }}); err != nil {
+	if e.c, err = onceflow.New(onceflow.Config{Store: st, Clock: func() time.Time { return time.Unix(0, e.now.Load()).UTC() }, ClockSync: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.c.Register(w); err != nil {

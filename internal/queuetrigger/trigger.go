@@ -108,7 +108,8 @@ type Config struct {
 	MaxDepth int
 	Logger   *slog.Logger
 	Metrics  Metrics
-	// Clock is the engine's clock (default time.Now).
+	// Clock decides which steps are due for MaxBacklog (default: the client's,
+	// onceflow.Client.Now).
 	Clock func() time.Time
 }
 
@@ -133,6 +134,9 @@ func newTrigger(cfg Config, broker string) *Trigger {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+		if cfg.Client != nil {
+			cfg.Clock = cfg.Client.Now
+		}
 	}
 	t := &Trigger{cfg: cfg, broker: broker}
 	t.status.err = fmt.Errorf("%s: not connected yet", cfg.Source)

@@ -337,7 +337,7 @@ func TestKilledAfterCommitAppliesOnce(t *testing.T) {
 			defer st.Close()
 			var skew atomic.Int64
 			c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "survivor",
-				Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+				Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }, ClockSync: -1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,8 +3,18 @@
 //
 // It implements the contract of package store exactly as store/sqlite does, and passes the
 // same conformance suite (store/storetest). It also implements store.EntityStore,
-// store.Notifier, with LISTEN/NOTIFY, and store.TxRunInserter, which starts a run inside a
-// pgx.Tx the caller owns. The pool takes its settings from the URL (pool_max_conns, …).
+// store.Notifier, with LISTEN/NOTIFY, store.TxRunInserter, which starts a run inside a
+// pgx.Tx the caller owns, and store.ClockSource, the server's clock, which every engine
+// on the database takes its time from. The pool takes its settings from the URL
+// (pool_max_conns, …).
+//
+// # Time
+//
+// Every time a statement compares or writes is a parameter the engine passes (from the
+// database's clock, through ClockSource), never the server's now(), so that a time one
+// process wrote is compared with a time another passed on the same clock. The one
+// exception keeps to its own clock: the per-destination limits (limits.go) write and
+// compare their slots' holds and their buckets' times with now() alone.
 //
 // # Concurrency
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/store"
 )
@@ -47,7 +48,7 @@ the events happened and the ledger keys completed.`,
   onceflow purge --json                # only ledger keys whose retention ended`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return purge(cmd.Context(), g, f, time.Now())
+			return purge(cmd.Context(), g, f)
 		},
 	}
 	fl := cmd.Flags()
@@ -78,11 +79,8 @@ type purgeView struct {
 	Actor      string    `json:"actor"`
 }
 
-func purge(ctx context.Context, g *globals, f purgeFlags, now time.Time) error {
-	p := store.RetentionPurgeParams{Now: now, DryRun: f.dryRun, BatchSize: f.batch, Actor: f.actor}
-	if f.olderThan > 0 {
-		p.RunsBefore = now.Add(-f.olderThan)
-	}
+func purge(ctx context.Context, g *globals, f purgeFlags) error {
+	p := store.RetentionPurgeParams{DryRun: f.dryRun, BatchSize: f.batch, Actor: f.actor}
 	if f.batch <= 0 {
 		return usagef("--batch-size must be at least 1, got %d", f.batch)
 	}
@@ -94,6 +92,16 @@ func purge(ctx context.Context, g *globals, f purgeFlags, now time.Time) error {
 		return err
 	}
 	defer s.Close()
+	// Which retention ended is decided by the time the engine wrote retentions with: the
+	// database's clock on PostgreSQL.
+	c, err := onceflow.New(onceflow.Config{Store: s})
+	if err != nil {
+		return err
+	}
+	p.Now = c.Now()
+	if f.olderThan > 0 {
+		p.RunsBefore = p.Now.Add(-f.olderThan)
+	}
 	r, err := s.RetentionPurge(ctx, p)
 	if err != nil {
 		if r != nil && !r.Empty() {

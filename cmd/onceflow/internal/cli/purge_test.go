@@ -27,7 +27,7 @@ func setupPurge(t *testing.T) purgeFixture {
 	st := openSQLite(t, path)
 	defer st.Close()
 	yearAgo := time.Now().Add(-365 * 24 * time.Hour)
-	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "test-worker", Clock: func() time.Time { return yearAgo }})
+	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "test-worker", Clock: func() time.Time { return yearAgo }, ClockSync: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -140,15 +141,39 @@ type appConfig struct {
 	secrets []string
 	// metrics, when set, receives the engine's measurements.
 	metrics *metrics.Metrics
+	// clock, when set, is given the app's client, whose clock it then reads.
+	clock *clientClock
 	// maxDepth caps the nesting of runs' inputs (--max-json-depth).
 	maxDepth int
 }
 
+// clientClock reads the clock of a client built after what reads it (the metrics, which
+// the client's configuration holds): the engine's time, which is the database's clock on
+// PostgreSQL, so that every process counts the same steps due. time.Now until the client
+// exists.
+type clientClock struct {
+	c atomic.Pointer[onceflow.Client]
+}
+
+func (k *clientClock) Now() time.Time {
+	if c := k.c.Load(); c != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// newMetrics returns the metrics of serve and worker on st, and the clock to give their
+// client.
+func newMetrics(st store.Store, log *slog.Logger) (*metrics.Metrics, *clientClock) {
+	k := &clientClock{}
+	return metrics.New(metrics.Config{Store: st, Logger: log, Now: k.Now}), k
+}
+
 // appConfig is the configuration serve and worker build their app with: f's workflow,
 // step and engine flags, on st.
-func (f *serveFlags) appConfig(st store.Store, log *slog.Logger, secrets []string, m *metrics.Metrics) appConfig {
+func (f *serveFlags) appConfig(st store.Store, log *slog.Logger, secrets []string, m *metrics.Metrics, clock *clientClock) appConfig {
 	return appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-		redact: f.redact, secrets: secrets, metrics: m, tune: f.tuneEngine, maxDepth: f.maxDepth}
+		redact: f.redact, secrets: secrets, metrics: m, clock: clock, tune: f.tuneEngine, maxDepth: f.maxDepth}
 }
 
 // newApp loads and builds the workflow files and registers them on a new client.
@@ -209,6 +234,9 @@ func newApp(c appConfig) (*app, error) {
 	client, err := onceflow.New(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if c.clock != nil {
+		c.clock.c.Store(client)
 	}
 	for _, w := range wfs {
 		if err := client.Register(w); err != nil {
@@ -271,8 +299,8 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	defer st.Close()
-	m := metrics.New(metrics.Config{Store: st, Logger: log})
-	a, err := newApp(f.appConfig(st, log, processSecrets(loc, tokens), m))
+	m, clock := newMetrics(st, log)
+	a, err := newApp(f.appConfig(st, log, processSecrets(loc, tokens), m, clock))
 	if err != nil {
 		return err
 	}

@@ -34,10 +34,11 @@ as serve does.`,
 			}
 			defer st.Close()
 			var m *metrics.Metrics
+			var clock *clientClock
 			if f.metricsAddr != "" {
-				m = metrics.New(metrics.Config{Store: st, Logger: log})
+				m, clock = newMetrics(st, log)
 			}
-			a, err := newApp(f.appConfig(st, log, processSecrets(loc, nil), m))
+			a, err := newApp(f.appConfig(st, log, processSecrets(loc, nil), m, clock))
 			if err != nil {
 				return err
 			}
