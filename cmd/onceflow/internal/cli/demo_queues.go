@@ -46,7 +46,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if f.json {
 		progress = g.stderr
 	}
-	fmt.Fprintf(progress, "onceflow demo --queues: examples/order-events.yaml consuming order events from JetStream,\n"+
+	outf(progress, "onceflow demo --queues: examples/order-events.yaml consuming order events from JetStream,\n"+
 		"marking orders paid in the shop's PostgreSQL database and telling the warehouse; one worker is killed\n"+
 		"between the database's COMMIT and onceflow's record.\ndatabase: %s\n\n", loc.URL())
 	orders := 100

@@ -52,11 +52,11 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &se) {
 		return se.code // the command printed its answer; the status is part of it
 	}
-	fmt.Fprintf(stderr, "onceflow: %s\n", err)
+	outf(stderr, "onceflow: %s\n", multiline(err.Error()))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if cmd != nil {
-			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+			outf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 		return exitUsage
 	}
