@@ -87,7 +87,7 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	st, loc, err := openLocation(cmd.Context(), loc, false)
+	st, loc, err := openLocation(cmd.Context(), loc, false, g.logger())
 	if err != nil {
 		return err
 	}

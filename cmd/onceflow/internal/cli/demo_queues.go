@@ -22,7 +22,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 		if err != nil {
 			return err
 		}
-		st, _, err := openLocation(ctx, loc, false)
+		st, _, err := openLocation(ctx, loc, false, g.logger())
 		if err != nil {
 			return err
 		}
@@ -33,7 +33,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	st, loc, err := openLocation(ctx, loc, false)
+	st, loc, err := openLocation(ctx, loc, false, g.logger())
 	if err != nil {
 		return err
 	}
