@@ -124,7 +124,9 @@ Try it with no setup:  onceflow demo`,
 		def = env
 	}
 	root.PersistentFlags().StringVar(&g.db, "db", def,
-		"database: "+acceptedDBForms+" (env ONCEFLOW_DB)")
+		"database: "+acceptedDBForms+" (env ONCEFLOW_DB). A password written in --db is visible to every user of this machine in the process list: put the URL in ONCEFLOW_DB instead, or the password in PGPASSWORD or ~/.pgpass")
+	// The default shown by --help comes from ONCEFLOW_DB: never print its password.
+	root.PersistentFlags().Lookup("db").DefValue = maskPassword(def)
 
 	root.AddCommand(
 		newMigrateCommand(g),
