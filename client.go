@@ -12,13 +12,16 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/onceflow/onceflow/internal/groupcommit"
 	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/internal/safetext"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -419,6 +422,9 @@ func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runK
 		if entity, err = def.entity.Render(data); err != nil {
 			return store.RunInsertParams{}, &InputError{Workflow: workflow, Problem: "entity: " + err.Error()}
 		}
+		if err := ValidateEntity(entity); err != nil {
+			return store.RunInsertParams{}, entityError(workflow, entity, def.entity, data, err)
+		}
 	}
 	sum := sha256.Sum256(raw)
 	p := store.RunInsertParams{
@@ -429,6 +435,41 @@ func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runK
 		p.Steps = append(p.Steps, store.StepInsert{Name: sd.ID, Needs: sd.Needs})
 	}
 	return p, nil
+}
+
+// entityError is the InputError of an entity that breaks the identifier rules (err, a
+// *KeyError), naming the input field at fault: the one whose value holds the character
+// refused, or surrounding white space, else the longest.
+func entityError(workflow, entity string, tmpl *keytmpl.Template, data map[string]any, err error) error {
+	problem := err.Error()
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		problem = ke.Problem
+	}
+	field, longest := "", -1
+	for _, f := range tmpl.Fields() {
+		ft, perr := keytmpl.Parse("{" + f + "}")
+		if perr != nil {
+			continue
+		}
+		v, rerr := ft.Render(data)
+		if rerr != nil {
+			continue
+		}
+		if !utf8.ValidString(v) || strings.IndexFunc(v, safetext.Forbidden) >= 0 || strings.TrimSpace(v) != v {
+			field = f
+			break
+		}
+		if len(v) > longest {
+			field, longest = f, len(v)
+		}
+	}
+	from := ""
+	if field != "" {
+		from = " (from " + field + ")"
+	}
+	return &InputError{Workflow: workflow, Field: field, Problem: fmt.Sprintf("entity %s%s %s; an entity follows the rules of keys: at most %d bytes of UTF-8, no control or invisible formatting characters, no surrounding white space",
+		safetext.Quote(entity, keyErrorExcerpt), from, problem, MaxKeyLength)}
 }
 
 // started turns what RunInsert returned into Start's result: the run, or a

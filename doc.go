@@ -23,6 +23,12 @@
 //	client.Start(ctx, "website-lead", "form-8812", map[string]any{"submission_id": 8812})
 //	client.Serve(ctx) // until ctx ends
 //
+// Run keys, effect keys and entities follow one rule (ValidateKey, ValidateEntity): at
+// most 255 bytes of UTF-8, no control characters, no invisible formatting characters
+// (zero-width, bidi), no surrounding white space. They are compared byte for byte. Start
+// refuses a run key or an entity that breaks the rule before anything is written; a step
+// whose effect key breaks it waits for review with reason invalid_key.
+//
 // # The effect ledger
 //
 // Every effect key has at most one row in a ledger shared by all runs and workflows. A

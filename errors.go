@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/safetext"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -134,16 +135,22 @@ func (e *RunConflictError) Error() string {
 // Is reports whether target is ErrRunConflict.
 func (e *RunConflictError) Is(target error) bool { return target == ErrRunConflict }
 
-// KeyError says what is wrong with a key.
+// KeyError says what is wrong with a key or an entity.
 type KeyError struct {
-	// Kind is "run key" or "effect key".
-	Kind    string
+	// Kind is "run key", "effect key", "entity" or the name the caller gave the key
+	// ("Idempotency-Key").
+	Kind string
+	// Key is the value refused, whole; Error quotes at most its first
+	// keyErrorExcerpt bytes, escaped.
 	Key     string
 	Problem string
 }
 
+// keyErrorExcerpt is how much of a refused key an error message quotes.
+const keyErrorExcerpt = 64
+
 func (e *KeyError) Error() string {
-	return fmt.Sprintf("%s %q: %s", e.Kind, e.Key, e.Problem)
+	return fmt.Sprintf("%s %s: %s", e.Kind, safetext.Quote(e.Key, keyErrorExcerpt), e.Problem)
 }
 
 // Is reports whether target is ErrInvalidKey.
@@ -152,7 +159,10 @@ func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
 // InputError says what is wrong with a run's input.
 type InputError struct {
 	Workflow string
-	Problem  string
+	// Field, when set, is the input field at fault, such as "input.email" for an entity
+	// derived from it that breaks the identifier rules.
+	Field   string
+	Problem string
 }
 
 func (e *InputError) Error() string {

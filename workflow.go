@@ -19,7 +19,9 @@ type Workflow struct {
 	// Name identifies the workflow: letters, digits, '.', '_' and '-', at most 100 bytes.
 	Name string
 	// Entity is a template naming the business object a run is about, such as
-	// "lead:{input.submission_id}". It may read {input.…} and {run.key}. Optional.
+	// "lead:{input.submission_id}". It may read {input.…} and {run.key}. Optional. The
+	// entity it renders follows the key rules (ValidateEntity): Start refuses one that
+	// breaks them with an InputError naming the input field.
 	Entity string
 	// RequiredInput lists dotted input paths that must be present and non-null, such as
 	// "submission_id" or "customer.email". Start refuses input that lacks one.

@@ -31,6 +31,10 @@ type QueueDef struct {
 	// MaxBacklog pauses consumption while more steps than this are due and not yet done
 	// (default 10000).
 	MaxBacklog int `yaml:"max_backlog"`
+	// MaxMessageBytes is the longest message, payload and headers, that starts a run
+	// (default 1048576, the API's body limit); a longer one is kept for review with its
+	// size and digest instead of its body.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
 
 // QueueNATSDef names a JetStream stream and the durable consumer onceflow pulls with.
@@ -120,6 +124,9 @@ func (d *Definition) checkQueue() Problems {
 	}
 	if q.MaxBacklog < 0 {
 		add("$.queue.max_backlog", "max_backlog must be positive")
+	}
+	if q.MaxMessageBytes < 0 {
+		add("$.queue.max_message_bytes", "max_message_bytes must be positive (a number of bytes, such as 1048576)")
 	}
 	if q.RunKey != "" {
 		t, err := keytmpl.Parse(q.RunKey)

@@ -43,6 +43,10 @@ func TestQueueAndBrokerStepsParse(t *testing.T) {
 	if d.Queue.AMQP.Queue != "order-events" || d.Steps[0].SQL.Statements[0].ExpectRows == nil || d.Steps[1].AMQP.Exchange != "warehouse" {
 		t.Fatalf("%+v", d.Queue)
 	}
+	d, ps = Parse("order-events.yaml", []byte(strings.Replace(orderEventsYAML, "  run_key:", "  max_message_bytes: 65536\n  run_key:", 1)))
+	if len(ps) > 0 || d.Queue.MaxMessageBytes != 65536 {
+		t.Fatalf("max_message_bytes: %v %+v", ps, d.Queue)
+	}
 }
 
 func TestBrokerStepProblems(t *testing.T) {
@@ -60,6 +64,7 @@ func TestBrokerStepProblems(t *testing.T) {
 		{"mismatch", "on_mismatch: needs_review", "on_mismatch: ignore", `on_mismatch "ignore" is not skip or needs_review`},
 		{"no queue", "amqp: {queue: order-events, prefetch: 20}", "amqp: {prefetch: 20}", "order-events.yaml:4:9: amqp.queue is required"},
 		{"run key", `run_key: "{headers.X-Event-Id}"`, `run_key: "{steps.a.output.id}"`, "a queue's run_key reads {headers.NAME}"},
+		{"message size", "  run_key:", "  max_message_bytes: -1\n  run_key:", "order-events.yaml:5:22: max_message_bytes must be positive"},
 		{"both", "amqp: {queue: order-events, prefetch: 20}", "amqp: {queue: q}\n  nats: {stream: S}", "queue takes one of nats and amqp"},
 		{"subject", `subject: "orders.paid.{input.order_id}"`, `subject: "orders.paid.>.{input.order_id}"`,
 			`step "notify": nats subject "orders.paid.>.{input.order_id}": '>' is a wildcard, which a message cannot be published to`},

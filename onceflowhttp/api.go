@@ -46,6 +46,13 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkBody(body); err != nil {
 		return err
 	}
+	keys := r.Header.Values("Idempotency-Key")
+	if len(keys) > 1 {
+		// Proxies and clients disagree on which of several to keep: refuse rather than
+		// pick one.
+		return newProblem(http.StatusBadRequest, "invalid-idempotency-key", "Invalid Idempotency-Key",
+			fmt.Sprintf("the request has %d Idempotency-Key headers; send exactly one", len(keys)))
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		def, ok := s.definition(name)
@@ -96,7 +103,12 @@ func startProblem(err error) error {
 		p.Extra = map[string]any{"run_id": ce.RunID}
 		return p
 	case errors.Is(err, onceflow.ErrInvalidInput):
-		return newProblem(http.StatusUnprocessableEntity, "invalid-input", "Invalid input", err.Error())
+		p := newProblem(http.StatusUnprocessableEntity, "invalid-input", "Invalid input", err.Error())
+		var ie *onceflow.InputError
+		if errors.As(err, &ie) && ie.Field != "" {
+			p.Extra = map[string]any{"field": ie.Field}
+		}
+		return p
 	case errors.Is(err, onceflow.ErrInvalidKey):
 		return newProblem(http.StatusBadRequest, "invalid-idempotency-key", "Invalid key", err.Error())
 	}

@@ -53,6 +53,14 @@
 // key while the first request is still in progress is a 409. A webhook delivery is
 // deduplicated on the provider's event id.
 //
+// An Idempotency-Key follows the key rules of onceflow.ValidateKey (1–255 bytes of UTF-8,
+// no control characters, no invisible zero-width or bidi formatting characters, no
+// surrounding white space) and is compared byte for byte: nothing is normalized or folded,
+// so two keys that differ in any byte are two business events, and the rules refuse the
+// characters that would make two different keys look the same. A request with more than
+// one Idempotency-Key header is refused (400), and a refusal quotes at most the first 64
+// bytes of a key, escaped.
+//
 // # Errors and redaction
 //
 // Errors are RFC 9457 problem documents (application/problem+json) whose type names the

@@ -22,8 +22,24 @@ type NATSConfig struct {
 	Subject string
 	// AckWait is how long a message may stay unacknowledged before redelivery (default 30 s).
 	AckWait time.Duration
-	// Batch is how many messages one fetch pulls (default 100).
+	// Batch is how many messages one fetch pulls (default 100). A fetch also asks for at
+	// most Batch × Config.MaxMessageBytes bytes (see fetchBytes).
 	Batch int
+}
+
+// msgOverhead is what JetStream counts for a message beyond its payload and headers
+// against a fetch's byte limit: its subject and reply subject, which the server bounds by
+// its max_control_line (4 KiB by default).
+const msgOverhead = 8 << 10
+
+// fetchBytes is the byte limit of one fetch: Batch messages at the limit, but never less
+// than one message as large as the server lets a publisher send (max_payload). A message
+// longer than a fetch's byte limit is never delivered by it, so a smaller limit would
+// leave a message above the limit at the head of the stream, fetched by nothing, instead
+// of kept for review.
+func (n *NATS) fetchBytes(maxPayload int64) int {
+	perMsg := int64(n.cfg.MaxMessageBytes) + msgOverhead
+	return int(max(int64(n.nc.Batch)*perMsg, maxPayload+msgOverhead))
 }
 
 // NATS is a trigger fed by a JetStream durable pull consumer.
@@ -103,7 +119,7 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 		if !nc.IsConnected() {
 			return true, fmt.Errorf("%s: connection to the NATS server lost: %v", n.cfg.Source, nc.LastError())
 		}
-		batch, err := cons.Fetch(n.nc.Batch, jetstream.FetchMaxWait(time.Second))
+		batch, err := cons.Fetch(n.nc.Batch, jetstream.FetchMaxWait(time.Second), jetstream.FetchMaxBytes(n.fetchBytes(nc.MaxPayload())))
 		if err != nil {
 			return true, fmt.Errorf("%s: fetch: %w", n.cfg.Source, err)
 		}

@@ -25,6 +25,19 @@
 // message of the same identity with other content (two messages sharing a message id) is
 // kept as a second item, under a key that adds its digest.
 //
+// # Message size
+//
+// A message is at most Config.MaxMessageBytes long, its payload and headers together
+// (default DefaultMaxMessageBytes, 1 MiB: the API's body limit). A longer one starts no
+// run and is not parsed: it is kept for review (reason message_too_large) with its size and
+// the SHA-256 digest of its payload in place of its body, and acknowledged. What a consumer
+// holds at once is bounded by the broker: a JetStream fetch asks for at most Batch ×
+// MaxMessageBytes bytes (never less than one message of the server's max_payload, so that
+// a message above the limit can still be taken and kept for review rather than block the
+// consumer), and a RabbitMQ consumer holds at most Prefetch messages, each as large as the
+// broker lets a publisher send (its max_message_size): RabbitMQ has no byte limit for a
+// consumer, so set max_message_size near the limit to bound it.
+//
 // # Back-pressure and connections
 //
 // Before each fetch the trigger looks at the steps due and not yet claimed; while there
@@ -65,7 +78,19 @@ const (
 	ReasonRunKeyMissing = "run_key_missing"
 	// ReasonRunKeyConflict: the run key is already used with another payload.
 	ReasonRunKeyConflict = "run_key_conflict"
+	// ReasonMessageTooLarge: the message is longer than Config.MaxMessageBytes; its body
+	// was not kept.
+	ReasonMessageTooLarge = "message_too_large"
 )
+
+// DefaultMaxMessageBytes is the default of Config.MaxMessageBytes: 1 MiB, the API's
+// default body limit (onceflowhttp.Options.MaxBody), so that a queue takes what the API
+// takes.
+const DefaultMaxMessageBytes = 1 << 20
+
+// maxKeptHeaderBytes is how many bytes of headers the review item of a message too large
+// keeps; longer headers are left out, with their size.
+const maxKeptHeaderBytes = 16 << 10
 
 // Message is one delivery, whatever the broker.
 type Message struct {
@@ -76,6 +101,20 @@ type Message struct {
 	// Identity identifies the message at its source when it has no ID (the stream
 	// sequence; a digest of the message).
 	Identity string
+}
+
+// Size is the message's length as the limit counts it: its payload and its headers'
+// names and values, in bytes.
+func (m Message) Size() int {
+	return len(m.Payload) + headerBytes(m.Headers)
+}
+
+func headerBytes(h map[string]string) int {
+	n := 0
+	for k, v := range h {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Metrics receives what a trigger measures; labels are workflow names and outcomes only.
@@ -106,8 +145,12 @@ type Config struct {
 	// a deeper message is kept for review, as is one that is not UTF-8 or names a member
 	// twice (jsondoc.Check).
 	MaxDepth int
-	Logger   *slog.Logger
-	Metrics  Metrics
+	// MaxMessageBytes is the longest message, payload and headers, that may start a run
+	// (default DefaultMaxMessageBytes). A longer one is kept for review with its size and
+	// digest instead of its body (ReasonMessageTooLarge), and acknowledged.
+	MaxMessageBytes int
+	Logger          *slog.Logger
+	Metrics         Metrics
 	// Clock decides which steps are due for MaxBacklog (default: the client's,
 	// onceflow.Client.Now).
 	Clock func() time.Time
@@ -128,6 +171,9 @@ type Trigger struct {
 func newTrigger(cfg Config, broker string) *Trigger {
 	if cfg.MaxBacklog <= 0 {
 		cfg.MaxBacklog = 10000
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -199,6 +245,9 @@ func (t *Trigger) Handle(ctx context.Context, m Message) (string, error) {
 }
 
 func (t *Trigger) handle(ctx context.Context, m Message) (string, error) {
+	if size := m.Size(); size > t.cfg.MaxMessageBytes {
+		return t.rejectTooLarge(ctx, m, size)
+	}
 	if reason, err := checkPayload(m.Payload, t.cfg.MaxDepth); err != nil {
 		return t.reject(ctx, m, reason, err.Error())
 	}
@@ -274,22 +323,51 @@ func startRefused(err error) string {
 // RejectSuffix ends the name of the workflow that keeps a workflow's rejected messages.
 const RejectSuffix = ".rejected"
 
+// identity is what identifies m at its source: its message id, else its Identity, else a
+// digest of its payload and headers.
+func identity(m Message) string {
+	switch {
+	case m.ID != "":
+		return m.ID
+	case m.Identity != "":
+		return m.Identity
+	}
+	h := sha256.New()
+	h.Write(m.Payload)
+	fmt.Fprint(h, m.Headers)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // reject keeps m as a run of the companion workflow, which parks for review.
 func (t *Trigger) reject(ctx context.Context, m Message, reason, why string) (string, error) {
-	id := m.ID
-	if id == "" {
-		id = m.Identity
-	}
-	if id == "" {
-		sum := sha256.Sum256(append(append([]byte{}, m.Payload...), []byte(fmt.Sprint(m.Headers))...))
-		id = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": id, "reason": reason, "error": why, "headers": m.Headers}
+	in := map[string]any{"source": t.cfg.Source, "message_id": m.ID, "identity": identity(m), "reason": reason, "error": why, "headers": m.Headers}
 	if utf8.Valid(m.Payload) {
 		in["payload"] = string(m.Payload)
 	} else {
 		in["payload_base64"] = base64.StdEncoding.EncodeToString(m.Payload)
 	}
+	return t.keep(ctx, in, reason)
+}
+
+// rejectTooLarge keeps a message longer than the limit for review by its size and the
+// digest of its payload, never its body: the payload is read once, by the digest, and
+// neither copied nor decoded. Headers are kept when they are short.
+func (t *Trigger) rejectTooLarge(ctx context.Context, m Message, size int) (string, error) {
+	sum := sha256.Sum256(m.Payload)
+	in := map[string]any{"source": t.cfg.Source, "identity": identity(m), "reason": ReasonMessageTooLarge,
+		"error": fmt.Sprintf("the message is %d bytes long, payload and headers; the queue's limit is %d (max_message_bytes); its body was not kept", size, t.cfg.MaxMessageBytes),
+		"size":  size, "payload_bytes": len(m.Payload), "payload_sha256": hex.EncodeToString(sum[:])}
+	if hb := headerBytes(m.Headers); hb <= maxKeptHeaderBytes {
+		in["headers"], in["message_id"] = m.Headers, m.ID
+	} else {
+		in["header_bytes"] = hb
+	}
+	return t.keep(ctx, in, ReasonMessageTooLarge)
+}
+
+// keep starts the companion workflow's run that keeps a rejected message, in, for review.
+func (t *Trigger) keep(ctx context.Context, in map[string]any, reason string) (string, error) {
+	id, _ := in["identity"].(string)
 	_, err := t.cfg.Client.Start(ctx, t.cfg.Workflow+RejectSuffix, t.rejectKey(id), in)
 	if errors.Is(err, onceflow.ErrRunConflict) {
 		// Another message with this identity was kept first, with other content (two
@@ -350,6 +428,8 @@ type rejectedInput struct {
 	Headers   map[string]string `json:"headers"`
 	Payload   json.RawMessage   `json:"payload"`
 	RunKey    string            `json:"run_key"`
+	Reason    string            `json:"reason"`
+	Error     string            `json:"error"`
 }
 
 // startRejected starts the run of a rejected message from its (corrected) input, as
@@ -364,6 +444,9 @@ func startRejected(ctx context.Context, c *onceflow.Client, workflow string, run
 		return park(ReasonInputNotJSON, fmt.Errorf("the item's input: %w", err))
 	}
 	payload := in.Payload
+	if len(payload) == 0 && in.Reason == ReasonMessageTooLarge {
+		return park(ReasonMessageTooLarge, errors.New(in.Error))
+	}
 	var text string
 	if json.Unmarshal(payload, &text) == nil {
 		payload = json.RawMessage(text) // the raw message, kept as text

@@ -75,6 +75,10 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
 	}
+	if err := onceflow.ValidateEntity(key); err != nil {
+		// Before the store: an entity key the rules refuse is bad data, not a fault to retry.
+		return nil, onceflow.PermanentError(fmt.Errorf("transition: %w", err))
+	}
 	res, err := s.store.EntityTransition(ctx, store.EntityTransitionParams{
 		Key: key, From: s.spec.From, Initial: s.spec.Initial, To: s.spec.To,
 		EffectKey: sc.EffectKey, RunID: sc.RunID, StepName: sc.Step, Workflow: sc.Workflow, Actor: "run:" + fmt.Sprint(sc.RunID), Now: sc.Now(),

@@ -2,7 +2,10 @@ package transitionstep
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/onceflow/onceflow"
@@ -99,6 +102,48 @@ func TestPaymentsTransitionOrders(t *testing.T) {
 		e, err := st.EntityGetByKey(ctx, key)
 		if err != nil || e.State != want {
 			t.Fatalf("%s: %+v %v, want %s", key, e, err, want)
+		}
+	}
+}
+
+// A transition's entity key follows the key rules before the store sees it: a key with a
+// NUL, an escape or a bidi override, or one longer than 255 bytes, parks the step as a
+// permanent error (retrying bad data would not help) and changes no entity.
+func TestTransitionEntityFollowsTheKeyRules(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paid, err := New(Spec{Entity: "order:{input.order_id}", From: []string{"pending"}, Initial: "pending", To: "paid"}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(onceflow.Workflow{Name: "payment", Steps: []onceflow.Step{{ID: "mark_paid", EffectKey: "order-paid:{run.key}", Do: paid.Do}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"a\x00b", "a\x1b[2Jb", "a\u202eb", strings.Repeat("9", 300)} {
+		run, err := c.Start(ctx, "payment", fmt.Sprint("p-", i), map[string]any{"order_id": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		steps, err := st.StepListByRun(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := steps[0]; s.State != store.StateNeedsReview || s.Reason != store.ReasonPermanentError || !strings.Contains(s.LastError, "entity") {
+			t.Errorf("order_id %.20q: step %s (%s) %q, want needs_review with a permanent error about the entity", id, s.State, s.Reason, s.LastError)
+		}
+		if _, err := st.EntityGetByKey(ctx, "order:"+id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("order_id %.20q: the entity was written (%v)", id, err)
 		}
 	}
 }

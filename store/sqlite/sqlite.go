@@ -6,6 +6,12 @@
 // to BusyTimeout. synchronous=FULL is the default: a transaction that returned has reached
 // the disk. A write that still finds the file locked after BusyTimeout, and a connection
 // that cannot open the file, fail with store.ErrUnavailable.
+//
+// The database holds the runs' inputs unmasked (e-mail addresses, phone numbers): Open
+// creates a new file readable and writable by its owner only (0600, whatever the umask),
+// and SQLite gives the -wal and -shm files it creates beside it the database file's mode.
+// An existing file, -wal or -shm that the group or others may read is logged as a warning
+// naming it; Open leaves its mode as it is.
 package sqlite
 
 import (
@@ -14,6 +20,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,6 +46,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the read pool (default 4).
 	ReadConns int
+	// Logger receives the warning about a database file that others may read (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // Store is the SQLite implementation of store.Store.
@@ -96,6 +107,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	wq.Add("_pragma", "cache_size(-32768)")
 	wq.Add("_pragma", "temp_store(MEMORY)")
 
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := privateFiles(path, log); err != nil {
+		return nil, err
+	}
+
 	w, err := openDB(path + "?" + wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
@@ -132,6 +151,40 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	return s, nil
+}
+
+// privateFiles creates the database file at path, if there is none, readable and
+// writable by its owner only — before the driver opens it, which would create it with the
+// mode SQLite defaults to (0644) less the umask — and logs a warning for each existing
+// database, -wal or -shm file that the group or others may read. SQLite creates the -wal
+// and -shm files with the database file's mode.
+func privateFiles(path string, log *slog.Logger) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		// The umask may have taken bits away (0o400 under umask 0o277): set the mode
+		// itself. The empty file is an empty database.
+		err = f.Chmod(0o600)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: create %q: %w", path, err)
+		}
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("sqlite: create %q: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue // -wal and -shm exist only while a connection is open
+		}
+		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+			log.Warn("sqlite: the database file can be read by other users of this machine, and it holds inputs unmasked; restrict it with chmod 600",
+				"path", p, "mode", fmt.Sprintf("%04o", mode))
+		}
+	}
+	return nil
 }
 
 // Path returns the database file's path.

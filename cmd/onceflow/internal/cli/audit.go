@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"strconv"
@@ -96,7 +95,7 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 		return writeJSONList(g.stdout, entries, viewAudit)
 	}
 	if len(entries) == 0 {
-		fmt.Fprintln(g.stdout, "no events match")
+		outf(g.stdout, "no events match\n")
 		return nil
 	}
 	return writeAudit(g.stdout, entries, true)
@@ -111,9 +110,9 @@ func viewAudit(e *onceflow.AuditEntry) auditView { return views.NewAuditEntry(e,
 func writeAudit(w io.Writer, entries []*onceflow.AuditEntry, withRun bool) error {
 	tw := newTable(w)
 	if withRun {
-		fmt.Fprintln(tw, "TIME\tRUN\tSTEP\tTYPE\tACTOR\tWHY")
+		outf(tw, "TIME\tRUN\tSTEP\tTYPE\tACTOR\tWHY\n")
 	} else {
-		fmt.Fprintln(tw, "TIME\tTYPE\tACTOR\tWHY")
+		outf(tw, "TIME\tTYPE\tACTOR\tWHY\n")
 	}
 	for _, e := range entries {
 		if withRun {
@@ -121,9 +120,9 @@ func writeAudit(w io.Writer, entries []*onceflow.AuditEntry, withRun bool) error
 			if e.RunID != 0 {
 				run = strconv.FormatInt(e.RunID, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), run, dash(e.StepName), e.Type, dash(e.Actor), e.Why)
+			outf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), run, dash(e.StepName), e.Type, dash(e.Actor), e.Why)
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.Actor), e.Why)
+			outf(tw, "%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.Actor), e.Why)
 		}
 	}
 	return tw.Flush()

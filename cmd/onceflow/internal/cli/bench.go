@@ -128,9 +128,9 @@ func runBench(cmd *cobra.Command, g *globals, f benchFlags) error {
 	defer cleanup()
 	cfg.Target = target
 	if target.PostgresURL != "" {
-		fmt.Fprintf(g.stderr, "onceflow bench: a schema of its own per scenario in %s, dropped at the end\n", dbLocation{Scheme: "postgres", ConnString: target.PostgresURL}.URL())
+		outf(g.stderr, "onceflow bench: a schema of its own per scenario in %s, dropped at the end\n", dbLocation{Scheme: "postgres", ConnString: target.PostgresURL}.URL())
 	} else {
-		fmt.Fprintf(g.stderr, "onceflow bench: SQLite files in %s, removed at the end\n", target.SQLiteDir)
+		outf(g.stderr, "onceflow bench: SQLite files in %s, removed at the end\n", target.SQLiteDir)
 	}
 	if f.progress || isTerminal(g.stderr) {
 		cfg.Progress = g.stderr
@@ -303,14 +303,14 @@ func writeJSONLine(w io.Writer, v any) error {
 // writeBenchTable writes one row per report.
 func writeBenchTable(w io.Writer, reports []bench.Report) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SCENARIO\tDB\tRUNS\tSTEPS\tSECONDS\tSTEPS/S\tP50 MS\tP99 MS\tMAX RSS MB\tWORKERS\tNOTES")
+	outf(tw, "SCENARIO\tDB\tRUNS\tSTEPS\tSECONDS\tSTEPS/S\tP50 MS\tP99 MS\tMAX RSS MB\tWORKERS\tNOTES\n")
 	for _, r := range reports {
 		s := r.Summary()
 		note := r.Note()
 		if len(s.Failures) > 0 {
 			note = "CHECKS FAILED: " + strings.Join(s.Failures, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%d\t%s\n",
+		outf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%d\t%s\n",
 			s.Scenario, s.DB, s.Runs, s.Steps, s.Seconds, s.StepsPerSecond, s.P50Ms, s.P99Ms, s.MaxRSSMB, s.Workers, note)
 	}
 	return tw.Flush()

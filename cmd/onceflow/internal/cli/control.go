@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -67,11 +66,11 @@ func runsCancel(ctx context.Context, g *globals, id int64, f controlFlags) error
 	if f.json {
 		return writeJSON(g.stdout, map[string]any{"run_id": id, "state": res.Run.State, "cancelled": nonNil(res.Cancelled), "running": nonNil(res.Running)})
 	}
-	fmt.Fprintf(g.stdout, "cancelled run %d (%s): run %s; steps cancelled: %s", id, res.Run.Workflow, res.Run.State, listText(res.Cancelled))
+	outf(g.stdout, "cancelled run %d (%s): run %s; steps cancelled: %s", id, res.Run.Workflow, res.Run.State, listText(res.Cancelled))
 	if len(res.Running) > 0 {
-		fmt.Fprintf(g.stdout, "; still running, cancelled once their attempt is recorded: %s", listText(res.Running))
+		outf(g.stdout, "; still running, cancelled once their attempt is recorded: %s", listText(res.Running))
 	}
-	fmt.Fprintf(g.stdout, " (by %s)\n", f.actor)
+	outf(g.stdout, " (by %s)\n", f.actor)
 	return nil
 }
 
@@ -167,10 +166,10 @@ func pauseResume(ctx context.Context, g *globals, workflow string, f controlFlag
 		return writeJSON(g.stdout, map[string]any{"workflow": workflow, "paused": pause, "changed": changed})
 	}
 	if !changed {
-		fmt.Fprintf(g.stdout, "workflow %s %s; nothing changed\n", workflow, already)
+		outf(g.stdout, "workflow %s %s; nothing changed\n", workflow, already)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "workflow %s %s (by %s)\n", workflow, verb, f.actor)
+	outf(g.stdout, "workflow %s %s (by %s)\n", workflow, verb, f.actor)
 	return nil
 }
 
@@ -196,13 +195,13 @@ func newPausedCommand(g *globals) *cobra.Command {
 				})
 			}
 			if len(list) == 0 {
-				fmt.Fprintln(g.stdout, "no workflow is paused")
+				outf(g.stdout, "no workflow is paused\n")
 				return nil
 			}
 			tw := newTable(g.stdout)
-			fmt.Fprintln(tw, "WORKFLOW\tSINCE\tBY\tNOTE")
+			outf(tw, "WORKFLOW\tSINCE\tBY\tNOTE\n")
 			for _, wp := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", wp.Workflow, timeText(wp.Since), wp.Actor, dash(wp.Note))
+				outf(tw, "%s\t%s\t%s\t%s\n", wp.Workflow, timeText(wp.Since), wp.Actor, dash(wp.Note))
 			}
 			return tw.Flush()
 		},

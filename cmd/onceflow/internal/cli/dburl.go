@@ -47,6 +47,18 @@ func (l dbLocation) URL() string {
 	return "sqlite://" + filepath.ToSlash(p)
 }
 
+// maskPassword returns a --db value with the password of a URL masked, for --help.
+func maskPassword(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "(from ONCEFLOW_DB)" // not a URL, but it may hold a password: show nothing
+		}
+		return s
+	}
+	return u.Redacted()
+}
+
 // parseDBURL turns a --db value into a location. It accepts sqlite:///abs/path.db,
 // sqlite://./rel.db, sqlite://rel.db and a bare file path.
 func parseDBURL(s string) (dbLocation, error) {

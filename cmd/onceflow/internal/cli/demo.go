@@ -87,7 +87,7 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	st, loc, err := openLocation(cmd.Context(), loc, false)
+	st, loc, err := openLocation(cmd.Context(), loc, false, g.logger())
 	if err != nil {
 		return err
 	}
@@ -101,10 +101,10 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if f.json {
 		progress = g.stderr
 	}
-	fmt.Fprintf(progress, "onceflow demo: the example workflows served on 127.0.0.1 against services that fail on purpose;\n"+
+	outf(progress, "onceflow demo: the example workflows served on 127.0.0.1 against services that fail on purpose;\n"+
 		"%d website forms posted twice each, %d paid orders whose events arrive two or three times.\n", f.forms, f.orders)
-	fmt.Fprintf(progress, "Retry delays and http timeouts are %d× shorter than the files say, so that this takes seconds.\n", demo.Speedup)
-	fmt.Fprintf(progress, "database: %s\n\n", loc.URL())
+	outf(progress, "Retry delays and http timeouts are %d× shorter than the files say, so that this takes seconds.\n", demo.Speedup)
+	outf(progress, "database: %s\n\n", loc.URL())
 
 	sum, err := demo.Run(cmd.Context(), demo.Config{
 		Store: st, DBURL: loc.URL(), Forms: f.forms, Orders: f.orders, Workers: f.workers, Seed: f.seed, Progress: progress,

@@ -22,7 +22,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 		if err != nil {
 			return err
 		}
-		st, _, err := openLocation(ctx, loc, false)
+		st, _, err := openLocation(ctx, loc, false, g.logger())
 		if err != nil {
 			return err
 		}
@@ -33,7 +33,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	st, loc, err := openLocation(ctx, loc, false)
+	st, loc, err := openLocation(ctx, loc, false, g.logger())
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func runQueuesDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if f.json {
 		progress = g.stderr
 	}
-	fmt.Fprintf(progress, "onceflow demo --queues: examples/order-events.yaml consuming order events from JetStream,\n"+
+	outf(progress, "onceflow demo --queues: examples/order-events.yaml consuming order events from JetStream,\n"+
 		"marking orders paid in the shop's PostgreSQL database and telling the warehouse; one worker is killed\n"+
 		"between the database's COMMIT and onceflow's record.\ndatabase: %s\n\n", loc.URL())
 	orders := 100

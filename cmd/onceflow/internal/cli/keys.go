@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -133,38 +132,38 @@ func writeKey(g *globals, key string, rep *onceflow.KeyReport, status string, as
 	e := rep.Effect
 	switch status {
 	case "completed":
-		fmt.Fprintf(w, "key %s: completed — the business action happened and is never performed again\n", key)
+		outf(w, "key %s: completed — the business action happened and is never performed again\n", key)
 	case "in_flight":
-		fmt.Fprintf(w, "key %s: in flight — a step holds it and is acting, retrying or waiting for review\n", key)
+		outf(w, "key %s: in flight — a step holds it and is acting, retrying or waiting for review\n", key)
 	case "released":
-		fmt.Fprintf(w, "key %s: released — steps used it but none completed it (the destination refused, or the step was abandoned or cancelled); no step holds it\n", key)
+		outf(w, "key %s: released — steps used it but none completed it (the destination refused, or the step was abandoned or cancelled); no step holds it\n", key)
 	default:
-		fmt.Fprintf(w, "key %s: never seen — no step ever used this key (or retention purged its records)\n", key)
+		outf(w, "key %s: never seen — no step ever used this key (or retention purged its records)\n", key)
 	}
 	if e != nil {
 		tw := newTable(w)
-		fmt.Fprintf(tw, "  by\trun %d (%s) step %s\n", e.RunID, e.Workflow, e.StepName)
-		fmt.Fprintf(tw, "  taken\t%s\n", timeText(e.CreatedAt))
+		outf(tw, "  by\trun %d (%s) step %s\n", e.RunID, e.Workflow, e.StepName)
+		outf(tw, "  taken\t%s\n", timeText(e.CreatedAt))
 		if !e.CompletedAt.IsZero() {
-			fmt.Fprintf(tw, "  completed\t%s\n", timeText(e.CompletedAt))
-			fmt.Fprintf(tw, "  result\t%s\n", clip(string(e.Result), 200))
+			outf(tw, "  completed\t%s\n", timeText(e.CompletedAt))
+			outf(tw, "  result\t%s\n", clip(string(e.Result), 200))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nUSED BY (%d)\n", len(rep.Uses))
+	outf(w, "\nUSED BY (%d)\n", len(rep.Uses))
 	if len(rep.Uses) > 0 {
 		tw := newTable(w)
-		fmt.Fprintln(tw, "RUN\tWORKFLOW\tENTITY\tSTEP\tLAST EVENT")
+		outf(tw, "RUN\tWORKFLOW\tENTITY\tSTEP\tLAST EVENT\n")
 		for _, u := range rep.Uses {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", u.RunID, u.Workflow, dash(u.Entity), u.Step, u.Last)
+			outf(tw, "%d\t%s\t%s\t%s\t%s\n", u.RunID, u.Workflow, dash(u.Entity), u.Step, u.Last)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(rep.Events))
+	outf(w, "\nEVENTS (%d)\n", len(rep.Events))
 	if len(rep.Events) == 0 {
 		return nil
 	}

@@ -34,7 +34,7 @@ transaction as their statements. Running it again changes nothing.`,
 				if err := db.Migrate(ctx); err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "database of %s (%s): table %s is ready\n", target, db.Dialect(), sqlstep.Table)
+				outf(g.stdout, "database of %s (%s): table %s is ready\n", target, db.Dialect(), sqlstep.Table)
 				return nil
 			}
 			s, loc, err := g.openStore(ctx, false)
@@ -50,7 +50,7 @@ transaction as their statements. Running it again changes nothing.`,
 			if applied > known {
 				status = fmt.Sprintf("newer than this build, which knows up to version %d; upgrade onceflow", known)
 			}
-			fmt.Fprintf(g.stdout, "database %s: schema version %d of %d (%s)\n", loc.URL(), applied, known, status)
+			outf(g.stdout, "database %s: schema version %d of %d (%s)\n", loc.URL(), applied, known, status)
 			return nil
 		},
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/user"
@@ -105,7 +104,7 @@ func purge(ctx context.Context, g *globals, f purgeFlags) error {
 	r, err := s.RetentionPurge(ctx, p)
 	if err != nil {
 		if r != nil && !r.Empty() {
-			fmt.Fprintf(g.stderr, "onceflow: the purge stopped after deleting %d runs and %d ledger keys in %d batches\n", r.Runs.Count, r.Effects.Count, r.Batches)
+			outf(g.stderr, "onceflow: the purge stopped after deleting %d runs and %d ledger keys in %d batches\n", r.Runs.Count, r.Effects.Count, r.Batches)
 		}
 		return err
 	}
@@ -118,26 +117,26 @@ func purge(ctx context.Context, g *globals, f purgeFlags) error {
 func writePurgeReport(w io.Writer, db string, p store.RetentionPurgeParams, r *store.PurgeReport) error {
 	switch {
 	case r.DryRun:
-		fmt.Fprintf(w, "dry run on %s: nothing was deleted; a purge now would delete:\n", db)
+		outf(w, "dry run on %s: nothing was deleted; a purge now would delete:\n", db)
 	default:
-		fmt.Fprintf(w, "purged %s in %d batch(es), as %s:\n", db, r.Batches, p.Actor)
+		outf(w, "purged %s in %d batch(es), as %s:\n", db, r.Batches, p.Actor)
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "KIND\tCOUNT\tOLDEST\tNEWEST")
+	outf(tw, "KIND\tCOUNT\tOLDEST\tNEWEST\n")
 	for _, k := range []struct {
 		kind string
 		c    store.PurgeCount
 	}{{"runs", r.Runs}, {"steps", r.Steps}, {"attempts", r.Attempts}, {"events", r.Events}, {"ledger keys", r.Effects}} {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", k.kind, k.c.Count, timeText(k.c.Oldest), timeText(k.c.Newest))
+		outf(tw, "%s\t%d\t%s\t%s\n", k.kind, k.c.Count, timeText(k.c.Oldest), timeText(k.c.Newest))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if p.RunsBefore.IsZero() {
-		fmt.Fprintln(w, "runs: none (no --older-than)")
+		outf(w, "runs: none (no --older-than)\n")
 	} else {
-		fmt.Fprintf(w, "runs: finished before %s, none waiting for review or still at work\n", timeText(p.RunsBefore))
+		outf(w, "runs: finished before %s, none waiting for review or still at work\n", timeText(p.RunsBefore))
 	}
-	fmt.Fprintf(w, "ledger keys: retention ended by %s; keys kept forever are never purged\n", timeText(p.Now))
+	outf(w, "ledger keys: retention ended by %s; keys kept forever are never purged\n", timeText(p.Now))
 	return nil
 }

@@ -74,7 +74,8 @@ func (a *app) newTriggers() ([]queueTrigger, error) {
 		if q == nil {
 			continue
 		}
-		cfg := queuetrigger.Config{Workflow: d.Name, Client: a.client, Stats: a.store, MaxBacklog: q.MaxBacklog, MaxDepth: a.maxDepth, Logger: a.log}
+		cfg := queuetrigger.Config{Workflow: d.Name, Client: a.client, Stats: a.store, MaxBacklog: q.MaxBacklog, MaxDepth: a.maxDepth,
+			MaxMessageBytes: q.MaxMessageBytes, Logger: a.log}
 		if a.metrics != nil {
 			cfg.Metrics = a.metrics
 		}

@@ -227,17 +227,17 @@ func newReviewListCommand(g *globals) *cobra.Command {
 				return writeJSONList(g.stdout, items, viewItem)
 			}
 			if len(items) == 0 {
-				fmt.Fprintln(g.stdout, "no steps wait for review")
+				outf(g.stdout, "no steps wait for review\n")
 				return nil
 			}
 			tw := newTable(g.stdout)
-			fmt.Fprintln(tw, "RUN\tSTEP\tWORKFLOW\tENTITY\tREASON\tATTEMPTS\tSTATUS\tAGE\tLAST ERROR")
+			outf(tw, "RUN\tSTEP\tWORKFLOW\tENTITY\tREASON\tATTEMPTS\tSTATUS\tAGE\tLAST ERROR\n")
 			for _, it := range items {
 				status := "-"
 				if it.ResponseStatus != 0 {
 					status = strconv.Itoa(it.ResponseStatus)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", it.RunID, it.Step, it.Workflow, dash(it.Entity), it.Reason, it.Attempts,
+				outf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", it.RunID, it.Step, it.Workflow, dash(it.Entity), it.Reason, it.Attempts,
 					status, ageText(it.Age), dash(clip(it.LastError, 60)))
 			}
 			return tw.Flush()
@@ -377,55 +377,55 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 		return writeJSON(g.stdout, out)
 	}
 	w := g.stdout
-	fmt.Fprintf(w, "run %d step %s  (%s, run key %s)\n", it.RunID, it.Step, it.Workflow, it.RunKey)
+	outf(w, "run %d step %s  (%s, run key %s)\n", it.RunID, it.Step, it.Workflow, it.RunKey)
 	tw := newTable(w)
-	fmt.Fprintf(tw, "  state\t%s\n", it.State)
-	fmt.Fprintf(tw, "  reason\t%s\n", dash(it.Reason))
-	fmt.Fprintf(tw, "  entity\t%s\n", dash(it.Entity))
-	fmt.Fprintf(tw, "  effect key\t%s\n", dash(it.EffectKey))
+	outf(tw, "  state\t%s\n", it.State)
+	outf(tw, "  reason\t%s\n", dash(it.Reason))
+	outf(tw, "  entity\t%s\n", dash(it.Entity))
+	outf(tw, "  effect key\t%s\n", dash(it.EffectKey))
 	if it.AttemptBase > 0 {
-		fmt.Fprintf(tw, "  attempts\t%d (the retry policy counts those after attempt %d, the last manual retry or replay)\n", it.Attempts, it.AttemptBase)
+		outf(tw, "  attempts\t%d (the retry policy counts those after attempt %d, the last manual retry or replay)\n", it.Attempts, it.AttemptBase)
 	} else {
-		fmt.Fprintf(tw, "  attempts\t%d\n", it.Attempts)
+		outf(tw, "  attempts\t%d\n", it.Attempts)
 	}
-	fmt.Fprintf(tw, "  last error\t%s\n", dash(it.LastError))
+	outf(tw, "  last error\t%s\n", dash(it.LastError))
 	if it.ResponseStatus != 0 || it.ResponseExcerpt != "" {
-		fmt.Fprintf(tw, "  response\t%d %s\n", it.ResponseStatus, clip(it.ResponseExcerpt, 120))
+		outf(tw, "  response\t%d %s\n", it.ResponseStatus, clip(it.ResponseExcerpt, 120))
 	}
-	fmt.Fprintf(tw, "  since\t%s (%s ago)\n", timeText(it.Since), ageText(it.Age))
+	outf(tw, "  since\t%s (%s ago)\n", timeText(it.Since), ageText(it.Age))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	switch {
 	case it.State != store.StateNeedsReview:
-		fmt.Fprintf(w, "\nThe step is %s: it is not in review.\n", it.State)
+		outf(w, "\nThe step is %s: it is not in review.\n", it.State)
 	case it.EffectMayExist:
-		fmt.Fprintf(w, "\nIts outcome is unknown: the effect may have happened. Decide:\n  onceflow review resolve %d %s --it-happened --note …   (it happened)\n  onceflow review retry %d %s --send-again --note …      (send again, same key)\n",
+		outf(w, "\nIts outcome is unknown: the effect may have happened. Decide:\n  onceflow review resolve %d %s --it-happened --note …   (it happened)\n  onceflow review retry %d %s --send-again --note …      (send again, same key)\n",
 			it.RunID, it.Step, it.RunID, it.Step)
 	default:
-		fmt.Fprintf(w, "\nDecide with: onceflow review retry|replay|resolve|abandon %d %s --note …\n", it.RunID, it.Step)
+		outf(w, "\nDecide with: onceflow review retry|replay|resolve|abandon %d %s --note …\n", it.RunID, it.Step)
 	}
-	fmt.Fprintf(w, "\nATTEMPTS (%d)\n", len(mine))
+	outf(w, "\nATTEMPTS (%d)\n", len(mine))
 	if len(mine) > 0 {
 		tw = newTable(w)
-		fmt.Fprintln(tw, "#\tWORKER\tOUTCOME\tSTATUS\tSTARTED\tERROR")
+		outf(tw, "#\tWORKER\tOUTCOME\tSTATUS\tSTARTED\tERROR\n")
 		for _, at := range mine {
 			status := "-"
 			if at.ResponseStatus != 0 {
 				status = strconv.Itoa(at.ResponseStatus)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", at.Number, at.Worker, dash(string(at.Outcome)), status, timeText(at.StartedAt), dash(clip(at.Error, 80)))
+			outf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", at.Number, at.Worker, dash(string(at.Outcome)), status, timeText(at.StartedAt), dash(clip(at.Error, 80)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(events))
+	outf(w, "\nEVENTS (%d)\n", len(events))
 	if err := writeAudit(w, events, false); err != nil {
 		return err
 	}
 	if plan != nil {
-		fmt.Fprintln(w, "\nA REPLAY WOULD")
+		outf(w, "\nA REPLAY WOULD\n")
 		return writePlan(w, plan, "NOW")
 	}
 	return nil
@@ -444,11 +444,11 @@ func printResult(w io.Writer, verb string, a actionFlags, res *onceflow.ReviewRe
 			Actor     string      `json:"actor"`
 		}{res.RunID, res.Step, verb, res.StepState, res.RunState, res.Ledger, a.actor})
 	}
-	fmt.Fprintf(w, "%s run %d step %s: step %s, run %s", verb, res.RunID, res.Step, res.StepState, res.RunState)
+	outf(w, "%s run %d step %s: step %s, run %s", verb, res.RunID, res.Step, res.StepState, res.RunState)
 	if res.Ledger != "" {
-		fmt.Fprintf(w, ", key %s in the ledger", res.Ledger)
+		outf(w, ", key %s in the ledger", res.Ledger)
 	}
-	fmt.Fprintf(w, " (by %s)\n", a.actor)
+	outf(w, " (by %s)\n", a.actor)
 	return nil
 }
 
@@ -480,11 +480,11 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 		}
 	} else {
 		if len(items) == 0 {
-			fmt.Fprintln(w, "no review item matches")
+			outf(w, "no review item matches\n")
 			return nil
 		}
 		tw := newTable(w)
-		fmt.Fprintln(tw, "RUN\tSTEP\tREASON\tRESULT")
+		outf(tw, "RUN\tSTEP\tREASON\tRESULT\n")
 		for _, it := range items {
 			result := "ok"
 			switch {
@@ -501,7 +501,7 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 			case it.RunState != "":
 				result = "ok, run " + string(it.RunState)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", it.RunID, it.Step, it.Reason, result)
+			outf(tw, "%d\t%s\t%s\t%s\n", it.RunID, it.Step, it.Reason, result)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -510,11 +510,11 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 		if dry {
 			verb = "would " + verb
 		}
-		fmt.Fprintf(w, "%d item(s): %d %s, %d refused", len(items), len(items)-refused, verb, refused)
+		outf(w, "%d item(s): %d %s, %d refused", len(items), len(items)-refused, verb, refused)
 		if dry {
-			fmt.Fprint(w, " — dry run: nothing was changed")
+			out(w, " — dry run: nothing was changed")
 		}
-		fmt.Fprintln(w)
+		outf(w, "\n")
 	}
 	if refused > 0 {
 		return fmt.Errorf("%d of %d item(s) were refused; the others were %s", refused, len(items), map[bool]string{true: "checked", false: "done"}[dry])
@@ -689,11 +689,11 @@ that will not run), review, skipped. It needs --workflows, the workflow files.`,
 						Plan   planView `json:"plan"`
 					}{true, viewPlan(plan)})
 				}
-				fmt.Fprintf(g.stdout, "replay of run %d (%s, run key %s)%s would:\n", plan.RunID, plan.Workflow, plan.RunKey, correctedText(plan))
+				outf(g.stdout, "replay of run %d (%s, run key %s)%s would:\n", plan.RunID, plan.Workflow, plan.RunKey, correctedText(plan))
 				if err := writePlan(g.stdout, plan, "NOW"); err != nil {
 					return err
 				}
-				fmt.Fprintln(g.stdout, "dry run: nothing was changed")
+				outf(g.stdout, "dry run: nothing was changed\n")
 				return nil
 			}
 			res, err := s.client.ReviewReplay(cmd.Context(), req)
@@ -710,12 +710,12 @@ that will not run), review, skipped. It needs --workflows, the workflow files.`,
 					Actor    string      `json:"actor"`
 				}{false, viewPlan(res.Plan), res.Revision, res.Reset, res.RunState, a.actor})
 			}
-			fmt.Fprintf(g.stdout, "replayed run %d%s (by %s): %s pending again, run %s\n", res.Plan.RunID, correctedText(res.Plan), a.actor,
+			outf(g.stdout, "replayed run %d%s (by %s): %s pending again, run %s\n", res.Plan.RunID, correctedText(res.Plan), a.actor,
 				strings.Join(res.Reset, ", "), res.RunState)
 			if res.Revision > 0 {
-				fmt.Fprintf(g.stdout, "input revision %d kept with its diff\n", res.Revision)
+				outf(g.stdout, "input revision %d kept with its diff\n", res.Revision)
 			}
-			fmt.Fprintln(g.stdout, "the workers will now:")
+			outf(g.stdout, "the workers will now:\n")
 			return writePlan(g.stdout, res.Plan, "WAS")
 		},
 	}
@@ -823,14 +823,14 @@ func viewPlan(p *onceflow.ReplayPlan) planView { return views.NewPlan(p, nil) }
 // preview, WAS after the replay).
 func writePlan(w io.Writer, p *onceflow.ReplayPlan, state string) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "STEP\t%s\tACTION\tEFFECT KEY\tWHY\n", state)
+	outf(tw, "STEP\t%s\tACTION\tEFFECT KEY\tWHY\n", state)
 	for _, ps := range p.Steps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ps.Step, ps.State, ps.Action, dash(ps.EffectKey), ps.Why)
+		outf(tw, "%s\t%s\t%s\t%s\t%s\n", ps.Step, ps.State, ps.Action, dash(ps.EffectKey), ps.Why)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, planSummary(p))
+	outln(w, planSummary(p))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,11 +53,11 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &se) {
 		return se.code // the command printed its answer; the status is part of it
 	}
-	fmt.Fprintf(stderr, "onceflow: %s\n", err)
+	outf(stderr, "onceflow: %s\n", multiline(err.Error()))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if cmd != nil {
-			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+			outf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 		return exitUsage
 	}
@@ -84,6 +85,17 @@ type globals struct {
 	db     string
 	stdout io.Writer
 	stderr io.Writer
+	// log, when set, receives what opening the database warns about (serve and worker set
+	// their logger); otherwise warnings go to stderr as text.
+	log *slog.Logger
+}
+
+// logger is where the commands' warnings go.
+func (g *globals) logger() *slog.Logger {
+	if g.log != nil {
+		return g.log
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -112,7 +124,9 @@ Try it with no setup:  onceflow demo`,
 		def = env
 	}
 	root.PersistentFlags().StringVar(&g.db, "db", def,
-		"database: "+acceptedDBForms+" (env ONCEFLOW_DB)")
+		"database: "+acceptedDBForms+" (env ONCEFLOW_DB). A password written in --db is visible to every user of this machine in the process list: put the URL in ONCEFLOW_DB instead, or the password in PGPASSWORD or ~/.pgpass")
+	// The default shown by --help comes from ONCEFLOW_DB: never print its password.
+	root.PersistentFlags().Lookup("db").DefValue = maskPassword(def)
 
 	root.AddCommand(
 		newMigrateCommand(g),
@@ -198,10 +212,12 @@ func (g *globals) openStore(ctx context.Context, mustExist bool) (cliStore, dbLo
 	if err != nil {
 		return nil, loc, err
 	}
-	return openLocation(ctx, loc, mustExist)
+	return openLocation(ctx, loc, mustExist, g.logger())
 }
 
-func openLocation(ctx context.Context, loc dbLocation, mustExist bool) (cliStore, dbLocation, error) {
+// openLocation opens the database at loc; log receives the warning about a SQLite file
+// that others can read.
+func openLocation(ctx context.Context, loc dbLocation, mustExist bool, log *slog.Logger) (cliStore, dbLocation, error) {
 	if loc.Scheme == "postgres" {
 		s, err := postgres.Open(ctx, loc.ConnString, postgres.Options{Schema: loc.Schema})
 		if err != nil {
@@ -214,7 +230,7 @@ func openLocation(ctx context.Context, loc dbLocation, mustExist bool) (cliStore
 			return nil, loc, fmt.Errorf("no database at %s; create one with 'onceflow migrate --db %s', or point --db (or ONCEFLOW_DB) at an existing one", loc.Path, loc.URL())
 		}
 	}
-	s, err := sqlite.Open(ctx, loc.Path, sqlite.Options{})
+	s, err := sqlite.Open(ctx, loc.Path, sqlite.Options{Logger: log})
 	if err != nil {
 		return nil, loc, err
 	}

@@ -86,13 +86,13 @@ func runsList(ctx context.Context, g *globals, f runsListFlags) error {
 		return writeJSONList(g.stdout, runs, viewRun)
 	}
 	if len(runs) == 0 {
-		fmt.Fprintln(g.stdout, "no runs match")
+		outf(g.stdout, "no runs match\n")
 		return nil
 	}
 	tw := newTable(g.stdout)
-	fmt.Fprintln(tw, "ID\tWORKFLOW\tRUN KEY\tENTITY\tSTATE\tCREATED")
+	outf(tw, "ID\tWORKFLOW\tRUN KEY\tENTITY\tSTATE\tCREATED\n")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.RunKey, dash(r.Entity), r.State, timeText(r.CreatedAt))
+		outf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.RunKey, dash(r.Entity), r.State, timeText(r.CreatedAt))
 	}
 	return tw.Flush()
 }
@@ -194,38 +194,38 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFla
 }
 
 func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts []*store.Attempt, events []*store.Event) error {
-	fmt.Fprintf(w, "run %d  %s  (run key %s)\n", run.ID, run.Workflow, run.RunKey)
+	outf(w, "run %d  %s  (run key %s)\n", run.ID, run.Workflow, run.RunKey)
 	tw := newTable(w)
-	fmt.Fprintf(tw, "  state\t%s\n", run.State)
+	outf(tw, "  state\t%s\n", run.State)
 	if due := store.WaitingUntil(steps); !due.IsZero() {
-		fmt.Fprintf(tw, "  waiting\tuntil %s, when a delayed step is due\n", timeText(due))
+		outf(tw, "  waiting\tuntil %s, when a delayed step is due\n", timeText(due))
 	}
-	fmt.Fprintf(tw, "  entity\t%s\n", dash(run.Entity))
-	fmt.Fprintf(tw, "  created\t%s\n", timeText(run.CreatedAt))
-	fmt.Fprintf(tw, "  updated\t%s\n", timeText(run.UpdatedAt))
-	fmt.Fprintf(tw, "  input\t%s\n", clip(string(run.Input), 120))
+	outf(tw, "  entity\t%s\n", dash(run.Entity))
+	outf(tw, "  created\t%s\n", timeText(run.CreatedAt))
+	outf(tw, "  updated\t%s\n", timeText(run.UpdatedAt))
+	outf(tw, "  input\t%s\n", clip(string(run.Input), 120))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nSTEPS (%d)\n", len(steps))
+	outf(w, "\nSTEPS (%d)\n", len(steps))
 	tw = newTable(w)
-	fmt.Fprintln(tw, "NAME\tSTATE\tATTEMPT\tEFFECT KEY\tREASON\tLAST ERROR")
+	outf(tw, "NAME\tSTATE\tATTEMPT\tEFFECT KEY\tREASON\tLAST ERROR\n")
 	for _, st := range steps {
 		reason := st.Reason
 		if due := dueAt(st); due != nil {
 			reason += " until " + timeText(*due)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(reason), dash(clip(st.LastError, 80)))
+		outf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.State, st.Attempt, dash(st.EffectKey), dash(reason), dash(clip(st.LastError, 80)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nATTEMPTS (%d)\n", len(attempts))
+	outf(w, "\nATTEMPTS (%d)\n", len(attempts))
 	if len(attempts) > 0 {
 		tw = newTable(w)
-		fmt.Fprintln(tw, "STEP\t#\tWORKER\tOUTCOME\tSTATUS\tSTARTED\tENDED\tERROR")
+		outf(tw, "STEP\t#\tWORKER\tOUTCOME\tSTATUS\tSTARTED\tENDED\tERROR\n")
 		for _, a := range attempts {
 			status := "-"
 			if a.ResponseStatus != 0 {
@@ -235,7 +235,7 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 			if outcome == "" {
 				outcome = "in flight"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.StepName, a.Number, a.Worker, outcome, status,
+			outf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.StepName, a.Number, a.Worker, outcome, status,
 				timeText(a.StartedAt), timeText(a.EndedAt), dash(clip(a.Error, 80)))
 		}
 		if err := tw.Flush(); err != nil {
@@ -243,15 +243,15 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 		}
 	}
 
-	fmt.Fprintf(w, "\nEVENTS (%d)\n", len(events))
+	outf(w, "\nEVENTS (%d)\n", len(events))
 	tw = newTable(w)
-	fmt.Fprintln(tw, "TIME\tTYPE\tSTEP\tREASON\tACTOR\tDETAIL")
+	outf(tw, "TIME\tTYPE\tSTEP\tREASON\tACTOR\tDETAIL\n")
 	for _, e := range events {
 		detail := string(e.Detail)
 		if detail == "{}" {
 			detail = ""
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.StepName), dash(e.Reason), dash(e.Actor), dash(clip(detail, 100)))
+		outf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.StepName), dash(e.Reason), dash(e.Actor), dash(clip(detail, 100)))
 	}
 	return tw.Flush()
 }

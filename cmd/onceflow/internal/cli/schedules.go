@@ -96,11 +96,11 @@ func schedulesList(ctx context.Context, g *globals, f schedulesFlags) error {
 		return writeJSONList(g.stdout, infos, views.NewSchedule)
 	}
 	if len(infos) == 0 {
-		fmt.Fprintln(g.stdout, "no schedules in these workflow files")
+		outf(g.stdout, "no schedules in these workflow files\n")
 		return nil
 	}
 	tw := newTable(g.stdout)
-	fmt.Fprintln(tw, "NAME\tWORKFLOW\tCRON\tTIMEZONE\tCATCH-UP\tNEXT TICKS\tLAST TICK\tRUN")
+	outf(tw, "NAME\tWORKFLOW\tCRON\tTIMEZONE\tCATCH-UP\tNEXT TICKS\tLAST TICK\tRUN\n")
 	for _, in := range infos {
 		next := make([]string, len(in.Next))
 		for i, t := range in.Next {
@@ -114,7 +114,7 @@ func schedulesList(ctx context.Context, g *globals, f schedulesFlags) error {
 		if in.ForEach {
 			wf += " (for each item)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, wf, in.Cron, in.Timezone, in.CatchUp, dash(strings.Join(next, ", ")), last, run)
+		outf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, wf, in.Cron, in.Timezone, in.CatchUp, dash(strings.Join(next, ", ")), last, run)
 	}
 	return tw.Flush()
 }
@@ -144,9 +144,9 @@ func schedulesTrigger(ctx context.Context, g *globals, name string, f schedulesF
 		return writeJSON(g.stdout, map[string]any{"run_id": run.ID, "workflow": run.Workflow, "run_key": run.RunKey, "created": !run.Duplicate})
 	}
 	if run.Duplicate {
-		fmt.Fprintf(g.stdout, "tick already started: run %d (%s, run key %s); nothing new\n", run.ID, run.Workflow, run.RunKey)
+		outf(g.stdout, "tick already started: run %d (%s, run key %s); nothing new\n", run.ID, run.Workflow, run.RunKey)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "started run %d (%s, run key %s); a running onceflow serve or worker executes it\n", run.ID, run.Workflow, run.RunKey)
+	outf(g.stdout, "started run %d (%s, run key %s); a running onceflow serve or worker executes it\n", run.ID, run.Workflow, run.RunKey)
 	return nil
 }

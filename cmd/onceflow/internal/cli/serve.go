@@ -294,6 +294,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	g.log = log
 	st, loc, err := g.openStore(ctx, false)
 	if err != nil {
 		return err

@@ -31,7 +31,7 @@ exits 0 when every file is valid.`,
 			if errors.As(err, &ps) {
 				files := map[string]bool{}
 				for _, p := range ps {
-					fmt.Fprintln(g.stdout, p.String())
+					outln(g.stdout, p.String())
 					files[p.File] = true
 				}
 				return fmt.Errorf("%d problem(s) in %d file(s)", len(ps), len(files))
@@ -40,7 +40,7 @@ exits 0 when every file is valid.`,
 				return err
 			}
 			for _, d := range defs {
-				fmt.Fprintf(g.stdout, "%s: workflow %q is valid (%d steps)\n", d.File(), d.Name, len(d.Steps))
+				outf(g.stdout, "%s: workflow %q is valid (%d steps)\n", d.File(), d.Name, len(d.Steps))
 			}
 			return nil
 		},

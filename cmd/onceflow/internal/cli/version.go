@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"runtime"
 	"runtime/debug"
 
@@ -19,10 +18,10 @@ func newVersionCommand(g *globals) *cobra.Command {
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			v, rev := buildVersion()
-			fmt.Fprintf(g.stdout, "onceflow %s\n", v)
-			fmt.Fprintf(g.stdout, "go        %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			outf(g.stdout, "onceflow %s\n", v)
+			outf(g.stdout, "go        %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			if rev != "" {
-				fmt.Fprintf(g.stdout, "revision  %s\n", rev)
+				outf(g.stdout, "revision  %s\n", rev)
 			}
 			return nil
 		},

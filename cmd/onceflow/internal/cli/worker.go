@@ -28,6 +28,7 @@ as serve does.`,
 			if err != nil {
 				return err
 			}
+			g.log = log
 			st, loc, err := g.openStore(ctx, false)
 			if err != nil {
 				return err
