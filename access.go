@@ -54,6 +54,9 @@ const (
 	TriggerSchedule Trigger = "schedule"
 	// TriggerQueue: the messages of a broker's queue.
 	TriggerQueue Trigger = "queue"
+	// TriggerWebhook: a provider's signed deliveries to the workflow's webhook. A token
+	// that could start such a workflow would go around the signature.
+	TriggerWebhook Trigger = "webhook"
 )
 
 // Caller is who asks, from outside the program, to start a run (see Access and
@@ -216,9 +219,9 @@ func mayStart(by Caller, name string, a Access, scheduled bool) error {
 // check reports the problems of a workflow's Access through bad (see compile).
 func (a Access) check(bad func(field, format string, args ...any)) {
 	switch a.Trigger {
-	case "", TriggerSchedule, TriggerQueue:
+	case "", TriggerSchedule, TriggerQueue, TriggerWebhook:
 	default:
-		bad("access", "Access.Trigger %q is not %q or %q", a.Trigger, TriggerSchedule, TriggerQueue)
+		bad("access", "Access.Trigger %q is not %q, %q or %q", a.Trigger, TriggerSchedule, TriggerQueue, TriggerWebhook)
 	}
 	if a.Internal && (a.API || len(a.Tokens) > 0) {
 		bad("access", "an internal workflow is never started from outside; remove Access.API and Access.Tokens")

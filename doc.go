@@ -102,8 +102,8 @@
 // webhook — start runs with StartFrom on behalf of a Caller (a token, a webhook), and one
 // rule decides, for all of them, whether it may (Workflow.Access, Client.MayStart): the
 // engine's own workflows (fan-out walkers, rejected-message companions, notification
-// channels) do not exist for any caller, a workflow a schedule or a queue feeds is closed
-// to tokens unless its Access opens it, and a token's list and a workflow's tokens
+// channels) do not exist for any caller, a workflow a schedule, a queue or a webhook feeds is
+// closed to tokens unless its Access opens it, and a token's list and a workflow's tokens
 // restrict. The audit trail names the caller as the run's starter.
 //
 // # Working the review queue

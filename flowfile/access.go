@@ -12,12 +12,12 @@ import (
 
 // APIDef says which API tokens may start the workflow (POST /v1/workflows/NAME/runs):
 //
-//	api: true                  # every token, although a schedule or a queue feeds it
+//	api: true                  # every token, although a schedule, a queue or a webhook feeds it
 //	api:
 //	  tokens: [billing-ops]    # only these tokens of ONCEFLOW_API_TOKENS
 //
-// Without it, every token with the ingest scope may start a workflow that has no schedule
-// or queue, and none may start one that has: its schedule or queue decides when it runs
+// Without it, every token with the ingest scope may start a workflow that has no schedule,
+// queue or webhook, and none may start one that has: its trigger decides when it runs
 // and with which input. See onceflow.Access for the whole rule.
 type APIDef struct {
 	// Tokens, when set, names the only tokens that may start the workflow.
@@ -40,7 +40,7 @@ func (a *APIDef) UnmarshalYAML(n ast.Node) error {
 	switch v := n.(type) {
 	case *ast.BoolNode:
 		if !v.Value {
-			return at("api: false is not a setting: without api, no token starts a workflow that a schedule or a queue feeds; " +
+			return at("api: false is not a setting: without api, no token starts a workflow that a schedule, a queue or a webhook feeds; " +
 				"to let only some tokens start this one, write api: {tokens: [NAME, …]}")
 		}
 		*a = APIDef{}
@@ -92,6 +92,8 @@ func (d *Definition) access() onceflow.Access {
 		a.Trigger = onceflow.TriggerSchedule
 	case d.Queue != nil:
 		a.Trigger = onceflow.TriggerQueue
+	case d.Webhook != nil:
+		a.Trigger = onceflow.TriggerWebhook
 	}
 	if d.API != nil {
 		a.API = true

@@ -36,6 +36,7 @@ webhook:
   name: orders
   scheme: standard-webhooks
   secret_env: [HOOK_SECRET]
+api: true
 steps:
   - id: charge
     kind: go

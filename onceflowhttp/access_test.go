@@ -230,3 +230,24 @@ func TestWebhookReplayWithAFreshIdempotencyKeyStartsNothing(t *testing.T) {
 		})
 	}
 }
+
+// A workflow a webhook feeds is started by the provider's signed deliveries, not by API
+// tokens: a token that could post to it would go around the signature. Its file opens it
+// with api: true.
+func TestWebhookWorkflowIsClosedToTokens(t *testing.T) {
+	b := setup(t, fmt.Sprintf(paymentYAML, "payments", "hmac", `"{input.id}"`))
+	body := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "1001"}}}}`
+	for _, token := range []string{ingestToken, adminToken} {
+		a := b.do("POST", "/v1/workflows/payment/runs", token, map[string]string{"Idempotency-Key": "forged-1"}, body)
+		wantStatus(t, a, http.StatusForbidden, "start-refused")
+		if d, _ := a.json["detail"].(string); !strings.Contains(d, "started by its webhook, not by API tokens") || !strings.Contains(d, "api: true") {
+			t.Fatalf("detail %q", d)
+		}
+	}
+	if n := len(b.runs()); n != 0 {
+		t.Fatalf("%d runs started by tokens on a webhook's workflow", n)
+	}
+
+	opened := setup(t, fmt.Sprintf(paymentYAML, "payments", "hmac", `"{input.id}"`)+"api: true\n")
+	wantStatus(t, opened.do("POST", "/v1/workflows/payment/runs", ingestToken, map[string]string{"Idempotency-Key": "ops-1"}, body), http.StatusCreated, "")
+}

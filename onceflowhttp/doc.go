@@ -31,8 +31,8 @@
 //
 // Which workflows a token may start is the client's rule (onceflow.Access,
 // Client.MayStart), applied to every start and delivery: the engine's own workflows are
-// answered as unknown (404), a workflow a schedule or a queue feeds is refused (403
-// start-refused) unless its file says api: true, and a token limited to some workflows
+// answered as unknown (404), a workflow a schedule, a queue or a webhook feeds is
+// refused (403 start-refused) unless its file says api: true, and a token limited to some workflows
 // ("name:scope:workflows=a+b:secret", Token.Workflows) or a file naming its tokens
 // (api: {tokens: [...]}) restricts further. NewHandler refuses tokens and files that do
 // not fit each other. The audit trail names a start's token (token:NAME) or webhook

@@ -122,6 +122,6 @@ steps:
 	// 200 {"duplicate":false,"event_id":"9f3c2e1","run_id":1,"status":"accepted"}
 	// 200 {"duplicate":true,"event_id":"9f3c2e1","run_id":1,"status":"accepted"}
 	// deploying under key deploy:9f3c2e1
-	// {"workflows":[{"name":"repo-push","entity":"repo:{input.repository}","steps":["deploy"],"webhook":{"name":"github","path":"/hooks/github","scheme":"github"},"links":{"start":"/v1/workflows/repo-push/runs","runs":"/v1/runs?workflow=repo-push"}}]}
+	// {"workflows":[{"name":"repo-push","entity":"repo:{input.repository}","steps":["deploy"],"webhook":{"name":"github","path":"/hooks/github","scheme":"github"},"links":{"runs":"/v1/runs?workflow=repo-push"}}]}
 	// repo:shop completed
 }

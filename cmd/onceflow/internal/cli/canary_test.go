@@ -56,6 +56,7 @@ webhook:
   prefix: "sha256="
   event_id: "{input.submission_id}"
   secret_env: [HOOK_SECRET]
+api: true
 steps:
   - id: crm
     kind: http
