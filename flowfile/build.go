@@ -154,7 +154,8 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 
 // workflow converts the definition, with step functions from fn.
 func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) (onceflow.Workflow, error) {
-	w := onceflow.Workflow{Name: d.Name, Entity: d.Entity, RequiredInput: d.Input.Required, Redact: d.Redact, Access: d.access()}
+	w := onceflow.Workflow{Name: d.Name, Description: d.Description, File: d.file, RunKey: d.RunKey, Entity: d.Entity,
+		RequiredInput: d.Input.Required, Redact: d.Redact, Access: d.access()}
 	for i, s := range d.Steps {
 		do, err := fn(i, s)
 		if err != nil {
