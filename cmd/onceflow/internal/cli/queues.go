@@ -12,7 +12,7 @@ import (
 	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/natsstep"
-	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // queueTrigger is a workflow's queue consumer.

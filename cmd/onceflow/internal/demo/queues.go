@@ -21,7 +21,7 @@ import (
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/store"
 )

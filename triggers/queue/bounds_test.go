@@ -15,7 +15,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // cutter forwards TCP connections to a broker until cut, which closes them all and closes
