@@ -1,4 +1,4 @@
-package queuetrigger_test
+package queue_test
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // noise is n bytes of hex digits that do not compress: PostgreSQL compresses an index
@@ -76,8 +78,8 @@ func TestMessageWithABadEntityIsKeptForReview(t *testing.T) {
 			}
 			for range 2 { // the second time is a redelivery
 				for id, payload := range cases {
-					out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e-" + id}, Payload: []byte(payload), Identity: id})
-					if err != nil || out != queuetrigger.Rejected {
+					out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e-" + id}, Payload: []byte(payload), Identity: id})
+					if err != nil || out != queue.Rejected {
 						t.Fatalf("%s: %s %v, want rejected", id, out, err)
 					}
 				}
@@ -94,7 +96,7 @@ func TestMessageWithABadEntityIsKeptForReview(t *testing.T) {
 				t.Fatalf("%d review items, want %d", len(items), len(cases))
 			}
 			for _, it := range items {
-				if it.Reason != queuetrigger.ReasonInputInvalid || !strings.Contains(it.LastError, "entity") || !strings.Contains(it.LastError, "input.order_id") {
+				if it.Reason != queue.ReasonInputInvalid || !strings.Contains(it.LastError, "entity") || !strings.Contains(it.LastError, "input.order_id") {
 					t.Errorf("item %s: %s %q, want input_invalid naming the entity and input.order_id", it.RunKey, it.Reason, it.LastError)
 				}
 			}
@@ -111,27 +113,25 @@ func TestMessageAboveTheLimitIsKeptByItsDigest(t *testing.T) {
 			ctx := context.Background()
 			st := open(t)
 			c, _ := rejectingTrigger(t, st)
-			key, _ := keytmpl.Parse("{headers.Event-Id}")
-			trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, RunKey: key, MaxMessageBytes: 1000},
-				queuetrigger.NATSConfig{Stream: "ORDERS"}).Trigger
+			trig := natsHandler(t, c, queue.Config{Workflow: "orders", RunKey: "{headers.Event-Id}", MaxMessageBytes: 1000})
 			fill := func(total int, hdr map[string]string) []byte {
 				p := `{"order_id": 1, "pad": "`
-				n := total - len(p) - 2 - (&queuetrigger.Message{Headers: hdr}).Size()
+				n := total - len(p) - 2 - (&queue.Message{Headers: hdr}).Size()
 				return []byte(p + strings.Repeat("p", n) + `"}`)
 			}
-			big := queuetrigger.Message{Headers: map[string]string{"Event-Id": "e1"}, Identity: "seq:1"}
+			big := queue.Message{Headers: map[string]string{"Event-Id": "e1"}, Identity: "seq:1"}
 			big.Payload = fill(5000, big.Headers)
-			longHeaders := queuetrigger.Message{Headers: map[string]string{"Event-Id": "e2", "X-Trace": strings.Repeat("t", 990)}, Payload: []byte(`{"order_id": 2}`), Identity: "seq:2"}
-			atLimit := queuetrigger.Message{Headers: map[string]string{"Event-Id": "e3"}, Identity: "seq:3"}
+			longHeaders := queue.Message{Headers: map[string]string{"Event-Id": "e2", "X-Trace": strings.Repeat("t", 990)}, Payload: []byte(`{"order_id": 2}`), Identity: "seq:2"}
+			atLimit := queue.Message{Headers: map[string]string{"Event-Id": "e3"}, Identity: "seq:3"}
 			atLimit.Payload = fill(1000, atLimit.Headers)
 			for range 2 { // the second time is a redelivery
-				for _, m := range []queuetrigger.Message{big, longHeaders} {
-					if out, err := trig.Handle(ctx, m); err != nil || out != queuetrigger.Rejected {
+				for _, m := range []queue.Message{big, longHeaders} {
+					if out, err := trig.Handle(ctx, m); err != nil || out != queue.Rejected {
 						t.Fatalf("%s (%d bytes): %s %v, want rejected", m.Identity, m.Size(), out, err)
 					}
 				}
 			}
-			if out, err := trig.Handle(ctx, atLimit); err != nil || out != queuetrigger.Started {
+			if out, err := trig.Handle(ctx, atLimit); err != nil || out != queue.Started {
 				t.Fatalf("a message of %d bytes, at the limit: %s %v, want started", atLimit.Size(), out, err)
 			}
 			workAll(t, c)
@@ -149,14 +149,14 @@ func TestMessageAboveTheLimitIsKeptByItsDigest(t *testing.T) {
 			}
 			in, it := keptInput(t, st, "|seq:1")
 			sum := sha256.Sum256(big.Payload)
-			if it.Reason != queuetrigger.ReasonMessageTooLarge || in["size"] != float64(5000) || in["payload_bytes"] != float64(len(big.Payload)) ||
+			if it.Reason != queue.ReasonMessageTooLarge || in["size"] != float64(5000) || in["payload_bytes"] != float64(len(big.Payload)) ||
 				in["payload_sha256"] != hex.EncodeToString(sum[:]) || in["payload"] != nil || in["payload_base64"] != nil {
 				t.Fatalf("item of the large message: %s %v", it.Reason, in)
 			}
 			if !strings.Contains(it.LastError, "5000 bytes") || !strings.Contains(it.LastError, "limit is 1000") {
 				t.Fatalf("the item's error does not say the size and the limit: %q", it.LastError)
 			}
-			if in, it := keptInput(t, st, "|seq:2"); it.Reason != queuetrigger.ReasonMessageTooLarge || in["payload"] != nil {
+			if in, it := keptInput(t, st, "|seq:2"); it.Reason != queue.ReasonMessageTooLarge || in["payload"] != nil {
 				t.Fatalf("item of the message with long headers: %s %v", it.Reason, in)
 			}
 		})
@@ -168,16 +168,15 @@ func TestMessageAboveTheLimitIsKeptByItsDigest(t *testing.T) {
 func TestMessageAboveTheLimitIsNotCopied(t *testing.T) {
 	st := backends(t)["sqlite"](t)
 	c, _ := rejectingTrigger(t, st)
-	key, _ := keytmpl.Parse("{headers.Event-Id}")
-	trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, RunKey: key}, queuetrigger.NATSConfig{Stream: "ORDERS"}).Trigger
+	trig := natsHandler(t, c, queue.Config{Workflow: "orders", RunKey: "{headers.Event-Id}"})
 	payload := []byte(`{"order_id": 1, "pad": "` + strings.Repeat("p", 10<<20) + `"}`)
-	m := queuetrigger.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: payload, Identity: "seq:1"}
+	m := queue.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: payload, Identity: "seq:1"}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	out, err := trig.Handle(context.Background(), m)
 	runtime.ReadMemStats(&after)
-	if err != nil || out != queuetrigger.Rejected {
+	if err != nil || out != queue.Rejected {
 		t.Fatalf("%s %v, want rejected", out, err)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
@@ -187,8 +186,8 @@ func TestMessageAboveTheLimitIsNotCopied(t *testing.T) {
 
 // The default limit is the API's default body limit.
 func TestDefaultMessageLimitIsTheAPIBodyLimit(t *testing.T) {
-	if queuetrigger.DefaultMaxMessageBytes != 1<<20 {
-		t.Fatalf("DefaultMaxMessageBytes %d, want 1 MiB", queuetrigger.DefaultMaxMessageBytes)
+	if queue.DefaultMaxMessageBytes != 1<<20 {
+		t.Fatalf("DefaultMaxMessageBytes %d, want 1 MiB", queue.DefaultMaxMessageBytes)
 	}
 }
 
@@ -240,11 +239,17 @@ func TestLargeMessageThroughTheBroker(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen := &outcomes{}
-			cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, Metrics: seen, MaxMessageBytes: 2048}
+			cfg := queue.Config{Workflow: "orders", Metrics: seen, MaxMessageBytes: 2048}
 			if b.name == "nats" {
-				cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
+				cfg.RunKey = "{headers.Event-Id}"
 			}
-			for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", cfg.RunKey)} {
+			var cons triggers.Consumer
+			if b.name == "nats" {
+				cons = mustNATS(t, cfg, natsqueue.Config{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: 2})
+			} else {
+				cons = mustAMQP(t, cfg, amqpqueue.Config{URL: b.url, Queue: b.queue, Prefetch: 2})
+			}
+			for _, w := range append([]onceflow.Workflow{ordersWorkflow()}, cons.(triggers.Companions).Companions(c)...) {
 				if err := c.Register(w); err != nil {
 					t.Fatal(err)
 				}
@@ -252,14 +257,8 @@ func TestLargeMessageThroughTheBroker(t *testing.T) {
 			large := message{id: "large-1", payload: `{"order_id": 1, "pad": "` + strings.Repeat("p", 300<<10) + `"}`}
 			b.publish(t, []message{large, {id: "nul-2", payload: `{"order_id": "a\u0000b"}`}, {id: "ok-3", payload: `{"order_id": 3}`}})
 
-			var run func(context.Context) error
-			if b.name == "nats" {
-				run = queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: 2}).Run
-			} else {
-				run = queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: b.url, Queue: b.queue, Prefetch: 2}).Run
-			}
 			done := make(chan error, 2)
-			go func() { done <- run(ctx) }()
+			go func() { done <- cons.Run(ctx, c) }()
 			go func() { done <- c.Serve(ctx) }()
 			var orders, rejects, reviews int64
 			for deadline := time.Now().Add(60 * time.Second); ; {
@@ -283,7 +282,7 @@ func TestLargeMessageThroughTheBroker(t *testing.T) {
 			if ok, desc := b.settled(t); !ok {
 				t.Fatalf("after the consumer stopped, a message was not acknowledged: %s", desc)
 			}
-			if got := seen.get(); got[queuetrigger.Started] != 1 || got[queuetrigger.Rejected] != 2 || len(got) != 2 {
+			if got := seen.get(); got[queue.Started] != 1 || got[queue.Rejected] != 2 || len(got) != 2 {
 				t.Fatalf("handled %v, want each message once: 1 started, 2 rejected", got)
 			}
 			if orders != 1 {
@@ -296,7 +295,7 @@ func TestLargeMessageThroughTheBroker(t *testing.T) {
 			}
 			in, it := keptInput(t, st, suffix)
 			sum := sha256.Sum256([]byte(large.payload))
-			if it.Reason != queuetrigger.ReasonMessageTooLarge || in["size"] != float64(size) || in["payload_sha256"] != hex.EncodeToString(sum[:]) || in["payload"] != nil {
+			if it.Reason != queue.ReasonMessageTooLarge || in["size"] != float64(size) || in["payload_sha256"] != hex.EncodeToString(sum[:]) || in["payload"] != nil {
 				t.Fatalf("item of the large message: %s, input %s", it.Reason, fmt.Sprint(in))
 			}
 		})

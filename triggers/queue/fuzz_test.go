@@ -1,4 +1,4 @@
-package queuetrigger
+package queue
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -20,7 +19,7 @@ const fuzzMaxMessage = 512
 // fuzzTrigger is a trigger of the orders workflow (entity and run key from the payload's
 // order_id, else the Event-Id header, order_id required) and its companion, on a SQLite
 // file of its own.
-func fuzzTrigger(f *testing.F) (*Trigger, *onceflow.Client, store.Store) {
+func fuzzTrigger(f *testing.F) (*Handler, *onceflow.Client, store.Store) {
 	f.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(f.TempDir(), "onceflow.db"), sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
@@ -31,20 +30,19 @@ func fuzzTrigger(f *testing.F) (*Trigger, *onceflow.Client, store.Store) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key, err := keytmpl.Parse("{headers.Event-Id}")
+	h, err := NewHandler(Config{Workflow: "orders", Source: "nats:ORDERS/fuzz", RunKey: "{headers.Event-Id}", MaxMessageBytes: fuzzMaxMessage}, "nats")
 	if err != nil {
 		f.Fatal(err)
 	}
 	orders := onceflow.Workflow{Name: "orders", Entity: "order:{input.order_id}", RequiredInput: []string{"order_id"}, Steps: []onceflow.Step{
 		{ID: "note", EffectKey: "note:{run.key}", Do: func(context.Context, *onceflow.StepContext) (any, error) { return map[string]any{}, nil }},
 	}}
-	for _, w := range []onceflow.Workflow{orders, RejectWorkflow(c, "orders", key)} {
+	for _, w := range []onceflow.Workflow{orders, h.Companion(c)} {
 		if err := c.Register(w); err != nil {
 			f.Fatal(err)
 		}
 	}
-	t := newTrigger(Config{Workflow: "orders", Source: "nats:ORDERS/fuzz", Client: c, RunKey: key, MaxMessageBytes: fuzzMaxMessage}, "nats")
-	return t, c, st
+	return h, c, st
 }
 
 // newRuns returns the runs stored after the run after (0: all), by workflow, and the
@@ -108,7 +106,7 @@ func FuzzHandle(f *testing.F) {
 		ctx := context.Background()
 		m := Message{ID: id, Headers: parseHeaders(headers), Payload: payload}
 		_, last := newRuns(t, st, 0)
-		out, err := trig.Handle(ctx, m)
+		out, err := trig.Handle(ctx, c, m)
 		if err != nil {
 			t.Fatalf("Handle(%q, %q, %q): %v", id, headers, payload, err)
 		}

@@ -1,4 +1,4 @@
-package queuetrigger_test
+package queue_test
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
 	"github.com/onceflow/onceflow/triggers/queue"
 )
 
@@ -142,19 +145,18 @@ func TestConsumerReconnectsAfterLostConnection(t *testing.T) {
 			}
 			cut := newCutter(t, u.Host)
 			m := &connMetrics{reports: make(chan connReport, 4096)}
-			cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, Metrics: m}
-			var run func(context.Context) error
+			cfg := queue.Config{Workflow: "orders", Metrics: m}
+			var cons triggers.Consumer
 			switch b.name {
 			case "nats":
-				n := queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: cut.via(t, b.url), Stream: b.queue, Consumer: "onceflow-orders"})
-				run, m.status = n.Run, n.Err
+				cons = mustNATS(t, cfg, natsqueue.Config{URL: cut.via(t, b.url), Stream: b.queue, Consumer: "onceflow-orders"})
 			case "amqp":
-				a := queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: cut.via(t, b.url), Queue: b.queue})
-				run, m.status = a.Run, a.Err
+				cons = mustAMQP(t, cfg, amqpqueue.Config{URL: cut.via(t, b.url), Queue: b.queue})
 			}
+			m.status = cons.Err
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- run(ctx) }()
+			go func() { done <- cons.Run(ctx, c) }()
 			defer func() {
 				cancel()
 				if err := <-done; err != nil {

@@ -1,4 +1,4 @@
-package queuetrigger_test
+package queue_test
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // backends opens a fresh store of each kind: a SQLite file, and a PostgreSQL schema of
@@ -51,22 +53,41 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 
 // rejectingTrigger is a client of st with the orders workflow and its companion, and a
 // trigger whose run key is the Event-Id header, for Handle to be called directly.
-func rejectingTrigger(t *testing.T, st store.Store) (*onceflow.Client, *queuetrigger.Trigger) {
+func rejectingTrigger(t *testing.T, st store.Store) (*onceflow.Client, bound) {
 	t.Helper()
 	c, err := onceflow.New(onceflow.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := keytmpl.Parse("{headers.Event-Id}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", key)} {
+	trig := natsHandler(t, c, queue.Config{Workflow: "orders", RunKey: "{headers.Event-Id}"})
+	for _, w := range append([]onceflow.Workflow{ordersWorkflow()}, trig.h.Companions(c)...) {
 		if err := c.Register(w); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return c, queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, RunKey: key}, queuetrigger.NATSConfig{Stream: "ORDERS"}).Trigger
+	return c, trig
+}
+
+// bound is a queue's handler with the client it starts runs through, for Handle to be
+// called directly.
+type bound struct {
+	h *queue.Handler
+	s triggers.Starter
+}
+
+func (b bound) Handle(ctx context.Context, m queue.Message) (string, error) {
+	return b.h.Handle(ctx, b.s, m)
+}
+
+// natsHandler is the handler of a JetStream consumer of the stream ORDERS with cfg,
+// starting runs through c.
+func natsHandler(t *testing.T, c *onceflow.Client, cfg queue.Config) bound {
+	t.Helper()
+	n, err := natsqueue.New(cfg, natsqueue.Config{Stream: "ORDERS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bound{n.Handler, c}
 }
 
 // workAll executes steps until none is due.
@@ -92,30 +113,30 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 			st := open(t)
 			c, trig := rejectingTrigger(t, st)
 			cases := []struct {
-				msg    queuetrigger.Message
+				msg    queue.Message
 				reason string
 			}{
-				{queuetrigger.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte("order=1"), Identity: "seq:1"}, queuetrigger.ReasonInputNotJSON},
-				{queuetrigger.Message{Headers: map[string]string{"Event-Id": "e2"}, Payload: []byte(`{"total": 1}`), Identity: "seq:2"}, queuetrigger.ReasonInputInvalid},
-				{queuetrigger.Message{Headers: map[string]string{}, Payload: []byte(`{"order_id": 3}`), Identity: "seq:3"}, queuetrigger.ReasonRunKeyMissing},
-				{queuetrigger.Message{Headers: map[string]string{"Event-Id": "e4"}, Payload: []byte{0xff, 0xfe}, Identity: "seq:4"}, queuetrigger.ReasonInputNotJSON},
+				{queue.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte("order=1"), Identity: "seq:1"}, queue.ReasonInputNotJSON},
+				{queue.Message{Headers: map[string]string{"Event-Id": "e2"}, Payload: []byte(`{"total": 1}`), Identity: "seq:2"}, queue.ReasonInputInvalid},
+				{queue.Message{Headers: map[string]string{}, Payload: []byte(`{"order_id": 3}`), Identity: "seq:3"}, queue.ReasonRunKeyMissing},
+				{queue.Message{Headers: map[string]string{"Event-Id": "e4"}, Payload: []byte{0xff, 0xfe}, Identity: "seq:4"}, queue.ReasonInputNotJSON},
 			}
 			for range 2 { // the second time is a redelivery
 				for _, tc := range cases {
 					out, err := trig.Handle(ctx, tc.msg)
-					if err != nil || out != queuetrigger.Rejected {
+					if err != nil || out != queue.Rejected {
 						t.Fatalf("%s: %s %v, want rejected", tc.msg.Payload, out, err)
 					}
 				}
 			}
 			// The same key with another payload is a conflict, not a second run.
-			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:5"}); err != nil || out != queuetrigger.Started {
+			if out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:5"}); err != nil || out != queue.Started {
 				t.Fatalf("%s %v", out, err)
 			}
-			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 6}`), Identity: "seq:6"}); err != nil || out != queuetrigger.Rejected {
+			if out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 6}`), Identity: "seq:6"}); err != nil || out != queue.Rejected {
 				t.Fatalf("%s %v", out, err)
 			}
-			if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:7"}); err != nil || out != queuetrigger.Duplicate {
+			if out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e5"}, Payload: []byte(`{"order_id": 5}`), Identity: "seq:7"}); err != nil || out != queue.Duplicate {
 				t.Fatalf("%s %v", out, err)
 			}
 			workAll(t, c)
@@ -144,9 +165,9 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 				}
 			}
 			want := map[string]string{
-				"nats:ORDERS/onceflow-orders|seq:1": queuetrigger.ReasonInputNotJSON, "nats:ORDERS/onceflow-orders|seq:2": queuetrigger.ReasonInputInvalid,
-				"nats:ORDERS/onceflow-orders|seq:3": queuetrigger.ReasonRunKeyMissing, "nats:ORDERS/onceflow-orders|seq:4": queuetrigger.ReasonInputNotJSON,
-				"nats:ORDERS/onceflow-orders|seq:6": queuetrigger.ReasonRunKeyConflict,
+				"nats:ORDERS/onceflow-orders|seq:1": queue.ReasonInputNotJSON, "nats:ORDERS/onceflow-orders|seq:2": queue.ReasonInputInvalid,
+				"nats:ORDERS/onceflow-orders|seq:3": queue.ReasonRunKeyMissing, "nats:ORDERS/onceflow-orders|seq:4": queue.ReasonInputNotJSON,
+				"nats:ORDERS/onceflow-orders|seq:6": queue.ReasonRunKeyConflict,
 			}
 			for k, r := range want {
 				if got[k] != r {
@@ -178,13 +199,13 @@ func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
 		}
 		return nil
 	}
-	msgs := map[string]queuetrigger.Message{
+	msgs := map[string]queue.Message{
 		"not-json": {Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte("order=1"), Identity: "seq:1"},
 		"invalid":  {Headers: map[string]string{"Event-Id": "e2"}, Payload: []byte(`{"total": 2}`), Identity: "seq:2"},
 		"no-key":   {Headers: map[string]string{}, Payload: []byte(`{"order_id": 3}`), Identity: "seq:3"},
 	}
 	for name, m := range msgs {
-		if out, err := trig.Handle(ctx, m); err != nil || out != queuetrigger.Rejected {
+		if out, err := trig.Handle(ctx, m); err != nil || out != queue.Rejected {
 			t.Fatalf("%s: %s %v", name, out, err)
 		}
 	}
@@ -209,10 +230,10 @@ func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
 	}
 	src := "nats:ORDERS/onceflow-orders|"
 	// Still not an object: stays, with its reason; then the object: the run starts.
-	replay(src+"seq:1", `{"payload": "order_id=1"}`, queuetrigger.ReasonInputNotJSON)
+	replay(src+"seq:1", `{"payload": "order_id=1"}`, queue.ReasonInputNotJSON)
 	replay(src+"seq:1", `{"payload": {"order_id": 1}}`, "")
 	// Still lacking a required field: stays; then corrected as text.
-	replay(src+"seq:2", `{"payload": "{\"total\": 2, \"id\": 2}"}`, queuetrigger.ReasonInputInvalid)
+	replay(src+"seq:2", `{"payload": "{\"total\": 2, \"id\": 2}"}`, queue.ReasonInputInvalid)
 	replay(src+"seq:2", `{"payload": "{\"total\": 2, \"order_id\": 2}"}`, "")
 	// No key: the correction names one.
 	replay(src+"seq:3", `{"run_key": "e3"}`, "")
@@ -227,7 +248,7 @@ func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
 		}
 	}
 	// The message delivered again after its correction finds its run: no second one.
-	if out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte(`{"order_id": 1}`), Identity: "seq:9"}); err != nil || out != queuetrigger.Duplicate {
+	if out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte(`{"order_id": 1}`), Identity: "seq:9"}); err != nil || out != queue.Duplicate {
 		t.Fatalf("redelivery: %s %v", out, err)
 	}
 	runs, err := st.RunList(ctx, store.RunListParams{Workflow: "orders"})
@@ -245,11 +266,11 @@ func TestRejectedMessagesSharingAnIDAreBothKept(t *testing.T) {
 	ctx := context.Background()
 	st := backends(t)["sqlite"](t)
 	c, trig := rejectingTrigger(t, st)
-	a := queuetrigger.Message{ID: "evt-7", Headers: map[string]string{"Event-Id": "e7"}, Payload: []byte("first, not json")}
-	b := queuetrigger.Message{ID: "evt-7", Headers: map[string]string{"Event-Id": "e7"}, Payload: []byte("second, not json either")}
+	a := queue.Message{ID: "evt-7", Headers: map[string]string{"Event-Id": "e7"}, Payload: []byte("first, not json")}
+	b := queue.Message{ID: "evt-7", Headers: map[string]string{"Event-Id": "e7"}, Payload: []byte("second, not json either")}
 	for range 2 { // the second time is a redelivery of each
-		for _, m := range []queuetrigger.Message{a, b} {
-			if out, err := trig.Handle(ctx, m); err != nil || out != queuetrigger.Rejected {
+		for _, m := range []queue.Message{a, b} {
+			if out, err := trig.Handle(ctx, m); err != nil || out != queue.Rejected {
 				t.Fatalf("%s: %s %v, want rejected", m.Payload, out, err)
 			}
 		}
@@ -286,13 +307,13 @@ func TestMessagesGetTheBodyChecks(t *testing.T) {
 	c, trig := rejectingTrigger(t, st)
 	deep := `{"order_id":1,"x":` + strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64) + `}`
 	cases := map[string]struct{ payload, reason, says string }{
-		"seq:1": {deep, queuetrigger.ReasonInputInvalid, "nests objects and lists 65 levels deep; the limit is 64"},
-		"seq:2": {`{"order_id":1,"total":5,"total":500}`, queuetrigger.ReasonInputInvalid, `the member "total" appears twice`},
-		"seq:3": {`{"order_id":"\ud800"}`, queuetrigger.ReasonInputNotJSON, "half of a UTF-16 surrogate pair"},
+		"seq:1": {deep, queue.ReasonInputInvalid, "nests objects and lists 65 levels deep; the limit is 64"},
+		"seq:2": {`{"order_id":1,"total":5,"total":500}`, queue.ReasonInputInvalid, `the member "total" appears twice`},
+		"seq:3": {`{"order_id":"\ud800"}`, queue.ReasonInputNotJSON, "half of a UTF-16 surrogate pair"},
 	}
 	for id, tc := range cases {
-		out, err := trig.Handle(ctx, queuetrigger.Message{Headers: map[string]string{"Event-Id": "e-" + id}, Payload: []byte(tc.payload), Identity: id})
-		if err != nil || out != queuetrigger.Rejected {
+		out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e-" + id}, Payload: []byte(tc.payload), Identity: id})
+		if err != nil || out != queue.Rejected {
 			t.Fatalf("%s: %s %v, want rejected", id, out, err)
 		}
 	}
@@ -313,4 +334,24 @@ func TestMessagesGetTheBodyChecks(t *testing.T) {
 			t.Errorf("item %s: reason %q, error %q; want %q saying %q", it.RunKey, it.Reason, it.LastError, tc.reason, tc.says)
 		}
 	}
+}
+
+// mustNATS is a JetStream consumer of cfg and nc.
+func mustNATS(t *testing.T, cfg queue.Config, nc natsqueue.Config) *natsqueue.Consumer {
+	t.Helper()
+	n, err := natsqueue.New(cfg, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// mustAMQP is a RabbitMQ consumer of cfg and ac.
+func mustAMQP(t *testing.T, cfg queue.Config, ac amqpqueue.Config) *amqpqueue.Consumer {
+	t.Helper()
+	a, err := amqpqueue.New(cfg, ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -1,4 +1,4 @@
-package queuetrigger_test
+package queue_test
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 type upMetrics struct{ up chan bool }
@@ -46,36 +48,33 @@ func client(t *testing.T) (*onceflow.Client, *sqlite.Store) {
 // A consumer that cannot consume says why, keeps trying, and reports itself down.
 func TestConsumerReportsWhyItIsNotConsuming(t *testing.T) {
 	natsURL, amqpURL := testsvc.NATS(t), testsvc.AMQP(t)
-	c, st := client(t)
+	c, _ := client(t)
 	cases := []struct {
 		name string
-		run  func(cfg queuetrigger.Config) (func(context.Context) error, func() error)
+		run  func(cfg queue.Config) triggers.Consumer
 		want string
 	}{
-		{"nats unreachable", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
-			n := queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: "nats://127.0.0.1:1", Stream: "ORDERS"})
-			return n.Run, n.Err
+		{"nats unreachable", func(cfg queue.Config) triggers.Consumer {
+			return mustNATS(t, cfg, natsqueue.Config{URL: "nats://127.0.0.1:1", Stream: "ORDERS"})
 		}, "cannot reach the NATS server"},
-		{"nats unknown stream", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
-			n := queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: natsURL, Stream: "NO_SUCH_STREAM_" + strings.ToUpper(suffix())})
-			return n.Run, n.Err
+		{"nats unknown stream", func(cfg queue.Config) triggers.Consumer {
+			return mustNATS(t, cfg, natsqueue.Config{URL: natsURL, Stream: "NO_SUCH_STREAM_" + strings.ToUpper(suffix())})
 		}, "does not exist; create it or fix queue.nats.stream"},
-		{"amqp unreachable", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
-			a := queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:1/", Queue: "orders"})
-			return a.Run, a.Err
+		{"amqp unreachable", func(cfg queue.Config) triggers.Consumer {
+			return mustAMQP(t, cfg, amqpqueue.Config{URL: "amqp://guest:guest@127.0.0.1:1/", Queue: "orders"})
 		}, "cannot reach the AMQP broker"},
-		{"amqp unknown queue", func(cfg queuetrigger.Config) (func(context.Context) error, func() error) {
-			a := queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: amqpURL, Queue: "no-such-queue-" + suffix()})
-			return a.Run, a.Err
+		{"amqp unknown queue", func(cfg queue.Config) triggers.Consumer {
+			return mustAMQP(t, cfg, amqpqueue.Config{URL: amqpURL, Queue: "no-such-queue-" + suffix()})
 		}, "does not exist; declare it or fix queue.amqp.queue"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := upMetrics{up: make(chan bool, 8)}
-			run, status := tc.run(queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, Metrics: m})
+			cons := tc.run(queue.Config{Workflow: "orders", Metrics: m})
+			status := cons.Err
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- run(ctx) }()
+			go func() { done <- cons.Run(ctx, c) }()
 			// Two reports of "down": it failed, and tried again.
 			for range 2 {
 				select {
@@ -111,22 +110,22 @@ func TestBacklogPausesConsumption(t *testing.T) {
 				msgs = append(msgs, message{id: "m-" + strconv.Itoa(i), payload: `{"order_id": ` + strconv.Itoa(i) + `}`})
 			}
 			b.publish(t, msgs)
-			cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: maxBacklog}
+			cfg := queue.Config{Workflow: "orders", MaxBacklog: maxBacklog}
 			var n interface {
-				Run(context.Context) error
+				Run(context.Context, triggers.Starter) error
 				Paused() bool
 			}
 			switch b.name {
 			case "nats":
-				cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
-				n = queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: batch})
+				cfg.RunKey = "{headers.Event-Id}"
+				n = mustNATS(t, cfg, natsqueue.Config{URL: b.url, Stream: b.queue, Consumer: "onceflow-orders", Batch: batch})
 			case "amqp":
-				n = queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: b.url, Queue: b.queue, Prefetch: batch})
+				n = mustAMQP(t, cfg, amqpqueue.Config{URL: b.url, Queue: b.queue, Prefetch: batch})
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { done <- n.Run(ctx) }()
+			go func() { done <- n.Run(ctx, c) }()
 			waitFor(t, "the consumer pauses", func() bool { return n.Paused() })
 			orders, _, _ := counts(t, st)
 			switch b.name {

@@ -9,22 +9,22 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/amqpstep"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/natsstep"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
 	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // queueTrigger is a workflow's queue consumer.
 type queueTrigger interface {
-	Run(ctx context.Context) error
-	Err() error
+	triggers.Consumer
+	triggers.Companions
 }
 
 // registerRejects registers, for every workflow fed by a queue, the companion workflow
 // that keeps its rejected messages for review: every process that executes steps needs it.
 func (a *app) registerRejects() error {
-	ws, err := rejectWorkflows(a.client, a.defs)
+	ws, err := rejectWorkflows(a.client, a.defs, a.env)
 	if err != nil {
 		return err
 	}
@@ -37,31 +37,49 @@ func (a *app) registerRejects() error {
 }
 
 // rejectWorkflows are the companion workflows of the definitions fed by a queue.
-func rejectWorkflows(c *onceflow.Client, defs []*flowfile.Definition) ([]onceflow.Workflow, error) {
+func rejectWorkflows(c *onceflow.Client, defs []*flowfile.Definition, env func(string) (string, bool)) ([]onceflow.Workflow, error) {
 	var out []onceflow.Workflow
 	for _, d := range defs {
 		if d.Queue == nil {
 			continue
 		}
-		key, err := queueRunKey(d)
+		t, _, err := queueConsumer(d, queue.Config{}, env)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, queuetrigger.RejectWorkflow(c, d.Name, key))
+		out = append(out, t.Companions(c)...)
 	}
 	return out, nil
 }
 
-// queueRunKey is the run key template of d's queue; nil when the message id is the key.
-func queueRunKey(d *flowfile.Definition) (*keytmpl.Template, error) {
-	if d.Queue.RunKey == "" {
-		return nil, nil
+// queueConsumer builds the consumer of d's queue with cfg's limits, its broker's URL read
+// from env, and returns the variable it is read from; the URL may be missing (the
+// consumer then serves only for its companion workflow).
+func queueConsumer(d *flowfile.Definition, cfg queue.Config, env func(string) (string, bool)) (queueTrigger, string, error) {
+	q := d.Queue
+	cfg.Workflow, cfg.RunKey, cfg.MaxBacklog, cfg.MaxMessageBytes = d.Name, q.RunKey, q.MaxBacklog, q.MaxMessageBytes
+	name := q.URLEnv
+	if name == "" {
+		name = amqpqueue.EnvURL
+		if q.NATS != nil {
+			name = natsqueue.EnvURL
+		}
 	}
-	t, err := keytmpl.Parse(d.Queue.RunKey)
+	cfg.URLEnv = name
+	url, _ := env(name)
+	var t queueTrigger
+	var err error
+	switch {
+	case q.NATS != nil:
+		t, err = natsqueue.New(cfg, natsqueue.Config{URL: url, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer,
+			Subject: q.NATS.Subject, AckWait: time.Duration(q.NATS.AckWait)})
+	default:
+		t, err = amqpqueue.New(cfg, amqpqueue.Config{URL: url, Queue: q.AMQP.Queue, Prefetch: q.AMQP.Prefetch})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: queue.run_key: %w", d.File(), err)
+		return nil, name, fmt.Errorf("%s: queue: %w", d.File(), err)
 	}
-	return t, nil
+	return t, name, nil
 }
 
 // newTriggers builds the queue consumers of the workflow files; connection URLs come from
@@ -70,41 +88,23 @@ func (a *app) newTriggers() ([]queueTrigger, error) {
 	var out []queueTrigger
 	var errs []error
 	for _, d := range a.defs {
-		q := d.Queue
-		if q == nil {
+		if d.Queue == nil {
 			continue
 		}
-		cfg := queuetrigger.Config{Workflow: d.Name, Client: a.client, Stats: a.store, MaxBacklog: q.MaxBacklog, MaxDepth: a.maxDepth,
-			MaxMessageBytes: q.MaxMessageBytes, Logger: a.log}
+		cfg := queue.Config{MaxDepth: a.maxDepth, Logger: a.log}
 		if a.metrics != nil {
 			cfg.Metrics = a.metrics
 		}
-		key, err := queueRunKey(d)
+		t, env, err := queueConsumer(d, cfg, a.env)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		cfg.RunKey = key
-		env := q.URLEnv
-		if env == "" {
-			env = amqpstep.EnvURL
-			if q.NATS != nil {
-				env = natsstep.EnvURL
-			}
-		}
-		cfg.URLEnv = env
-		url, _ := a.env(env)
-		if strings.TrimSpace(url) == "" {
+		if url, _ := a.env(env); strings.TrimSpace(url) == "" {
 			errs = append(errs, fmt.Errorf("%s: workflow %s consumes a queue: set %s to the broker's URL", d.File(), d.Name, env))
 			continue
 		}
-		switch {
-		case q.NATS != nil:
-			out = append(out, queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: url, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer,
-				Subject: q.NATS.Subject, AckWait: time.Duration(q.NATS.AckWait)}))
-		case q.AMQP != nil:
-			out = append(out, queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: url, Queue: q.AMQP.Queue, Prefetch: q.AMQP.Prefetch}))
-		}
+		out = append(out, t)
 	}
 	return out, errors.Join(errs...)
 }

@@ -125,7 +125,7 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
-	rejects, err := rejectWorkflows(a.client, defs)
+	rejects, err := rejectWorkflows(a.client, defs, a.env)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}

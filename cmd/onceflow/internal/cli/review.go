@@ -140,7 +140,7 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 			st.Close()
 			return nil, err
 		}
-		rejects, err := rejectWorkflows(c, defs)
+		rejects, err := rejectWorkflows(c, defs, os.LookupEnv)
 		if err != nil {
 			st.Close()
 			return nil, err

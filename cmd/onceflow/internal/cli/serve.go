@@ -267,7 +267,7 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	go func() { engine <- a.client.Serve(ctx) }()
 	consumers := make(chan error, len(a.triggers))
 	for _, t := range a.triggers {
-		go func() { consumers <- t.Run(ctx) }()
+		go func() { consumers <- t.Run(ctx, a.client) }()
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

@@ -20,10 +20,10 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // EnvQueuesTag passes the queue scenario's name suffix to its worker process.
@@ -128,7 +128,7 @@ func queueDefs(n queueNames) ([]*flowfile.Definition, error) {
 
 // queueStack builds the workflow as onceflow serve does and returns the client and the
 // consumer.
-func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string) (*onceflow.Client, *queuetrigger.NATS, flowfile.Deps, error) {
+func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string) (*onceflow.Client, *natsqueue.Consumer, flowfile.Deps, error) {
 	defs, err := queueDefs(n)
 	if err != nil {
 		return nil, nil, flowfile.Deps{}, err
@@ -148,17 +148,16 @@ func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string) (
 		return nil, nil, deps, err
 	}
 	q := defs[0].Queue
-	key, err := keytmpl.Parse(q.RunKey)
+	trig, err := natsqueue.New(queue.Config{Workflow: defs[0].Name, RunKey: q.RunKey, MaxBacklog: q.MaxBacklog},
+		natsqueue.Config{URL: natsURL, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer, Subject: q.NATS.Subject, AckWait: 5 * time.Second, Batch: 20})
 	if err != nil {
 		return nil, nil, deps, err
 	}
-	for _, w := range append(wfs, queuetrigger.RejectWorkflow(c, defs[0].Name, key)) {
+	for _, w := range append(wfs, trig.Companions(c)...) {
 		if err := c.Register(w); err != nil {
 			return nil, nil, deps, err
 		}
 	}
-	trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: defs[0].Name, RunKey: key, Client: c, Stats: st, MaxBacklog: q.MaxBacklog},
-		queuetrigger.NATSConfig{URL: natsURL, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer, Subject: q.NATS.Subject, AckWait: 5 * time.Second, Batch: 20})
 	return c, trig, deps, nil
 }
 
@@ -185,7 +184,7 @@ func QueuesWorker(ctx context.Context, st store.Store, natsURL, shopURL string, 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { _ = trig.Run(ctx) }()
+	go func() { _ = trig.Run(ctx, c) }()
 	return c.Serve(ctx)
 }
 
@@ -309,7 +308,7 @@ func RunQueues(ctx context.Context, cfg QueuesConfig) (*QueuesSummary, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	served, consumed := make(chan error, 1), make(chan error, 1)
 	go func() { served <- c.Serve(runCtx) }()
-	go func() { consumed <- trig.Run(runCtx) }()
+	go func() { consumed <- trig.Run(runCtx, c) }()
 	defer func() { stop(); <-consumed }()
 	say("second worker consuming")
 	deadline := time.Now().Add(cfg.Deadline)

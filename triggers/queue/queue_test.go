@@ -1,4 +1,4 @@
-package queuetrigger_test
+package queue_test
 
 import (
 	"bufio"
@@ -24,11 +24,13 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/triggers/queue"
 	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 	"go.uber.org/goleak"
 )
 
@@ -57,7 +59,7 @@ type startedMetrics struct{ n atomic.Int64 }
 
 func (*startedMetrics) QueueConnected(string, string, bool) {}
 func (m *startedMetrics) QueueMessage(_, outcome string) {
-	if outcome != queuetrigger.Rejected {
+	if outcome != queue.Rejected {
 		m.n.Add(1)
 	}
 }
@@ -82,18 +84,13 @@ func child() int {
 		return fail(err)
 	}
 	counted := &startedMetrics{}
-	cfg := queuetrigger.Config{Workflow: "orders", Client: c, Stats: st, MaxBacklog: 500, Metrics: counted}
+	cfg := queue.Config{Workflow: "orders", MaxBacklog: 500, Metrics: counted}
 	if os.Getenv("ONCEFLOW_TEST_BROKER") == "nats" {
-		cfg.RunKey, _ = keytmpl.Parse("{headers.Event-Id}")
-	}
-	for _, w := range []onceflow.Workflow{ordersWorkflow(), queuetrigger.RejectWorkflow(c, "orders", cfg.RunKey)} {
-		if err := c.Register(w); err != nil {
-			return fail(err)
-		}
+		cfg.RunKey = "{headers.Event-Id}"
 	}
 	if n, _ := strconv.Atoi(os.Getenv("ONCEFLOW_TEST_BLOCK_AT")); n > 0 && os.Getenv("ONCEFLOW_TEST_BLOCK_BEFORE_STORE") == "1" {
 		batches := 0
-		queuetrigger.BeforeStore = func(size int) {
+		cfg.Hooks.BeforeStore = func(size int) {
 			if batches++; batches == n {
 				fmt.Println("received", size)
 				select {}
@@ -101,7 +98,7 @@ func child() int {
 		}
 	} else if n > 0 {
 		batches := 0
-		queuetrigger.AfterStored = func(int) {
+		cfg.Hooks.AfterStored = func(int) {
 			stored := counted.n.Swap(0) // the batches are handled one after another
 			if batches++; batches == n {
 				fmt.Println("blocked", stored)
@@ -109,14 +106,23 @@ func child() int {
 			}
 		}
 	}
-	var run func(context.Context) error
+	var cons triggers.Consumer
 	switch os.Getenv("ONCEFLOW_TEST_BROKER") {
 	case "nats":
-		run = queuetrigger.NewNATS(cfg, queuetrigger.NATSConfig{URL: os.Getenv("ONCEFLOW_TEST_URL"), Stream: os.Getenv("ONCEFLOW_TEST_QUEUE"),
-			Consumer: "onceflow-orders", AckWait: 5 * time.Second, Batch: 20}).Run
+		cons, err = natsqueue.New(cfg, natsqueue.Config{URL: os.Getenv("ONCEFLOW_TEST_URL"), Stream: os.Getenv("ONCEFLOW_TEST_QUEUE"),
+			Consumer: "onceflow-orders", AckWait: 5 * time.Second, Batch: 20})
 	case "amqp":
-		run = queuetrigger.NewAMQP(cfg, queuetrigger.AMQPConfig{URL: os.Getenv("ONCEFLOW_TEST_URL"), Queue: os.Getenv("ONCEFLOW_TEST_QUEUE"), Prefetch: 20}).Run
+		cons, err = amqpqueue.New(cfg, amqpqueue.Config{URL: os.Getenv("ONCEFLOW_TEST_URL"), Queue: os.Getenv("ONCEFLOW_TEST_QUEUE"), Prefetch: 20})
 	}
+	if err != nil {
+		return fail(err)
+	}
+	for _, w := range append([]onceflow.Workflow{ordersWorkflow()}, cons.(triggers.Companions).Companions(c)...) {
+		if err := c.Register(w); err != nil {
+			return fail(err)
+		}
+	}
+	run := func(ctx context.Context) error { return cons.Run(ctx, c) }
 	done := make(chan error, 1)
 	go func() { done <- c.Serve(ctx) }()
 	fmt.Println("started")
@@ -462,8 +468,8 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 					t.Fatalf("rejected item without its raw message: %s", run.Input)
 				}
 			}
-			if reasons[queuetrigger.ReasonInputNotJSON] != 10 || reasons[queuetrigger.ReasonInputInvalid] != 10 {
-				t.Fatalf("review reasons %v, want 10 %s and 10 %s", reasons, queuetrigger.ReasonInputNotJSON, queuetrigger.ReasonInputInvalid)
+			if reasons[queue.ReasonInputNotJSON] != 10 || reasons[queue.ReasonInputInvalid] != 10 {
+				t.Fatalf("review reasons %v, want 10 %s and 10 %s", reasons, queue.ReasonInputNotJSON, queue.ReasonInputInvalid)
 			}
 			evs, err := st.EventList(ctx, store.EventListParams{Limit: 100000})
 			if err != nil {

@@ -1,4 +1,17 @@
-package queuetrigger
+// Package amqpqueue is a queue consumer for RabbitMQ (AMQP 0-9-1): a queue consumed with
+// manual acknowledgements and a prefetch limit, each message a run (see package queue for
+// what every queue consumer guarantees). It is a triggers.Consumer; New builds one.
+//
+//	c, err := amqpqueue.New(queue.Config{Workflow: "orders"},
+//		amqpqueue.Config{URL: os.Getenv(amqpqueue.EnvURL), Queue: "orders"})
+//	// register c.Companions(client) with the workflow, then:
+//	go c.Run(ctx, client)
+//
+// A message is acknowledged only once its run is stored; the messages of a batch whose
+// runs could not be stored are negatively acknowledged with requeue, after a pause. The
+// queue must exist: onceflow does not declare it. Several consumers, in one process or
+// many, may share a queue: the broker hands each message to one of them.
+package amqpqueue
 
 import (
 	"context"
@@ -9,10 +22,17 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
-// AMQPConfig names a RabbitMQ queue.
-type AMQPConfig struct {
+// EnvURL is the environment variable a RabbitMQ broker's URL is read from by default, as
+// the amqp step kind does.
+const EnvURL = "ONCEFLOW_AMQP_URL"
+
+// Config names a RabbitMQ queue.
+type Config struct {
 	// URL is the broker URL (from the environment).
 	URL string
 	// Queue must exist; onceflow does not declare it.
@@ -24,45 +44,49 @@ type AMQPConfig struct {
 // gatherFor is how long a consumer waits for more deliveries after the first of a batch.
 const gatherFor = 5 * time.Millisecond
 
-// AMQP is a trigger fed by a RabbitMQ queue with manual acknowledgements.
-type AMQP struct {
-	*Trigger
-	ac AMQPConfig
+// Consumer is a triggers.Consumer fed by a RabbitMQ queue with manual acknowledgements.
+type Consumer struct {
+	*queue.Handler
+	cfg queue.Config
+	ac  Config
 }
 
-// NewAMQP returns a trigger for cfg; Run consumes.
-func NewAMQP(cfg Config, ac AMQPConfig) *AMQP {
+var (
+	_ triggers.Consumer   = (*Consumer)(nil)
+	_ triggers.Companions = (*Consumer)(nil)
+)
+
+// New returns a consumer of the queue ac names that starts cfg.Workflow; Run consumes.
+// cfg.Source defaults to "amqp:QUEUE". The error says what is wrong with the
+// configuration.
+func New(cfg queue.Config, ac Config) (*Consumer, error) {
+	if ac.Queue == "" {
+		return nil, errors.New("amqpqueue: Config.Queue is required: the RabbitMQ queue to consume")
+	}
 	if ac.Prefetch <= 0 {
 		ac.Prefetch = 50
 	}
 	if cfg.Source == "" {
 		cfg.Source = "amqp:" + ac.Queue
 	}
-	return &AMQP{Trigger: newTrigger(cfg, "amqp"), ac: ac}
-}
-
-// Run consumes until ctx ends, reconnecting with backoff; it returns nil when ctx ends.
-func (a *AMQP) Run(ctx context.Context) error {
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		consumed, err := a.session(ctx)
-		if ctx.Err() != nil {
-			break
-		}
-		if consumed {
-			attempt = 0
-		}
-		a.setStatus(err)
-		a.cfg.Logger.Warn("queue consumer not consuming; retrying", "workflow", a.cfg.Workflow, "source", a.cfg.Source, "error", err, "in", backoff(attempt))
-		_ = sleep(ctx, backoff(attempt))
+	h, err := queue.NewHandler(cfg, "amqp")
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return &Consumer{Handler: h, cfg: h.Config(), ac: ac}, nil
 }
 
-func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
+// Run consumes until ctx ends, starting runs through s and reconnecting with backoff; it
+// returns nil when ctx ends.
+func (a *Consumer) Run(ctx context.Context, s triggers.Starter) error {
+	return a.Reconnect(ctx, func(ctx context.Context) (bool, error) { return a.session(ctx, s) })
+}
+
+func (a *Consumer) session(ctx context.Context, s triggers.Starter) (consumed bool, err error) {
 	conn, err := amqp.DialConfig(a.ac.URL, amqp.Config{Heartbeat: 10 * time.Second, Dial: amqp.DefaultDial(5 * time.Second),
 		Properties: amqp.Table{"connection_name": "onceflow-" + a.cfg.Workflow}})
 	if err != nil {
-		return false, a.unreachable("AMQP broker", err)
+		return false, a.Unreachable("AMQP broker", err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
@@ -84,9 +108,9 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 		return false, fmt.Errorf("%s: consume: %w", a.cfg.Source, err)
 	}
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-	a.setStatus(nil)
+	a.SetStatus(nil)
 	for {
-		if err := a.waitBacklog(ctx); err != nil {
+		if err := a.WaitBacklog(ctx, s); err != nil {
 			return true, nil
 		}
 		var batch []amqp.Delivery
@@ -117,11 +141,11 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 			}
 		}
 		gather.Stop()
-		in := make([]Message, len(batch))
+		in := make([]queue.Message, len(batch))
 		for i, d := range batch {
 			in[i] = amqpMessage(d)
 		}
-		errs := a.handleAll(ctx, in)
+		errs := a.HandleAll(ctx, s, in)
 		var failed []amqp.Delivery
 		for i, d := range batch {
 			if errs[i] != nil {
@@ -134,7 +158,7 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 			}
 		}
 		if len(failed) > 0 {
-			_ = sleep(ctx, time.Second) // once per batch, so that the redeliveries are not a tight loop
+			_ = queue.Sleep(ctx, time.Second) // once per batch, so that the redeliveries are not a tight loop
 			for _, d := range failed {
 				_ = d.Nack(false, true)
 			}
@@ -142,8 +166,8 @@ func (a *AMQP) session(ctx context.Context) (consumed bool, err error) {
 	}
 }
 
-func amqpMessage(d amqp.Delivery) Message {
-	out := Message{ID: d.MessageId, Headers: map[string]string{}, Payload: d.Body}
+func amqpMessage(d amqp.Delivery) queue.Message {
+	out := queue.Message{ID: d.MessageId, Headers: map[string]string{}, Payload: d.Body}
 	for k, v := range d.Headers {
 		out.Headers[k] = fmt.Sprint(v)
 	}

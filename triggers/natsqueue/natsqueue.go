@@ -1,4 +1,17 @@
-package queuetrigger
+// Package natsqueue is a queue consumer for NATS JetStream: a durable pull consumer with
+// explicit acknowledgements on a stream, each message a run (see package queue for what
+// every queue consumer guarantees). It is a triggers.Consumer; New builds one.
+//
+//	c, err := natsqueue.New(queue.Config{Workflow: "orders", RunKey: "{headers.Event-Id}"},
+//		natsqueue.Config{URL: os.Getenv(natsqueue.EnvURL), Stream: "ORDERS"})
+//	// register c.Companions(client) with the workflow, then:
+//	go c.Run(ctx, client)
+//
+// A message is acknowledged (double-acked, so the server confirms it) only once its run is
+// stored; one whose run could not be stored is negatively acknowledged with a delay and
+// redelivered. A consumer that loses its connection reports it (Err) and connects again
+// with backoff.
+package natsqueue
 
 import (
 	"context"
@@ -9,10 +22,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
-// NATSConfig names a JetStream stream and the durable consumer to pull with.
-type NATSConfig struct {
+// EnvURL is the environment variable a NATS server's URL is read from by default, as the
+// nats step kind does.
+const EnvURL = "ONCEFLOW_NATS_URL"
+
+// Config names a JetStream stream and the durable consumer to pull with.
+type Config struct {
 	// URL is the server URL (from the environment).
 	URL    string
 	Stream string
@@ -23,7 +43,7 @@ type NATSConfig struct {
 	// AckWait is how long a message may stay unacknowledged before redelivery (default 30 s).
 	AckWait time.Duration
 	// Batch is how many messages one fetch pulls (default 100). A fetch also asks for at
-	// most Batch × Config.MaxMessageBytes bytes (see fetchBytes).
+	// most Batch × queue.Config.MaxMessageBytes bytes (see fetchBytes).
 	Batch int
 }
 
@@ -37,19 +57,30 @@ const msgOverhead = 8 << 10
 // longer than a fetch's byte limit is never delivered by it, so a smaller limit would
 // leave a message above the limit at the head of the stream, fetched by nothing, instead
 // of kept for review.
-func (n *NATS) fetchBytes(maxPayload int64) int {
+func (n *Consumer) fetchBytes(maxPayload int64) int {
 	perMsg := int64(n.cfg.MaxMessageBytes) + msgOverhead
 	return int(max(int64(n.nc.Batch)*perMsg, maxPayload+msgOverhead))
 }
 
-// NATS is a trigger fed by a JetStream durable pull consumer.
-type NATS struct {
-	*Trigger
-	nc NATSConfig
+// Consumer is a triggers.Consumer fed by a JetStream durable pull consumer.
+type Consumer struct {
+	*queue.Handler
+	cfg queue.Config
+	nc  Config
 }
 
-// NewNATS returns a trigger for cfg; Run consumes.
-func NewNATS(cfg Config, nc NATSConfig) *NATS {
+var (
+	_ triggers.Consumer   = (*Consumer)(nil)
+	_ triggers.Companions = (*Consumer)(nil)
+)
+
+// New returns a consumer of the stream nc names that starts cfg.Workflow; Run consumes.
+// cfg.Source defaults to "nats:STREAM/CONSUMER", nc.Consumer to "onceflow-WORKFLOW". The
+// error says what is wrong with the configuration.
+func New(cfg queue.Config, nc Config) (*Consumer, error) {
+	if nc.Stream == "" {
+		return nil, errors.New("natsqueue: Config.Stream is required: the JetStream stream to consume")
+	}
 	if nc.AckWait <= 0 {
 		nc.AckWait = 30 * time.Second
 	}
@@ -62,35 +93,28 @@ func NewNATS(cfg Config, nc NATSConfig) *NATS {
 	if cfg.Source == "" {
 		cfg.Source = "nats:" + nc.Stream + "/" + nc.Consumer
 	}
-	return &NATS{Trigger: newTrigger(cfg, "nats"), nc: nc}
+	h, err := queue.NewHandler(cfg, "nats")
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{Handler: h, cfg: h.Config(), nc: nc}, nil
 }
 
-// Run consumes until ctx ends, reconnecting with backoff; it returns nil when ctx ends.
-func (n *NATS) Run(ctx context.Context) error {
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		consumed, err := n.session(ctx)
-		if ctx.Err() != nil {
-			break
-		}
-		if consumed {
-			attempt = 0
-		}
-		n.setStatus(err)
-		n.cfg.Logger.Warn("queue consumer not consuming; retrying", "workflow", n.cfg.Workflow, "source", n.cfg.Source, "error", err, "in", backoff(attempt))
-		_ = sleep(ctx, backoff(attempt))
-	}
-	return nil
+// Run consumes until ctx ends, starting runs through s and reconnecting with backoff; it
+// returns nil when ctx ends.
+func (n *Consumer) Run(ctx context.Context, s triggers.Starter) error {
+	return n.Reconnect(ctx, func(ctx context.Context) (bool, error) { return n.session(ctx, s) })
 }
 
 // session connects, consumes until something breaks, and says why; consumed reports
 // whether it got as far as consuming.
-func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
+func (n *Consumer) session(ctx context.Context, s triggers.Starter) (consumed bool, err error) {
 	// No reconnection inside the client: a lost connection ends the session, so that Run
 	// reports it and connects again with its backoff. (While the client reconnected by
 	// itself, fetches merely timed out and the consumer still looked connected.)
 	nc, err := nats.Connect(n.nc.URL, nats.Name("onceflow-"+n.cfg.Workflow), nats.NoReconnect(), nats.Timeout(5*time.Second))
 	if err != nil {
-		return false, n.unreachable("NATS server", err)
+		return false, n.Unreachable("NATS server", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -111,9 +135,9 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: durable consumer %q: %w", n.cfg.Source, n.nc.Consumer, err)
 	}
-	n.setStatus(nil)
+	n.SetStatus(nil)
 	for ctx.Err() == nil {
-		if err := n.waitBacklog(ctx); err != nil {
+		if err := n.WaitBacklog(ctx, s); err != nil {
 			return true, nil
 		}
 		if !nc.IsConnected() {
@@ -138,11 +162,11 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 		if len(msgs) == 0 {
 			continue
 		}
-		in := make([]Message, len(msgs))
+		in := make([]queue.Message, len(msgs))
 		for i, m := range msgs {
 			in[i] = natsMessage(m)
 		}
-		errs := n.handleAll(ctx, in)
+		errs := n.HandleAll(ctx, s, in)
 		for i, m := range msgs {
 			if errs[i] != nil {
 				// Nothing durable happened: let the server redeliver it later.
@@ -159,8 +183,8 @@ func (n *NATS) session(ctx context.Context) (consumed bool, err error) {
 	return true, nil
 }
 
-func natsMessage(m jetstream.Msg) Message {
-	out := Message{Headers: map[string]string{}, Payload: m.Data()}
+func natsMessage(m jetstream.Msg) queue.Message {
+	out := queue.Message{Headers: map[string]string{}, Payload: m.Data()}
 	for k, v := range m.Headers() {
 		if len(v) > 0 {
 			out.Headers[k] = v[0]
