@@ -46,7 +46,7 @@ import (
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 )
 
 // Problem is one thing wrong with a file, at a position (line and column from 1; 0 when

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 )
 
 // nested returns {"submission_id":"deep","x":{"a":{"a":…1…}}} with depth levels in all.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/store"
 )
 

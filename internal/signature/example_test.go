@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 )
 
 // A receiver verifies a Standard Webhooks delivery, here one produced with Sign as
