@@ -548,7 +548,7 @@ func (d *Definition) checkWebhook() Problems {
 	if !hookNameRE.MatchString(w.Name) {
 		add("$.webhook.name", "webhook name %q must be 1-100 lowercase letters, digits, '_' or '-'; it becomes /hooks/NAME", w.Name)
 	}
-	if _, err := webhook.ParseScheme(w.Scheme); err != nil {
+	if _, err := signature.ParseScheme(w.Scheme); err != nil {
 		add("$.webhook.scheme", "%v", err)
 	}
 	if len(w.SecretEnv) == 0 {

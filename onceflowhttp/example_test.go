@@ -18,6 +18,7 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // A Go program registers its own step function, builds the workflow file that uses it
@@ -73,12 +74,17 @@ steps:
 	}
 
 	const secret = "a-long-random-webhook-secret"
-	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{
-		Workflows: []*flowfile.Definition{def},
-		Tokens:    []onceflowhttp.Token{{Name: "ops", Secret: "ops-token-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
+	hooks, err := flowfile.Triggers([]*flowfile.Definition{def}, flowfile.TriggerOptions{
 		Env: func(name string) (string, bool) {
-			return secret, name == "GITHUB_WEBHOOK_SECRET" // in production: the default, os.LookupEnv
+			return secret, name == "GITHUB_WEBHOOK_SECRET" // in production: os.LookupEnv
 		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{
+		Receivers: triggers.Receivers(hooks),
+		Tokens:    []onceflowhttp.Token{{Name: "ops", Secret: "ops-token-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
 	})
 	if err != nil {
 		log.Fatal(err)

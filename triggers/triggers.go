@@ -191,3 +191,25 @@ func KindOf(err error) DeliveryErrorKind {
 	}
 	return 0
 }
+
+// Receivers returns the receivers among ts, in their order.
+func Receivers(ts []Trigger) []Receiver {
+	var out []Receiver
+	for _, t := range ts {
+		if r, ok := t.(Receiver); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Consumers returns the consumers among ts, in their order.
+func Consumers(ts []Trigger) []Consumer {
+	var out []Consumer
+	for _, t := range ts {
+		if c, ok := t.(Consumer); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,4 +1,4 @@
-// Package webhook authenticates incoming webhook deliveries: it checks the HMAC-SHA256
+// Package signature authenticates incoming webhook deliveries: it checks the HMAC-SHA256
 // signature a provider puts in the request headers, and the delivery's timestamp where the
 // provider sends one, before onceflow accepts the delivery and deduplicates on its event id.
 //
@@ -50,4 +50,4 @@
 // timestamp, a replay is stopped only by deduplicating on the event id. GitHub's
 // X-GitHub-Delivery header is not covered by the signature, so deduplicate GitHub
 // deliveries on something in the body where that matters.
-package webhook
+package signature

@@ -1,4 +1,4 @@
-package webhook_test
+package signature_test
 
 import (
 	"errors"
@@ -12,24 +12,24 @@ import (
 // A receiver verifies a Standard Webhooks delivery, here one produced with Sign as
 // onceflow's demo sender does, and then deduplicates on Delivery.ID.
 func ExampleVerify() {
-	cfg := webhook.Config{
-		Scheme: webhook.StandardWebhooks,
+	cfg := signature.Config{
+		Scheme: signature.StandardWebhooks,
 		// The new secret first; the old one stays until the sender has switched.
 		Secrets: []string{"whsec_bmV3LXNlY3JldC1rZXk=", "whsec_b2xkLXNlY3JldC1rZXk="},
 	}
 	sent := time.Unix(1700000000, 0)
 	body := []byte(`{"type":"invoice.paid","id":"in_1"}`)
-	h, err := webhook.Sign(cfg, 1, "msg_2Kd9", sent, body) // signed with the old secret
+	h, err := signature.Sign(cfg, 1, "msg_2Kd9", sent, body) // signed with the old secret
 	if err != nil {
 		panic(err)
 	}
 
-	d, err := webhook.Verify(cfg, h, body, sent.Add(30*time.Second))
+	d, err := signature.Verify(cfg, h, body, sent.Add(30*time.Second))
 	fmt.Println(d.ID, d.Timestamp.Unix(), err)
 
 	// The same delivery an hour later is a replay.
-	_, err = webhook.Verify(cfg, h, body, sent.Add(time.Hour))
-	fmt.Println(errors.Is(err, webhook.ErrExpired))
+	_, err = signature.Verify(cfg, h, body, sent.Add(time.Hour))
+	fmt.Println(errors.Is(err, signature.ErrExpired))
 	fmt.Println(err)
 	// Output:
 	// msg_2Kd9 1700000000 <nil>
@@ -42,29 +42,29 @@ func status(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusOK
-	case errors.Is(err, webhook.ErrMissingSignature), errors.Is(err, webhook.ErrMalformed):
+	case errors.Is(err, signature.ErrMissingSignature), errors.Is(err, signature.ErrMalformed):
 		return http.StatusBadRequest
-	case errors.Is(err, webhook.ErrBadSignature), errors.Is(err, webhook.ErrExpired):
+	case errors.Is(err, signature.ErrBadSignature), errors.Is(err, signature.ErrExpired):
 		return http.StatusUnauthorized
-	default: // webhook.ErrInvalidConfig: the receiver's own mistake
+	default: // signature.ErrInvalidConfig: the receiver's own mistake
 		return http.StatusInternalServerError
 	}
 }
 
 // An HTTP layer maps the sentinels to status codes.
 func Example_status() {
-	cfg := webhook.Config{Scheme: webhook.GitHub, Secrets: []string{"It's a Secret to Everybody"}}
+	cfg := signature.Config{Scheme: signature.GitHub, Secrets: []string{"It's a Secret to Everybody"}}
 	body := []byte("Hello, World!")
 
 	h := http.Header{}
 	h.Set("X-Hub-Signature-256", "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17")
-	_, err := webhook.Verify(cfg, h, body, time.Now())
+	_, err := signature.Verify(cfg, h, body, time.Now())
 	fmt.Println(status(err))
 
-	_, err = webhook.Verify(cfg, h, []byte("Hello, World?"), time.Now())
+	_, err = signature.Verify(cfg, h, []byte("Hello, World?"), time.Now())
 	fmt.Println(status(err), err)
 
-	_, err = webhook.Verify(cfg, http.Header{}, body, time.Now())
+	_, err = signature.Verify(cfg, http.Header{}, body, time.Now())
 	fmt.Println(status(err), err)
 	// Output:
 	// 200

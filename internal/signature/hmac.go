@@ -1,4 +1,4 @@
-package webhook
+package signature
 
 import (
 	"encoding/base64"

@@ -279,7 +279,7 @@ func TestCanariesNeverLeak(t *testing.T) {
 	}
 	hook := func(body, secret string) int {
 		t.Helper()
-		h, err := webhook.Sign(webhook.Config{Scheme: webhook.HMAC, Secrets: []string{secret}, Header: "X-Signature", Prefix: "sha256="}, 0, "", time.Now(), []byte(body))
+		h, err := signature.Sign(signature.Config{Scheme: signature.HMAC, Secrets: []string{secret}, Header: "X-Signature", Prefix: "sha256="}, 0, "", time.Now(), []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // envRedactFields is the environment variable --redact-fields defaults to.
@@ -97,11 +98,17 @@ func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
 // tokens: onceflowhttp.NewHandler, as a Go program embedding onceflow would call it. The
 // handler masks what the app's client masks.
 func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
-	opts := onceflowhttp.Options{Workflows: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, MaxDepth: a.maxDepth}
-	if len(a.triggers) > 0 {
+	opts := onceflowhttp.Options{Receivers: a.receivers, Tokens: tokens, Logger: a.log, MaxDepth: a.maxDepth}
+	if len(triggers.Consumers(a.triggers)) > 0 {
 		opts.Ready = a.queuesReady
 	}
-	opts.Reload = a.reloadWorkflows
+	opts.Reload = func(ctx context.Context) (onceflowhttp.ReloadResult, error) {
+		res, err := a.reloadWorkflows(ctx)
+		if err != nil {
+			return res, reloadProblems(asProblems(a.reload.dir, err))
+		}
+		return res, nil
+	}
 	if a.metrics != nil {
 		opts.Metrics = a.metrics
 		if a.metricsOnAPI {

@@ -130,6 +130,11 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
 	wfs = append(wfs, rejects...)
+	// The webhook receivers of the new files; their secrets are read now.
+	receivers, err := newReceivers(defs, a.env)
+	if err != nil {
+		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
+	}
 	if err := onceflow.CheckCallers(r.callers, wfs, ss); err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
@@ -139,9 +144,12 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	}
 	declareLimits()
 	if r.server != nil {
-		r.server.SetDefinitions(defs)
+		if err := r.server.SetReceivers(receivers); err != nil {
+			// Every receiver's workflow was just registered: a bug, not a file's problem.
+			a.log.Error("reload: the webhooks of the new files are not served; the old ones are", "error", err)
+		}
 	}
-	a.defs = defs
+	a.defs, a.receivers = defs, receivers
 	return onceflowhttp.ReloadResult{Workflows: a.client.Workflows(), Added: ch.Added, Removed: ch.Removed, Replaced: ch.Replaced}, nil
 }
 
@@ -160,6 +168,15 @@ func asProblems(where string, err error) flowfile.Problems {
 		return out
 	}
 	return flowfile.Problems{{File: where, Message: err.Error()}}
+}
+
+// reloadProblems is ps as the API answers them.
+func reloadProblems(ps flowfile.Problems) onceflowhttp.ReloadProblems {
+	out := make(onceflowhttp.ReloadProblems, len(ps))
+	for i, p := range ps {
+		out[i] = onceflowhttp.ReloadProblem{File: p.File, Line: p.Line, Col: p.Col, Message: p.Message}
+	}
+	return out
 }
 
 // reloadOnHangup reloads the app's workflows on every SIGHUP until ctx ends, logging what

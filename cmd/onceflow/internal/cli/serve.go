@@ -22,6 +22,7 @@ import (
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 type serveFlags struct {
@@ -107,13 +108,15 @@ type app struct {
 	metrics      *metrics.Metrics
 	metricsOnAPI bool
 	// maxDepth caps the nesting of request bodies, queue messages and runs' inputs
-	// (onceflowhttp.Options.MaxDepth, queuetrigger.Config.MaxDepth,
+	// (onceflowhttp.Options.MaxDepth, queue.Config.MaxDepth,
 	// onceflow.Config.MaxInputDepth).
 	maxDepth int
 	// ui, when set, is the web console served at /ui/ beside the API.
 	ui http.Handler
 	// triggers are the queue consumers serve runs.
-	triggers []queueTrigger
+	triggers []triggers.Trigger
+	// receivers are the webhook receivers of the workflow files, served by the API.
+	receivers []triggers.Receiver
 	// deps holds the connections of sql, nats and amqp steps; close closes them.
 	deps flowfile.Deps
 	// reload reloads the workflow files (reload.go).
@@ -252,6 +255,9 @@ func newApp(c appConfig) (*app, error) {
 	if err := a.registerRejects(); err != nil {
 		return nil, err
 	}
+	if a.receivers, err = newReceivers(defs, c.env); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -265,8 +271,9 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	hs := onceflowhttp.HTTPServer(a.withConsole(h))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
-	consumers := make(chan error, len(a.triggers))
-	for _, t := range a.triggers {
+	running := triggers.Consumers(a.triggers)
+	consumers := make(chan error, len(running))
+	for _, t := range running {
 		go func() { consumers <- t.Run(ctx, a.client) }()
 	}
 	served := make(chan error, 1)
@@ -279,7 +286,7 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = hs.Shutdown(shutdown)
-	for range a.triggers {
+	for range running {
 		err = errors.Join(err, <-consumers)
 	}
 	return errors.Join(err, <-engine)
@@ -318,7 +325,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	}
 	// A webhook without a usable secret would answer every delivery 500: refuse to start,
 	// as for incomplete SMTP settings.
-	if err := onceflowhttp.CheckWebhooks(a.defs, a.env); err != nil {
+	if err := a.checkReceivers(); err != nil {
 		return err
 	}
 	if f.metricsAddr == "" {

@@ -121,7 +121,7 @@ func TestServeExamples(t *testing.T) {
 	}
 	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"id": "pi_1", "amount": 1990, "currency": "eur",
 		"receipt_email": "ana@example.com", "metadata": {"order_id": "1001"}}}}`
-	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{secret}}, 0, "", time.Now(), []byte(event))
+	h, err := signature.Sign(signature.Config{Scheme: signature.Stripe, Secrets: []string{secret}}, 0, "", time.Now(), []byte(event))
 	if err != nil {
 		t.Fatal(err)
 	}

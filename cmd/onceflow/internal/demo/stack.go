@@ -14,6 +14,7 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // stack is onceflow as `onceflow serve` runs it: workflow definitions built with the
@@ -71,7 +72,12 @@ func startStack(c stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
-	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
+	ts, err := flowfile.Triggers(c.defs, flowfile.TriggerOptions{Env: lookup})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Receivers: triggers.Receivers(ts), Tokens: c.tokens, Logger: c.log})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("demo: %w", err)
