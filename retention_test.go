@@ -128,3 +128,77 @@ func TestRetentionMustNotBeNegative(t *testing.T) {
 		t.Fatalf("Validate = %v, want a problem with the negative retention", err)
 	}
 }
+
+// A key the client remembers having started, whose run a purge has since deleted, starts a
+// new run, as it would on a client that never saw the key: the recent keys only choose
+// how a start is answered, never what the answer is.
+func TestStartAgainAfterThePurgeOnTheSameClient(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			st := be.open(t)
+			clk := newClock()
+			c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "purged", Clock: clk.Now, Rand: func() float64 { return 0.5 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Register(onceflow.Workflow{Name: "form", Steps: []onceflow.Step{
+				{ID: "crm", EffectKey: "lead-create:{input.id}", Retention: time.Hour, Do: noop},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			input := map[string]any{"id": 8812}
+			// The client remembers the key it started.
+			first, err := c.Start(ctx, "form", "form-8812", input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Work(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// The purge's cutoff follows the run's last change, whichever clock wrote it
+			// (PostgreSQL's).
+			done, err := st.RunGetByID(ctx, first.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cutoff := done.UpdatedAt.Add(time.Second)
+			purged, err := st.RetentionPurge(ctx, store.RetentionPurgeParams{Now: cutoff, RunsBefore: cutoff, Actor: "ops"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if purged.Runs.Count != 1 {
+				t.Fatalf("purged %d runs, want the first one", purged.Runs.Count)
+			}
+			if _, err := st.RunGetByKey(ctx, "form", "form-8812"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the purged run's key: %v, want ErrNotFound", err)
+			}
+
+			second, err := c.Start(ctx, "form", "form-8812", input)
+			if err != nil {
+				t.Fatalf("Start of the purged run's key on the client that remembers it: %v; want a new run", err)
+			}
+			if second.Duplicate || second.ID == first.ID {
+				t.Fatalf("Start after the purge = run %d (duplicate %v), want a new run (not %d)", second.ID, second.Duplicate, first.ID)
+			}
+			stored, err := st.RunGetByKey(ctx, "form", "form-8812")
+			if err != nil || stored.ID != second.ID {
+				t.Fatalf("the key after the second start: %+v, %v; want run %d stored", stored, err, second.ID)
+			}
+			if third, err := c.Start(ctx, "form", "form-8812", input); err != nil || third.ID != second.ID || !third.Duplicate {
+				t.Fatalf("a repeated start after the second = %+v, %v; want run %d as a duplicate", third, err, second.ID)
+			}
+			if _, err := c.Work(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := c.GetRun(ctx, second.ID); err != nil || r.State != onceflow.StateCompleted {
+				t.Fatalf("the new run: %+v, %v; want it completed", r, err)
+			}
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
