@@ -83,7 +83,13 @@ func TestCommitRefusedAfterItsStatements(t *testing.T) {
 	res, err := s.RunInsertMany(ctx, []store.RunInsertParams{params("ok-1", "a"), params("refused-1", "a")})
 	wantRefusedAtCommit(t, "RunInsertMany", err)
 	if res != nil {
-		t.Errorf("RunInsertMany answered %+v for a batch whose COMMIT failed, want no results", res)
+		var ids []int64
+		for _, r := range res {
+			if r.Run != nil {
+				ids = append(ids, r.Run.ID)
+			}
+		}
+		t.Errorf("RunInsertMany acknowledged runs %v of a batch whose COMMIT failed, want no results", ids)
 	}
 	for _, key := range []string{"ok-1", "refused-1"} {
 		if r, err := s.RunGetByKey(ctx, "orders", key); !errors.Is(err, store.ErrNotFound) {
@@ -104,7 +110,7 @@ func TestCommitRefusedAfterItsStatements(t *testing.T) {
 	run, err := c.Start(ctx, "orders", "refused-2", map[string]any{})
 	wantRefusedAtCommit(t, "Start", err)
 	if run != nil {
-		t.Errorf("Start answered run %+v although its COMMIT failed, want none", run)
+		t.Errorf("Start acknowledged run %d (%s) although its COMMIT failed, want none", run.ID, run.RunKey)
 	}
 	if r, err := s.RunGetByKey(ctx, "orders", "refused-2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("run refused-2 after its COMMIT failed: %+v, %v; want none", r, err)
