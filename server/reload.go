@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 
@@ -22,6 +24,9 @@ type reloadState struct {
 	// secret.
 	env    map[string]bool
 	notify notifyShape
+	// queues are the queue: blocks of the files at start, by workflow: their consumers
+	// run from start to stop.
+	queues map[string]queueShape
 	// callers are the API's tokens: a reload may not leave one whose list names a
 	// workflow it cannot start, nor a workflow naming a token that does not exist.
 	callers []onceflow.Caller
@@ -45,8 +50,24 @@ func shapeOf(n onceflow.NotifyConfig) notifyShape {
 	return s
 }
 
+// queueShape is a queue: block as its file states it.
+type queueShape struct {
+	file string
+	def  flowfile.QueueDef
+}
+
+func queuesOf(defs []*flowfile.Definition) map[string]queueShape {
+	out := map[string]queueShape{}
+	for _, d := range defs {
+		if d.Queue != nil {
+			out[d.Name] = queueShape{file: d.File(), def: *d.Queue}
+		}
+	}
+	return out
+}
+
 func newReloadState(paths []string, defs []*flowfile.Definition, notify onceflow.NotifyConfig) reloadState {
-	return reloadState{paths: paths, env: envNames(defs), notify: shapeOf(notify)}
+	return reloadState{paths: paths, env: envNames(defs), notify: shapeOf(notify), queues: queuesOf(defs)}
 }
 
 func (r *reloadState) where() string { return strings.Join(r.paths, ", ") }
@@ -80,8 +101,9 @@ func envNames(defs []*flowfile.Definition) map[string]bool {
 // receivers in the API — and returns what changed. Otherwise it changes nothing and
 // returns flowfile.Problems saying why. Needing a restart: a file that reads an
 // environment variable no file read at start, or makes one secret that was not (its value
-// would not be masked), and changed notify: settings. One reload runs at a time; POST
-// /v1/admin/reload calls it.
+// would not be masked); changed notify: settings; and changed queue: settings, including
+// a queue added or removed with its file (a queue consumer runs from start to stop). One
+// reload runs at a time; POST /v1/admin/reload calls it.
 func (s *Server) Reload(ctx context.Context) (onceflowhttp.ReloadResult, error) {
 	res, err := s.reloadFiles(ctx)
 	if err != nil {
@@ -137,6 +159,7 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 	case !reflect.DeepEqual(shapeOf(notify), r.notify):
 		ps = append(ps, flowfile.Problem{File: r.where(), Message: "the notify: settings changed; they take effect when onceflow restarts, so restart it (or undo the change) to reload"})
 	}
+	ps = append(ps, r.queueChanges(defs)...)
 	if len(ps) > 0 {
 		return onceflowhttp.ReloadResult{}, ps
 	}
@@ -177,6 +200,40 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 	r.receivers = set.receivers
 	r.receiversMu.Unlock()
 	return onceflowhttp.ReloadResult{Workflows: s.client.Workflows(), Added: ch.Added, Removed: ch.Removed, Replaced: ch.Replaced}, nil
+}
+
+// queueChanges are the problems of defs whose queue: settings differ from those the
+// server started with: a queue consumer is started, changed or stopped only with the
+// process, and a consumer whose workflow went away would take messages it cannot start.
+func (r *reloadState) queueChanges(defs []*flowfile.Definition) flowfile.Problems {
+	now := queuesOf(defs)
+	names := map[string]bool{}
+	for n := range now {
+		names[n] = true
+	}
+	for n := range r.queues {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	const restart = "a queue consumer is started, changed or stopped only when onceflow starts, so restart it (or undo the change) to reload"
+	var ps flowfile.Problems
+	for _, n := range sorted {
+		was, had := r.queues[n]
+		is, has := now[n]
+		switch {
+		case had && has && !reflect.DeepEqual(was.def, is.def):
+			ps = append(ps, flowfile.Problem{File: is.file, Message: fmt.Sprintf("the queue: settings of workflow %s changed; %s", n, restart)})
+		case !had && has:
+			ps = append(ps, flowfile.Problem{File: is.file, Message: fmt.Sprintf("workflow %s now consumes a queue; %s", n, restart)})
+		case had && !has:
+			ps = append(ps, flowfile.Problem{File: was.file, Message: fmt.Sprintf("workflow %s no longer consumes its queue (its queue: block or its file was removed), but its consumer would go on taking messages; %s", n, restart)})
+		}
+	}
+	return ps
 }
 
 // asProblems returns err as flowfile.Problems: itself if it is, else one problem at where

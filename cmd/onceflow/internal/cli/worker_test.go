@@ -290,3 +290,79 @@ func TestWorkersShareQueues(t *testing.T) {
 	settle(first + second)
 	check(first+second, false)
 }
+
+// A reload that changes a file's queue: settings — reconfigures it, removes it with its
+// file, or adds one — is refused with the reason, and the consumer started with the
+// process keeps consuming: a message sent after the refused reloads still starts its
+// run. (A reload used to take such files silently: the new queue was never consumed, and
+// a removed workflow's consumer kept taking messages it could not start.)
+func TestReloadRefusesQueueChanges(t *testing.T) {
+	q := newSharedQueues(t)
+	dest := newEffectCounter(t)
+	dir := t.TempDir()
+	write := func(name, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	amqpFile := func(prefetch int) string {
+		return fmt.Sprintf(sharedQueueWorkflow, "orders-amqp", fmt.Sprintf("amqp: {queue: %s, prefetch: %d}", q.queue, prefetch), "orders-amqp", "orders-amqp")
+	}
+	write("orders-amqp.yaml", amqpFile(10))
+	write("other.yaml", "name: other\nsteps:\n  - id: call\n    kind: http\n    http: {url: \"{env.ORDERS_DEST}/other\"}\n")
+	const admin = "admin-secret-0123456789"
+	c := startCommand(t, []string{"ORDERS_DEST=" + dest.URL, "ONCEFLOW_AMQP_URL=" + q.amqpURL, "ONCEFLOW_NATS_URL=" + q.natsURL,
+		"ONCEFLOW_API_TOKENS=ops:admin:" + admin},
+		"serve", "--db", "sqlite://"+filepath.Join(t.TempDir(), "q.db"), "--workflows", dir, "--addr", "127.0.0.1:0", "--allow-net", "127.0.0.1/32")
+	base := c.waitLog("onceflow serving", 1)["addr"].(string)
+	c.waitLog("queue consumer connected", 1)
+	reload := func() (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/v1/admin/reload", nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	published := 0
+	consumed := func() {
+		t.Helper()
+		published++
+		q.publish(t, published, published, func(int) bool { return false })
+		key := fmt.Sprintf("orders-amqp:%d", published)
+		waitFor(t, "the effect of order "+strconv.Itoa(published), func() bool { return dest.counts()[key] == 1 })
+	}
+	consumed()
+
+	natsFile := fmt.Sprintf(sharedQueueWorkflow, "orders-nats", "nats: {stream: "+q.stream+"}", "orders-nats", "orders-nats")
+	for _, tc := range []struct {
+		what, want string
+		change     func()
+	}{
+		{"prefetch changed", "the queue: settings of workflow orders-amqp changed", func() { write("orders-amqp.yaml", amqpFile(20)) }},
+		{"file removed", "workflow orders-amqp no longer consumes its queue", func() {
+			if err := os.Remove(filepath.Join(dir, "orders-amqp.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"queue added", "workflow orders-nats now consumes a queue", func() { write("orders-nats.yaml", natsFile) }},
+	} {
+		tc.change()
+		code, body := reload()
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, tc.want) || !strings.Contains(body, "restart") {
+			t.Errorf("%s: reload answered %d %s; want 422 saying %q and to restart", tc.what, code, body, tc.want)
+		}
+		// Undo the change: the old consumer keeps consuming.
+		_ = os.Remove(filepath.Join(dir, "orders-nats.yaml"))
+		write("orders-amqp.yaml", amqpFile(10))
+		consumed()
+	}
+	if code, body := reload(); code != http.StatusOK {
+		t.Fatalf("reload of the files as they were started: %d %s", code, body)
+	}
+}
