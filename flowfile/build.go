@@ -118,6 +118,7 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 		}
 		spec.Fields = deps.fields
 		spec.Limiter = deps.limiter
+		spec.MaxRetryAfter = s.Retry.policy().MaxRetryAfter
 		if s.Limits != nil {
 			spec.LimitKeys = []string{limit.StepKey(deps.workflow, s.ID)}
 		}
@@ -163,10 +164,7 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 		st := onceflow.Step{ID: s.ID, Needs: s.Needs, EffectKey: s.EffectKey, Do: do, Timeout: time.Duration(s.Timeout)}
 		st.Retention = retentionOf(s.Retention)
 		d.applyDelay(i, s, &st)
-		if s.Retry != nil {
-			st.Retry = onceflow.RetryPolicy{MaxAttempts: s.Retry.MaxAttempts, Initial: time.Duration(s.Retry.Initial),
-				Max: time.Duration(s.Retry.Max), Multiplier: s.Retry.Multiplier}
-		}
+		st.Retry = s.Retry.policy()
 		switch s.OnExhausted {
 		case "fail":
 			st.OnFailure = onceflow.Fail

@@ -131,9 +131,7 @@ func (d *Definition) scheduleSkeleton() onceflow.Schedule {
 		out.ForEach = &onceflow.FanOut{Fetch: func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error) {
 			return onceflow.FanOutPage{}, errors.New("not built")
 		}, Timeout: time.Duration(s.ForEach.Timeout)}
-		if r := s.ForEach.Retry; r != nil {
-			out.ForEach.Retry = onceflow.RetryPolicy{MaxAttempts: r.MaxAttempts, Initial: time.Duration(r.Initial), Max: time.Duration(r.Max), Multiplier: r.Multiplier}
-		}
+		out.ForEach.Retry = s.ForEach.Retry.policy()
 	}
 	return out
 }
