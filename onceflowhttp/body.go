@@ -1,13 +1,12 @@
 package onceflowhttp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
+	"github.com/onceflow/onceflow/internal/bodybudget"
 	"github.com/onceflow/onceflow/internal/jsondoc"
 )
 
@@ -25,60 +24,27 @@ type AbortMetrics interface {
 // errBodyIncomplete marks a body the client did not finish sending.
 var errBodyIncomplete = errors.New("request body incomplete")
 
-// bodyWait is how long a request waits for room in the body budget before it is answered
-// 503.
-const bodyWait = time.Second
-
-// bodyHold is the part of the body budget one request holds, released when its handler
-// returns (holdBodies): what is parsed from a body lives as long as the handler.
-type bodyHold struct {
-	n int64
-}
-
-type bodyHoldKey struct{}
-
-// holdBodies gives every request a bodyHold and releases what readBody took for it when
-// the request has been answered.
-func (s *Server) holdBodies(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := &bodyHold{}
-		defer func() {
-			if h.n > 0 {
-				s.bodies.Release(h.n)
-			}
-		}()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bodyHoldKey{}, h)))
-	})
-}
-
 // readBody reads at most MaxBody bytes; a larger body is a 413 before anything is parsed.
 // Before it reads, it takes the body's size (MaxBody when the client does not announce
 // one) from the budget of MaxBodyMemory bytes that all requests' bodies share until they
-// are answered; when the budget stays full for bodyWait, the request is answered 503
-// "server-busy" with Retry-After, its body unread. A body cut short is a 400
+// are answered (package bodybudget); when the budget stays full, the request is answered
+// 503 "server-busy" with Retry-After, its body unread. A body cut short is a 400
 // "body-incomplete", logged at debug level and counted: it is the client's doing, not the
 // server's.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > s.cfg.MaxBody {
 		return nil, &http.MaxBytesError{Limit: s.cfg.MaxBody}
 	}
-	if h, ok := r.Context().Value(bodyHoldKey{}).(*bodyHold); ok && r.ContentLength != 0 {
-		n := r.ContentLength
-		if n < 0 {
-			n = s.cfg.MaxBody
+	if err := s.bodies.Take(r, s.cfg.MaxBody); err != nil {
+		if !errors.Is(err, bodybudget.ErrFull) {
+			return nil, err // the client went away
 		}
-		if err := s.waitForBody(r, n); err != nil {
-			if r.Context().Err() != nil {
-				return nil, r.Context().Err()
-			}
-			s.log.Warn("request refused: the request bodies held in memory are at their limit", "method", r.Method, "route", r.Pattern,
-				"max_body_memory", s.cfg.MaxBodyMemory)
-			p := newProblem(http.StatusServiceUnavailable, "server-busy", "Server busy",
-				fmt.Sprintf("the server holds as many request bodies in memory as it may (%d bytes); try again after Retry-After. Nothing was read or stored", s.cfg.MaxBodyMemory))
-			p.RetryAfter = 1
-			return nil, p
-		}
-		h.n += n
+		s.log.Warn("request refused: the request bodies held in memory are at their limit", "method", r.Method, "route", r.Pattern,
+			"max_body_memory", s.cfg.MaxBodyMemory)
+		p := newProblem(http.StatusServiceUnavailable, "server-busy", "Server busy",
+			fmt.Sprintf("the server holds as many request bodies in memory as it may (%d bytes); try again after Retry-After. Nothing was read or stored", s.cfg.MaxBodyMemory))
+		p.RetryAfter = 1
+		return nil, p
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	if err == nil {
@@ -95,16 +61,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	p := newProblem(http.StatusBadRequest, "body-incomplete", "Request body incomplete",
 		"the body ended before the length the request announced, or the client stopped sending; nothing was accepted")
 	return nil, p
-}
-
-// waitForBody takes n bytes of the body budget, waiting up to bodyWait for them.
-func (s *Server) waitForBody(r *http.Request, n int64) error {
-	if s.bodies.TryAcquire(n) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), bodyWait)
-	defer cancel()
-	return s.bodies.Acquire(ctx, n)
 }
 
 // checkJSON refuses a body that two JSON parsers could read differently, or that costs far

@@ -185,7 +185,7 @@ func TestLimitListener(t *testing.T) {
 
 func TestDefaultMaxConns(t *testing.T) {
 	n := DefaultMaxConns()
-	if limit, ok := fileLimit(); ok && (n > limit/2 && n > 16 || n > 16384) {
-		t.Errorf("DefaultMaxConns() = %d with a file limit of %d: want at most half of it, at most 16384", n, limit)
+	if limit, ok := fileLimit(); ok && (n > limit/2 && n > 16 || n > 4096) {
+		t.Errorf("DefaultMaxConns() = %d with a file limit of %d: want at most half of it, at most 4096", n, limit)
 	}
 }

@@ -9,17 +9,18 @@ import (
 )
 
 // DefaultMaxConns is the number of connections LimitListener lets a listener hold when it
-// is given none: half the process's open-file limit (RLIMIT_NOFILE), at most 16,384 and at
+// is given none: half the process's open-file limit (RLIMIT_NOFILE), at most 4,096 and at
 // least 16. The other half is left to what the process must still be able to open while
 // its listener is full — the database pool, the steps' outbound HTTP, SMTP and broker
-// connections, the console's and the metrics' listeners, files. Where the limit cannot be
-// read it is 1,024.
+// connections, the console's and the metrics' listeners, files. The ceiling bounds what
+// the connections themselves cost (each may hold a 64 KiB header while it is read). Where
+// the limit cannot be read it is 1,024.
 func DefaultMaxConns() int {
 	n, ok := fileLimit()
 	if !ok {
 		return 1024
 	}
-	return min(max(n/2, 16), 16384)
+	return min(max(n/2, 16), 4096)
 }
 
 // LimitListener returns a listener that lets hs hold at most maxConns connections of ln at

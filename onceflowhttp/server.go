@@ -13,10 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/bodybudget"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
@@ -173,7 +172,7 @@ type Server struct {
 
 	// bodies is the budget of request-body bytes held in memory at once
 	// (Options.MaxBodyMemory; readBody).
-	bodies *semaphore.Weighted
+	bodies *bodybudget.Budget
 }
 
 // newServer returns a Server for cfg: the one place the routes are added.
@@ -200,7 +199,7 @@ func newServer(cfg config) *Server {
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
 	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and callers follow it index by index
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{},
-		bodies: semaphore.NewWeighted(cfg.MaxBodyMemory)}
+		bodies: bodybudget.New(cfg.MaxBodyMemory)}
 	for _, t := range cfg.Tokens {
 		s.digests = append(s.digests, sha256.Sum256([]byte(t.Secret)))
 		s.callers = append(s.callers, t.Caller())
@@ -225,7 +224,7 @@ func newServer(cfg config) *Server {
 	s.mux.Handle("/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusNotFound, "not-found", "Not found", r.Method+" "+r.URL.Path+" is not part of the API")
 	}))
-	s.h = s.logRequests(s.holdBodies(s.mux))
+	s.h = s.bodies.Hold(s.logRequests(s.mux)) // outside the log, which reads the route the mux sets on its request
 	return s
 }
 

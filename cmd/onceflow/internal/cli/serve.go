@@ -84,7 +84,7 @@ running ones stay and every problem is logged (and listed in the API's answer).`
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	cmd.Flags().IntVar(&f.maxConns, "max-conns", 0,
-		"most connections the API holds open at once; more wait until one closes, and idle ones are closed to make room (default: half the open-file limit, at most 16384; --ui-addr and --metrics-addr listeners get a quarter of it each, at most 256)")
+		"most connections the API holds open at once; more wait until one closes, and idle ones are closed to make room (default: half the open-file limit, at most 4096; --ui-addr and --metrics-addr listeners get a quarter of it each, at most 256)")
 	stepFlags(cmd, &f)
 	consoleFlags(cmd, &f)
 	return cmd
