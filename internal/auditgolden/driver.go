@@ -181,14 +181,25 @@ func (d *Driver) Flush() {
 	}
 }
 
-// Work executes every step due now and returns how many it handled.
+// Work executes every step due now and returns how many it handled. It calls Client.Work
+// until a call finds nothing twice in a row: with one worker, a claim that only finds a
+// step to postpone (a delay that has not passed) ends a call of Work while other steps are
+// still due.
 func (d *Driver) Work() int {
 	d.T.Helper()
-	n, err := d.Client.Work(d.Ctx)
-	if err != nil {
-		d.T.Fatalf("Work: %v", err)
+	total, idle := 0, 0
+	for idle < 2 {
+		n, err := d.Client.Work(d.Ctx)
+		if err != nil {
+			d.T.Fatalf("Work: %v", err)
+		}
+		if total += n; n == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
 	}
-	return n
+	return total
 }
 
 // WorkLater runs Work in a goroutine; wait returns its error once it returned.
@@ -289,27 +300,22 @@ func (g *Gate) Arrived(t testing.TB) {
 // Open lets every step function through, now and later.
 func (g *Gate) Open() { g.once.Do(func() { close(g.release) }) }
 
-// Dest is a destination that deduplicates by idempotency key, as a well-behaved API does:
-// the first request under a key performs the effect, a later one under the same key gets
-// the first answer. It counts both per key.
+// Dest is a destination that counts the requests that perform an effect, per effect key.
+// A step function calls Act only once it has decided to perform its effect, so a key
+// requested twice is an effect performed twice: exactly what the engine must never cause.
 type Dest struct {
-	mu        sync.Mutex
-	performed map[string]int
-	repeated  map[string]int
+	mu    sync.Mutex
+	calls map[string]int
 }
 
 // NewDest returns a destination that has performed nothing.
-func NewDest() *Dest { return &Dest{performed: map[string]int{}, repeated: map[string]int{}} }
+func NewDest() *Dest { return &Dest{calls: map[string]int{}} }
 
-// Act performs the effect of key (once) and returns its answer.
+// Act performs the effect of key and returns its answer.
 func (d *Dest) Act(key string) map[string]any {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.performed[key] > 0 {
-		d.repeated[key]++
-	} else {
-		d.performed[key]++
-	}
+	d.calls[key]++
 	return map[string]any{"done": key}
 }
 
@@ -317,27 +323,29 @@ func (d *Dest) Act(key string) map[string]any {
 func (d *Dest) Performed() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return sortedKeys(d.performed)
+	return sortedKeys(d.calls)
 }
 
-// Repeated returns, per key, how many requests came after the one that performed it.
+// Repeated returns the keys whose effect was performed more than once, with how often.
 func (d *Dest) Repeated() map[string]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := map[string]int{}
-	for k, n := range d.repeated {
-		out[k] = n
+	for k, n := range d.calls {
+		if n > 1 {
+			out[k] = n
+		}
 	}
 	return out
 }
 
-// Restore makes the destination remember keys as performed (what it did before a
-// restart).
+// Restore makes the destination remember keys as performed once (what it did before the
+// engine's process was replaced).
 func (d *Dest) Restore(keys []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, k := range keys {
-		d.performed[k] = 1
+		d.calls[k]++
 	}
 }
 
@@ -348,13 +356,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// act is a step function that performs its effect at dest.
-func act(dest *Dest) onceflow.StepFunc {
-	return func(_ context.Context, sc *onceflow.StepContext) (any, error) {
-		return dest.Act(sc.EffectKey), nil
-	}
 }
 
 // errBusy is the retryable error of the scenarios' destinations.

@@ -21,6 +21,9 @@ type Scenario struct {
 	About string
 	// Run tells the story to a fresh driver.
 	Run func(d *Driver)
+	// Twice lists the effect keys the story performs twice on purpose (a key whose
+	// retention ended is performed again); every other key is performed at most once.
+	Twice []string
 }
 
 // Scenarios lists the golden audit test's scenarios. A scenario, once its golden files are
@@ -28,18 +31,18 @@ type Scenario struct {
 // scenario with golden files of its own.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"happy-path", "a 3-step chain completes", happyPath},
-		{"delay-and-skip", "a delayed step and a step whose condition is false", delayAndSkip},
-		{"retries", "a retryable error twice with backoff, once with a Retry-After, then a success", retries},
-		{"ledger-reuse", "a key completed by one run is reused by another (another workflow); a different request under it is a conflict", ledgerReuse},
-		{"reaped-lease", "a lease expires and is reaped, the late success is kept and reused; a vanished worker's step is retried with its key", reapedLease},
-		{"review-replay", "a permanent error parks a step; a correction that changes the entity is replayed and completes", reviewReplay},
-		{"review-actions", "review items retried by hand, resolved by hand and abandoned", reviewActions},
-		{"cancel", "a run cancelled with a step in flight and steps pending; the in-flight record arrives after", cancel},
-		{"schedules", "late and skipped ticks under catch_up all and latest, an on-time tick, a fan-out over a list", schedules},
-		{"queue-rejections", "queue messages: one started, a redelivery, and rejected ones kept for review", queueRejections},
-		{"retention-purge", "a finished run and an expired key purged, a run in review kept, the key performed again", retentionPurge},
-		{"repeated-start", "a start repeated with the same input and with another one", repeatedStart},
+		{"happy-path", "a 3-step chain completes", happyPath, nil},
+		{"delay-and-skip", "a delayed step and a step whose condition is false", delayAndSkip, nil},
+		{"retries", "a retryable error twice with backoff, once with a Retry-After, then a success", retries, nil},
+		{"ledger-reuse", "a key completed by one run is reused by another (another workflow); a different request under it is a conflict", ledgerReuse, nil},
+		{"reaped-lease", "a lease expires and is reaped, the late success is kept and reused; a vanished worker's step is retried with its key", reapedLease, nil},
+		{"review-replay", "a permanent error parks a step; a correction that changes the entity is replayed and completes", reviewReplay, nil},
+		{"review-actions", "review items retried by hand, resolved by hand and abandoned", reviewActions, nil},
+		{"cancel", "a run cancelled with a step in flight and steps pending; the in-flight record arrives after", cancel, nil},
+		{"schedules", "late and skipped ticks under catch_up all and latest, an on-time tick, a fan-out over a list", schedules, nil},
+		{"queue-rejections", "queue messages: one started, a redelivery, and rejected ones kept for review", queueRejections, nil},
+		{"retention-purge", "a finished run and an expired key purged, a run in review kept, the key performed again", retentionPurge, []string{"digest:t-1:2026-W09"}},
+		{"repeated-start", "a start repeated with the same input and with another one", repeatedStart, nil},
 	}
 }
 

@@ -33,6 +33,16 @@ func TestGoldenAudit(t *testing.T) {
 				t.Parallel()
 				d := auditgolden.NewDriver(t, kind)
 				sc.Run(d)
+				rep := d.Dest.Repeated()
+				for _, k := range sc.Twice {
+					if rep[k] != 2 {
+						t.Errorf("effect %s performed %d times, want twice", k, rep[k])
+					}
+					delete(rep, k)
+				}
+				if len(rep) > 0 {
+					t.Errorf("effects performed more than once (key: times): %v", rep)
+				}
 				got, err := auditgolden.Render(d, goldenOutputs(t, d.DB.URL, true))
 				if err != nil {
 					t.Fatal(err)
