@@ -13,6 +13,11 @@
 // offsets from the scenario's base time; a time that no clock of the scenario could have
 // produced fails the rendering instead of being hidden.
 //
+// The upgrade fixture is the every-state story (BuildEveryState, FinishEveryState): a
+// database holding runs in every state, dumped as SQL text with the schema of the release
+// that wrote it (Dump), loaded into an empty database (Load) for the current code to
+// migrate and finish.
+//
 // The scenarios hold no secrets and no personal data: what a front-end masks is the same
 // whichever front-end masks it.
 package auditgolden
