@@ -1,5 +1,5 @@
 -- onceflow upgrade fixture v1 (postgres): the schema and rows of a database in which auditgolden.BuildEveryState
--- left runs in every state, written by the store as of commit 37f3dcae28728272ddc3d1c1ec7e66272b5bff64.
+-- left runs in every state, written by the store as of commit 885bfd4dcdac326999e4380958e74e470fbd5ba7.
 -- TestUpgradeInPlace loads it into an empty database and lets the current code migrate and finish it.
 -- Rebuilt only by go test ./cmd/onceflow/internal/cli -run TestUpgradeInPlace -update-fixture,
 -- on a commit whose migrations are the ones below; never edit it by hand.
@@ -277,16 +277,16 @@ ALTER TABLE attempts DROP CONSTRAINT IF EXISTS attempts_step_id_fkey;
 ALTER TABLE steps ADD COLUMN progress bytea;
 
 -- rows
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('1', 'initial', '2026-12-01 15:10:24.771818+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('2', 'leaders', '2026-12-01 15:10:24.832041+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('3', 'entities', '2026-12-01 15:10:24.863365+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('4', 'review', '2026-12-01 15:10:24.998705+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('5', 'retention', '2026-12-01 15:10:25.1076+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('6', 'notifications', '2026-12-01 15:10:25.208179+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('7', 'controls', '2026-12-01 15:10:25.270059+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('8', 'schedules', '2026-12-01 15:10:25.35528+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('9', 'attempts_without_fks', '2026-12-01 15:10:25.415448+00');
-INSERT INTO schema_migrations (version, name, applied_at) VALUES ('10', 'step_progress', '2026-12-01 15:10:25.454532+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('1', 'initial', '2026-12-01 15:16:13.752689+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('2', 'leaders', '2026-12-01 15:16:13.800155+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('3', 'entities', '2026-12-01 15:16:13.89602+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('4', 'review', '2026-12-01 15:16:14.086048+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('5', 'retention', '2026-12-01 15:16:14.124597+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('6', 'notifications', '2026-12-01 15:16:14.156381+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('7', 'controls', '2026-12-01 15:16:14.193612+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('8', 'schedules', '2026-12-01 15:16:14.244327+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('9', 'attempts_without_fks', '2026-12-01 15:16:14.252347+00');
+INSERT INTO schema_migrations (version, name, applied_at) VALUES ('10', 'step_progress', '2026-12-01 15:16:14.269882+00');
 INSERT INTO runs (id, workflow, run_key, entity, input, input_hash, state, created_at, updated_at) VALUES ('2', 'orders', 'order-1', 'order:o-1', E'\\x7b226f72646572223a226f2d31227d', 'be2472c17de3278dba7def61413162208d6766b87b68049b98e4f97259dd70f5', 'completed', '2026-03-02 09:20:00.1+00', '2026-03-02 09:20:00.7+00');
 INSERT INTO runs (id, workflow, run_key, entity, input, input_hash, state, created_at, updated_at) VALUES ('3', 'trial', 'trial-1', 'account:a-1', E'\\x7b226163636f756e74223a22612d31227d', '39e3d7cc6ee3b278e6f23f6bc2af9f9db07dc14e85110ee6f708ae11c89542b1', 'pending', '2026-03-02 09:20:00.1+00', '2026-03-02 09:20:00.6+00');
 INSERT INTO runs (id, workflow, run_key, entity, input, input_hash, state, created_at, updated_at) VALUES ('4', 'export', 'export-1', 'export:e-1', E'\\x7b226578706f7274223a22652d31227d', '547fbbee7fed31417c8361fed781ab524a1ced286c6aff45362e7ee0398da798', 'failed', '2026-03-02 09:20:00.1+00', '2026-03-02 09:20:00.3+00');

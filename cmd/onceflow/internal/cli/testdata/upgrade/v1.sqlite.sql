@@ -1,5 +1,5 @@
 -- onceflow upgrade fixture v1 (sqlite): the schema and rows of a database in which auditgolden.BuildEveryState
--- left runs in every state, written by the store as of commit 37f3dcae28728272ddc3d1c1ec7e66272b5bff64.
+-- left runs in every state, written by the store as of commit 885bfd4dcdac326999e4380958e74e470fbd5ba7.
 -- TestUpgradeInPlace loads it into an empty database and lets the current code migrate and finish it.
 -- Rebuilt only by go test ./cmd/onceflow/internal/cli -run TestUpgradeInPlace -update-fixture,
 -- on a commit whose migrations are the ones below; never edit it by hand.
@@ -246,15 +246,15 @@ CREATE TABLE schedules (
 ALTER TABLE steps ADD COLUMN progress BLOB;
 
 -- rows
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, 'initial', 1796137824570234);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, 'leaders', 1796137824573466);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, 'entities', 1796137824600276);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (4, 'review', 1796137824606321);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (5, 'retention', 1796137824608834);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (6, 'notifications', 1796137824612765);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (7, 'controls', 1796137824613582);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (8, 'schedules', 1796137824614660);
-INSERT INTO schema_migrations (version, name, applied_at) VALUES (9, 'step_progress', 1796137824615420);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, 'initial', 1796138173499111);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, 'leaders', 1796138173519470);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, 'entities', 1796138173521097);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (4, 'review', 1796138173522910);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (5, 'retention', 1796138173525567);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (6, 'notifications', 1796138173526814);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (7, 'controls', 1796138173527915);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (8, 'schedules', 1796138173528838);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (9, 'step_progress', 1796138173529734);
 INSERT INTO runs (id, workflow, run_key, entity, input, input_hash, state, created_at, updated_at) VALUES (2, 'orders', 'order-1', 'order:o-1', X'7B226F72646572223A226F2D31227D', 'be2472c17de3278dba7def61413162208d6766b87b68049b98e4f97259dd70f5', 'completed', 1772443200100000, 1772443200700000);
 INSERT INTO runs (id, workflow, run_key, entity, input, input_hash, state, created_at, updated_at) VALUES (3, 'trial', 'trial-1', 'account:a-1', X'7B226163636F756E74223A22612D31227D', '39e3d7cc6ee3b278e6f23f6bc2af9f9db07dc14e85110ee6f708ae11c89542b1', 'pending', 1772443200100000, 1772443200600000);
 INSERT INTO runs (id, workflow, run_key, entity, input, input_hash, state, created_at, updated_at) VALUES (4, 'export', 'export-1', 'export:e-1', X'7B226578706F7274223A22652D31227D', '547fbbee7fed31417c8361fed781ab524a1ced286c6aff45362e7ee0398da798', 'failed', 1772443200100000, 1772443200300000);
