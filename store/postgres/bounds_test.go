@@ -33,7 +33,7 @@ type runBound struct {
 	Tuples     float64 // heap tuples written: rows inserted and row versions updated
 }
 
-// runBounds are the figures of the schema and store of migration 0010, by the number of
+// runBounds are the figures measured before the persistence redesign, by the number of
 // steps of the workload's chain; the test's log prints the figures it measured in this
 // form, to lower a bound when a change makes a run cheaper.
 var runBounds = map[int]runBound{

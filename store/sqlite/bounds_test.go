@@ -30,7 +30,7 @@ type writeBound struct {
 	Entries    float64 // index entries deleted and inserted
 }
 
-// writeBounds are the figures of the schema and store of migration 0009, by the number of
+// writeBounds are the figures measured before the persistence redesign, by the number of
 // steps of the workload's chain; the test's log prints the figures it measured in this
 // form, to lower a bound when a change makes a step cheaper.
 var writeBounds = map[int]writeBound{
