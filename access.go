@@ -11,16 +11,14 @@ import (
 
 // Access says who, from outside the program, may start a workflow's runs: requests to the
 // HTTP API and deliveries to webhooks (package onceflowhttp), which start runs through
-// Client.StartFrom. The program's own calls to Start and StartTx and its schedules are not
-// limited by it, nor are the messages of the queues it consumes (a Caller with Queue set),
-// which the program configured for their workflow.
+// Client.StartFrom. The program's own calls to Start and StartTx, its schedules and its
+// queue consumers are not limited by it.
 //
 // Client.MayStart decides, for every entry point, in this order:
 //
 //   - a workflow that is not registered, or is Internal, does not exist for the caller
 //     (ErrWorkflowNotFound), whatever its token;
-//   - a webhook delivery starts the workflow whose webhook verified it, and a queue's
-//     message the workflow the queue feeds;
+//   - a webhook delivery starts the workflow whose webhook verified it;
 //   - a token whose Caller.Workflows is set starts only the workflows listed there;
 //   - a workflow whose Tokens is set is started only by the tokens named there;
 //   - a workflow a trigger feeds — Trigger is set, or a schedule was registered for it —
@@ -73,20 +71,13 @@ type Caller struct {
 	// with a token. The entry point passes it only for the workflow that declares the
 	// webhook.
 	Webhook string
-	// Queue names the queue whose message asks for the start, such as "amqp:orders" or
-	// "nats:ORDERS/onceflow-orders" (a queue consumer, package triggers). The consumer
-	// passes it only for the workflow the queue feeds.
-	Queue string
 }
 
 // Actor is the caller's name in the audit trail: token:NAME for an API token,
-// webhook:NAME for a webhook's delivery, queue:SOURCE for a queue's message.
+// webhook:NAME for a webhook's delivery.
 func (by Caller) Actor() string {
-	switch {
-	case by.Webhook != "":
+	if by.Webhook != "" {
 		return "webhook:" + by.Webhook
-	case by.Queue != "":
-		return "queue:" + by.Queue
 	}
 	return "token:" + by.Token
 }
@@ -134,7 +125,7 @@ func (e *StartRefusedError) Error() string {
 		return fmt.Sprintf("workflow %q is started by its %s, not by API tokens; set its access API (api: true in a workflow file) to let tokens start it",
 			e.Workflow, e.Trigger)
 	}
-	return fmt.Sprintf("%s may not start workflow %q: the caller names no API token, webhook or queue", who, e.Workflow)
+	return fmt.Sprintf("%s may not start workflow %q: the caller names neither an API token nor a webhook", who, e.Workflow)
 }
 
 // Is reports whether target is ErrStartRefused.
@@ -200,8 +191,8 @@ func mayStart(by Caller, name string, a Access, scheduled bool) error {
 	if a.Internal {
 		return &WorkflowNotFoundError{Name: name}
 	}
-	if by.Webhook != "" || by.Queue != "" {
-		return nil // the entry point passes only the workflow that declares the webhook or the queue
+	if by.Webhook != "" {
+		return nil // the entry point passes only the workflow that declares the webhook
 	}
 	if by.Token == "" {
 		return &StartRefusedError{Workflow: name, Caller: by}

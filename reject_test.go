@@ -24,10 +24,11 @@ func rejectBundle(t *testing.T) *bundle {
 }
 
 // A rejected item is kept once per identity, a second item of the same identity with
-// other content under a key that adds its digest, and the audit trail names the queue.
+// other content under a key that adds its digest, and the audit trail names the caller
+// it came from ("api" for the program's own triggers, as Start).
 func TestRejectKeepsOneItemPerIdentity(t *testing.T) {
 	b := rejectBundle(t)
-	by := onceflow.Caller{Queue: "amqp:orders"}
+	var by onceflow.Caller
 	keep := func(id string, in map[string]any) *onceflow.Run {
 		t.Helper()
 		r, err := b.client.Reject(b.ctx, onceflow.Rejection{Workflow: "orders", By: by, Source: "amqp:orders", Identity: id, Input: in})
@@ -54,8 +55,18 @@ func TestRejectKeepsOneItemPerIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range b.events(t, store.EventListParams{RunID: first.ID}) {
-		if e.Type == store.EventRunCreated && e.Actor != "queue:amqp:orders" {
-			t.Fatalf("run.created by %q, want queue:amqp:orders", e.Actor)
+		if e.Type == store.EventRunCreated && e.Actor != "api" {
+			t.Fatalf("run.created by %q, want api", e.Actor)
+		}
+	}
+	by = onceflow.Caller{Webhook: "stripe"}
+	hooked := keep("evt-9", map[string]any{"payload": "{", "reason": "input_not_json"})
+	if err := b.client.Flush(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range b.events(t, store.EventListParams{RunID: hooked.ID}) {
+		if e.Type == store.EventRunCreated && e.Actor != "webhook:stripe" {
+			t.Fatalf("run.created by %q, want webhook:stripe", e.Actor)
 		}
 	}
 }
@@ -74,36 +85,6 @@ func TestRejectKeysAndMissingCompanion(t *testing.T) {
 	_, err = b.client.Reject(b.ctx, onceflow.Rejection{Workflow: "payments", Source: "amqp:payments", Identity: "m-1", Input: map[string]any{"x": 1}})
 	if !errors.Is(err, onceflow.ErrWorkflowNotFound) || !strings.Contains(err.Error(), "payments.rejected") || !strings.Contains(err.Error(), "register the companion") {
 		t.Fatalf("Reject without a companion = %v", err)
-	}
-}
-
-// A queue's message starts the workflow the queue feeds, although no token could (its
-// access is closed to tokens), is named queue:SOURCE in the audit trail, and does not reach
-// an internal workflow.
-func TestStartFromQueue(t *testing.T) {
-	b := rejectBundle(t)
-	by := onceflow.Caller{Queue: "nats:ORDERS/onceflow-orders"}
-	if err := b.client.MayStart(onceflow.Caller{Token: "website"}, "orders"); !errors.Is(err, onceflow.ErrStartRefused) {
-		t.Fatalf("a token may start orders: %v", err)
-	}
-	run, err := b.client.StartFrom(b.ctx, by, "orders", "o-1", map[string]any{"id": 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.client.Flush(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-	var actors []string
-	for _, e := range b.events(t, store.EventListParams{RunID: run.ID}) {
-		if e.Type == store.EventRunCreated {
-			actors = append(actors, e.Actor)
-		}
-	}
-	if len(actors) != 1 || actors[0] != "queue:nats:ORDERS/onceflow-orders" {
-		t.Fatalf("run.created actors %q, want queue:nats:ORDERS/onceflow-orders", actors)
-	}
-	if _, err := b.client.StartFrom(b.ctx, by, "orders.rejected", "k", map[string]any{}); !errors.Is(err, onceflow.ErrWorkflowNotFound) {
-		t.Fatalf("a queue started an internal workflow: %v", err)
 	}
 }
 

@@ -17,7 +17,16 @@
 //		Receivers: []triggers.Receiver{hook}})
 //	srv := onceflowhttp.HTTPServer(h)
 //	go client.Serve(ctx) // executes the steps
-//	srv.Serve(listener)
+//	srv.Serve(onceflowhttp.LimitListener(srv, listener, 0))
+//
+// # Bounded resources
+//
+// A client cannot make the server hold without bound what it sends: request bodies are
+// capped one by one (Options.MaxBody) and together (Options.MaxBodyMemory: a request that
+// finds no room is answered 503 with Retry-After, its body unread), HTTPServer bounds the
+// time a request may take and closes idle keep-alive connections after 30 s, and
+// LimitListener caps the connections open at once below the process's open-file limit
+// (DefaultMaxConns), closing idle ones to make room for new ones.
 //
 // Package server does all of this from workflow files, with the console, the metrics,
 // the queue consumers and reloading; this package is the HTTP part alone.

@@ -29,8 +29,9 @@ type Config struct {
 	// must be set when the server is built.
 	Env func(string) (string, bool)
 	// AllowNet opens internal address ranges to the files' http and e-mail steps, which
-	// reach only public addresses by default; MaxRedirects is how many redirects an http
-	// step follows (default none), each hop checked.
+	// reach only public addresses by default — never the server's own listeners, whatever
+	// AllowNet opens; MaxRedirects is how many redirects an http step follows (default
+	// none), each hop checked.
 	AllowNet     []netip.Prefix
 	MaxRedirects int
 	// Engine tunes the client: Workers, LeaseFor, ShutdownGrace, PollInterval, Clock and
@@ -72,6 +73,10 @@ type APIConfig struct {
 	Tokens []onceflowhttp.Token
 	// MaxBody caps request bodies (default 1 MiB).
 	MaxBody int64
+	// MaxConns caps the connections the API holds at once, idle keep-alive ones closed to
+	// make room (default onceflowhttp.DefaultMaxConns: half the open-file limit). The
+	// console's and the metrics' own listeners hold a quarter of it each, at most 256.
+	MaxConns int
 }
 
 // ConsoleConfig says where the web console is served.

@@ -36,10 +36,13 @@ type Server struct {
 	handler http.Handler // the API, with the console at /ui/ when it is served there
 	console http.Handler // the console, when served on a listener of its own
 
-	// listeners are the opened listeners by name ("api", "console", "metrics"); Run
-	// serves them, Close closes them if Run did not.
+	// listeners are the opened listeners by name ("api", "console", "metrics"), each
+	// holding at most maxConns connections; Run serves them, Close closes them if Run did
+	// not. own are their addresses, which the steps never reach.
 	listeners map[string]net.Listener
 	handlers  map[string]http.Handler
+	maxConns  map[string]int
+	own       atomic.Pointer[[]net.Addr]
 	ran       atomic.Bool
 
 	// consumers are the queue consumers Run runs.
@@ -84,11 +87,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if len(missing) > 0 {
 		return nil, missing
 	}
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: cfg.Store, AllowNet: cfg.AllowNet, MaxRedirects: cfg.MaxRedirects, Env: cfg.Env, Funcs: cfg.Funcs})
+	s := &Server{cfg: cfg, listeners: map[string]net.Listener{}, handlers: map[string]http.Handler{}, maxConns: map[string]int{}}
+	// The steps never reach the server's own listeners (opened below; asked at each
+	// connection), whatever AllowNet opens.
+	deps, err := flowfile.StandardDeps(flowfile.Options{Store: cfg.Store, AllowNet: cfg.AllowNet, MaxRedirects: cfg.MaxRedirects, Env: cfg.Env, Funcs: cfg.Funcs,
+		Listeners: s.ownAddrs})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, deps: deps, listeners: map[string]net.Listener{}, handlers: map[string]http.Handler{}}
+	s.deps = deps
 	if err := s.build(ctx, defs); err != nil {
 		s.Close()
 		return nil, err
@@ -228,8 +235,32 @@ func (s *Server) buildAPI(receivers []triggers.Receiver) error {
 	return nil
 }
 
+// ownAddrs are the addresses the server listens on.
+func (s *Server) ownAddrs() []net.Addr {
+	if p := s.own.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// connLimits are the connections each listener may hold at once: the API's
+// (APIConfig.MaxConns, by default onceflowhttp.DefaultMaxConns: half the open-file
+// limit), and the console's and the metrics' own listeners', a quarter of it each, at most
+// 256 — together below the file limit, with room left for the database pool and the
+// steps' connections.
+func (s *Server) connLimits() (api, side int) {
+	if a := s.cfg.API; a != nil {
+		api = a.MaxConns
+	}
+	if api <= 0 {
+		api = onceflowhttp.DefaultMaxConns()
+	}
+	return api, min(256, max(4, api/4))
+}
+
 // listen opens the listeners the configuration asks for.
 func (s *Server) listen(ctx context.Context) error {
+	apiConns, sideConns := s.connLimits()
 	open := func(name string, ln net.Listener, addr string, h http.Handler) error {
 		if ln == nil {
 			if addr == "" {
@@ -240,7 +271,12 @@ func (s *Server) listen(ctx context.Context) error {
 				return &ConfigError{Field: listenField[name], Problem: err.Error()}
 			}
 		}
-		s.listeners[name], s.handlers[name] = ln, h
+		s.listeners[name], s.handlers[name], s.maxConns[name] = ln, h, sideConns
+		if name == "api" {
+			s.maxConns[name] = apiConns
+		}
+		own := append(s.ownAddrs(), ln.Addr())
+		s.own.Store(&own)
 		return nil
 	}
 	if a := s.cfg.API; a != nil {
@@ -314,7 +350,7 @@ func (s *Server) Run(ctx context.Context) error {
 		hs := onceflowhttp.HTTPServer(s.handlers[name])
 		servers[i] = hs
 		go func() {
-			if err := hs.Serve(s.listeners[name]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := hs.Serve(onceflowhttp.LimitListener(hs, s.listeners[name], s.maxConns[name])); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				failed <- fmt.Errorf("%s server: %w", name, err)
 			}
 		}()

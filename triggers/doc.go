@@ -26,8 +26,9 @@
 //   - derive the run key from the item's identity at its source (a message id, a
 //     provider's event id), never from the time it arrived: a redelivery then finds the
 //     run it started (Run.Duplicate) and starts nothing;
-//   - start on behalf of a Caller that names the trigger (Queue for a queue, Webhook for
-//     a verified delivery), which the audit trail shows as the run's starter;
+//   - start with Start when the program configured the trigger for its workflow (a queue
+//     consumer), with StartFrom on behalf of a Caller from outside (Webhook for a verified
+//     delivery), which the access rule checks and the audit trail names;
 //   - keep what cannot start a run with Reject, and register the companion workflow
 //     NAME.rejected that Reject starts (Companions): an item is then neither redelivered
 //     in a loop nor dropped, and waits in the review queue for a person;

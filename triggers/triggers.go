@@ -15,12 +15,16 @@ import (
 // and the item must not be acknowledged (the broker redelivers it, the provider sends it
 // again).
 type Starter interface {
-	// StartFrom starts a run of workflow under runKey on behalf of by (a Caller with
-	// Queue set for a queue's message, Webhook for a verified delivery), or returns the
-	// run the key already started (Run.Duplicate). The same key with other input is an
-	// onceflow.ErrRunConflict; input the workflow refuses an onceflow.ErrInvalidInput; a
-	// key that breaks the key rules an onceflow.ErrInvalidKey. The audit trail names
-	// by.Actor() as the run's starter.
+	// Start starts a run of workflow under runKey, or returns the run the key already
+	// started (Run.Duplicate): the start of a trigger the program configured for the
+	// workflow, such as a queue consumer, which no access rule limits. The same key with
+	// other input is an onceflow.ErrRunConflict; input the workflow refuses an
+	// onceflow.ErrInvalidInput; a key that breaks the key rules an onceflow.ErrInvalidKey.
+	Start(ctx context.Context, workflow, runKey string, input any) (*onceflow.Run, error)
+	// StartFrom is Start on behalf of a caller from outside the program — a webhook
+	// whose signature verified the delivery (Caller.Webhook) — under the client's access
+	// rule (onceflow.Client.MayStart); the audit trail names by.Actor() as the run's
+	// starter.
 	StartFrom(ctx context.Context, by onceflow.Caller, workflow, runKey string, input any) (*onceflow.Run, error)
 	// Reject keeps an item the trigger could not start a run from — not JSON, missing a
 	// required field, no key, a key reused with other content — as a run of the

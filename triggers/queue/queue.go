@@ -7,9 +7,8 @@
 //
 // # Acknowledged only once stored
 //
-// Each message becomes one start (triggers.Starter.StartFrom, on behalf of a Caller whose
-// Queue is the queue's Source, which the audit trail names queue:SOURCE), through the
-// engine's group-committed write path: the messages of one fetch are started
+// Each message becomes one start (triggers.Starter.Start), through the engine's
+// group-committed write path: the messages of one fetch are started
 // concurrently, so they share transactions. A message is acknowledged only after the start
 // returned, that is after the run is durably stored. A process that dies in between leaves
 // the message unacknowledged; the broker redelivers it — to this process or another — the
@@ -160,8 +159,8 @@ type Config struct {
 	// Workflow is the workflow the messages start.
 	Workflow string
 	// Source names the queue, such as "nats:ORDERS/onceflow-orders" or "amqp:orders": it
-	// prefixes the run keys of rejected messages, and the audit trail names the runs'
-	// starter queue:SOURCE. The broker package sets it when it is empty.
+	// prefixes the run keys of rejected messages. The broker package sets it when it is
+	// empty.
 	Source string
 	// URLEnv names the environment variable the broker's URL came from, for the message
 	// of a broker that cannot be reached ("" when it did not come from one).
@@ -253,9 +252,6 @@ func (h *Handler) Config() Config { return h.cfg }
 // Workflow names the workflow the messages start.
 func (h *Handler) Workflow() string { return h.cfg.Workflow }
 
-// caller is who the starts are made on behalf of: the queue.
-func (h *Handler) caller() onceflow.Caller { return onceflow.Caller{Queue: h.cfg.Source} }
-
 // status is whether a consumer is connected.
 type status struct {
 	mu  sync.Mutex
@@ -327,7 +323,7 @@ func (h *Handler) handle(ctx context.Context, s triggers.Starter, m Message) (st
 	if err != nil {
 		return h.reject(ctx, s, m, ReasonRunKeyMissing, err.Error())
 	}
-	run, err := s.StartFrom(ctx, h.caller(), h.cfg.Workflow, key, json.RawMessage(m.Payload))
+	run, err := s.Start(ctx, h.cfg.Workflow, key, json.RawMessage(m.Payload))
 	if reason := startRefused(err); reason != "" {
 		return h.reject(ctx, s, m, reason, err.Error())
 	}
@@ -436,7 +432,7 @@ func (h *Handler) rejectTooLarge(ctx context.Context, s triggers.Starter, m Mess
 // keep keeps a rejected message, in, for review (triggers.Starter.Reject).
 func (h *Handler) keep(ctx context.Context, s triggers.Starter, in map[string]any, reason string) (string, error) {
 	id, _ := in["identity"].(string)
-	if _, err := s.Reject(ctx, onceflow.Rejection{Workflow: h.cfg.Workflow, By: h.caller(), Source: h.cfg.Source, Identity: id, Input: in}); err != nil {
+	if _, err := s.Reject(ctx, onceflow.Rejection{Workflow: h.cfg.Workflow, Source: h.cfg.Source, Identity: id, Input: in}); err != nil {
 		return "", fmt.Errorf("keep rejected message: %w", err)
 	}
 	h.cfg.Logger.Warn("queue message rejected", "workflow", h.cfg.Workflow, "source", h.cfg.Source, "reason", reason)
@@ -512,7 +508,7 @@ func (h *Handler) startRejected(ctx context.Context, s triggers.Starter, raw jso
 			return park(ReasonRunKeyMissing, err)
 		}
 	}
-	run, err := s.StartFrom(ctx, h.caller(), h.cfg.Workflow, key, payload)
+	run, err := s.Start(ctx, h.cfg.Workflow, key, payload)
 	if reason := startRefused(err); reason != "" {
 		return park(reason, err)
 	} else if err != nil {

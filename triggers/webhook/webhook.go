@@ -16,7 +16,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -160,8 +159,10 @@ func (r *Receiver) Verify(d *triggers.Delivery) error {
 // does not handle, else a run keyed by the event id (the EventID template, or the
 // delivery id the signature covers).
 func (r *Receiver) Route(d *triggers.Delivery) (triggers.Route, error) {
-	var payload map[string]any
-	if err := json.Unmarshal(d.Body, &payload); err != nil {
+	// Numbers keep every digit: an event id of 9007199254740993 is that id.
+	tree, err := keytmpl.Decode(d.Body)
+	payload, isObject := tree.(map[string]any)
+	if err != nil || !isObject {
 		return triggers.Route{}, &triggers.DeliveryError{Kind: triggers.NotJSON, Err: errors.New("the delivery body is not a JSON object")}
 	}
 	if len(r.cfg.EventTypes) > 0 {
@@ -176,10 +177,6 @@ func (r *Receiver) Route(d *triggers.Delivery) (triggers.Route, error) {
 	}
 	key := d.ID
 	if r.eventID != nil {
-		tree, err := keytmpl.Decode(d.Body)
-		if err != nil {
-			return triggers.Route{}, fmt.Errorf("the body is not valid JSON: %w", err)
-		}
 		if key, err = r.eventID.Render(map[string]any{"input": tree}); err != nil {
 			var fe *keytmpl.FieldError
 			if errors.As(err, &fe) {

@@ -29,6 +29,8 @@ type serveFlags struct {
 	metricsAddr  string
 	redact       []string
 	maxDepth     int
+	// maxConns caps the API's connections (--max-conns; 0: onceflowhttp.DefaultMaxConns).
+	maxConns int
 	// The web console (console.go).
 	uiAddr          string
 	uiSecureCookies bool
@@ -59,7 +61,13 @@ API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-sep
 scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
 ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
-opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).
+opens a range (for example --allow-net 127.0.0.1/32 for services on this machine), and never
+the addresses serve itself listens on (--addr, --ui-addr, --metrics-addr).
+
+The API holds at most --max-conns connections at once (by default half the process's
+open-file limit), closing idle keep-alive connections to make room, and the request bodies
+it holds in memory together are bounded (8 MiB): a request that finds no room is answered
+503 with Retry-After.
 
 On SIGHUP, and on POST /v1/admin/reload (scope admin), serve reads the workflow files again:
 if every file is valid the new definitions replace the running ones at once; otherwise the
@@ -71,6 +79,8 @@ a file's queue: or notify: settings, or a new environment variable, needs a rest
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().IntVar(&f.maxConns, "max-conns", 0,
+		"most connections the API holds open at once; more wait until one closes, and idle ones are closed to make room (default: half the open-file limit, at most 4096; --ui-addr and --metrics-addr listeners get a quarter of it each, at most 256)")
 	stepFlags(cmd, &f)
 	consoleFlags(cmd, &f)
 	return cmd
@@ -152,7 +162,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg.API = &server.APIConfig{Addr: f.addr, Tokens: tokens}
+	cfg.API = &server.APIConfig{Addr: f.addr, Tokens: tokens, MaxConns: f.maxConns}
 	cfg.Metrics = &server.MetricsConfig{Addr: f.metricsAddr} // "": at /metrics on the API
 	cfg.Console = f.console()
 	srv, err := newServer(ctx, cfg)
