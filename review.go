@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -139,10 +140,12 @@ type ReviewItem struct {
 	EffectMayExist bool
 }
 
-func (c *Client) reviewItem(it *store.ReviewItem) *ReviewItem {
+// reviewItem is the caller's view of it, its last error and response excerpt masked by
+// m.
+func (c *Client) reviewItem(it *store.ReviewItem, m *redact.Masker) *ReviewItem {
 	return &ReviewItem{RunID: it.RunID, StepID: it.StepID, Workflow: it.Workflow, Step: it.StepName, RunKey: it.RunKey, Entity: it.Entity,
-		State: it.State, EffectKey: it.EffectKey, Reason: it.Reason, LastError: it.LastError, LastOutcome: it.LastOutcome,
-		Attempts: it.Attempts, AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: it.ResponseExcerpt,
+		State: it.State, EffectKey: it.EffectKey, Reason: it.Reason, LastError: m.Text(it.LastError), LastOutcome: it.LastOutcome,
+		Attempts: it.Attempts, AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0),
 		Since: it.Since, Age: max(c.clock.now().Sub(it.Since), 0), EffectMayExist: it.EffectMayExist()}
 }
 
@@ -171,27 +174,43 @@ func (c *Client) listParams(ctx context.Context, f ReviewFilter) store.ReviewLis
 }
 
 // ReviewList returns the steps waiting in needs_review that match f, in step ID order
-// (roughly oldest first).
+// (roughly oldest first), their last errors and response excerpts masked with the secrets
+// and the personal data of their runs.
 func (c *Client) ReviewList(ctx context.Context, f ReviewFilter) ([]*ReviewItem, error) {
-	list, err := c.store.ReviewList(ctx, c.listParams(ctx, f))
+	return c.masked().ReviewList(ctx, f)
+}
+
+func (r reader) ReviewList(ctx context.Context, f ReviewFilter) ([]*ReviewItem, error) {
+	if err := r.record(ctx, f.RunID, f.Workflow, "review items"); err != nil {
+		return nil, err
+	}
+	list, err := r.c.store.ReviewList(ctx, r.c.listParams(ctx, f))
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: review list: %w", err)
 	}
+	ms := r.maskers(ctx)
 	out := make([]*ReviewItem, 0, len(list))
 	for _, it := range list {
-		out = append(out, c.reviewItem(it))
+		out = append(out, r.c.reviewItem(it, ms.of(it.RunID, it.Workflow)))
 	}
 	return out, nil
 }
 
-// ReviewGet returns the step of a run as a review item, whatever its state; a
-// *ReviewError matching ErrNotFound for an unknown run or step.
+// ReviewGet returns the step of a run as a review item, whatever its state, masked as
+// ReviewList masks; a *ReviewError matching ErrNotFound for an unknown run or step.
 func (c *Client) ReviewGet(ctx context.Context, runID int64, step string) (*ReviewItem, error) {
-	it, err := c.store.ReviewGetByStep(ctx, runID, step)
+	return c.masked().ReviewGet(ctx, runID, step)
+}
+
+func (r reader) ReviewGet(ctx context.Context, runID int64, step string) (*ReviewItem, error) {
+	it, err := r.c.store.ReviewGetByStep(ctx, runID, step)
 	if err != nil {
 		return nil, reviewError("show", runID, step, err)
 	}
-	return c.reviewItem(it), nil
+	if err := r.record(ctx, runID, it.Workflow, fmt.Sprintf("review item of run %d step %s", runID, step)); err != nil {
+		return nil, err
+	}
+	return r.c.reviewItem(it, r.maskers(ctx).of(it.RunID, it.Workflow)), nil
 }
 
 // ReviewAction is a person's decision about one review item.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/onceflow/onceflow/store"
 )
 
 // BulkAction is the action ReviewBulk applies to every item of a filter.
@@ -68,6 +70,7 @@ func (c *Client) ReviewBulk(ctx context.Context, req BulkRequest) ([]*BulkItem, 
 	}
 	var out []*BulkItem
 	replayed := map[int64]string{} // run → the item that replayed it
+	ms := c.masked().maskers(ctx)  // for the errors of refused items
 	f := req.Filter
 	want := f.Limit
 	for {
@@ -76,12 +79,12 @@ func (c *Client) ReviewBulk(ctx context.Context, req BulkRequest) ([]*BulkItem, 
 		if want > 0 {
 			page.Limit = min(100, want-len(out))
 		}
-		items, err := c.ReviewList(ctx, page)
+		items, err := c.store.ReviewList(ctx, c.listParams(ctx, page))
 		if err != nil {
-			return out, err
+			return out, fmt.Errorf("onceflow: review list: %w", err)
 		}
 		for _, it := range items {
-			out = append(out, c.bulkOne(ctx, req, it, replayed))
+			out = append(out, c.bulkOne(ctx, req, it, replayed, ms))
 		}
 		if len(items) < page.Limit || (want > 0 && len(out) >= want) || ctx.Err() != nil {
 			return out, ctx.Err()
@@ -90,9 +93,11 @@ func (c *Client) ReviewBulk(ctx context.Context, req BulkRequest) ([]*BulkItem, 
 	}
 }
 
-func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, replayed map[int64]string) *BulkItem {
-	bi := &BulkItem{RunID: it.RunID, Step: it.Step, Reason: it.Reason}
-	a := ReviewAction{RunID: it.RunID, Step: it.Step, Actor: req.Actor, Note: req.Note,
+// bulkOne applies req to one item; the error of a refusal is masked with the secrets and
+// the personal data of the item's run (from ms).
+func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *store.ReviewItem, replayed map[int64]string, ms *maskers) *BulkItem {
+	bi := &BulkItem{RunID: it.RunID, Step: it.StepName, Reason: it.Reason}
+	a := ReviewAction{RunID: it.RunID, Step: it.StepName, Actor: req.Actor, Note: req.Note,
 		SendAgain: req.SendAgain, ItHappened: req.ItHappened, Output: req.Output}
 	var res *ReviewResult
 	var err error
@@ -102,7 +107,7 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, r
 			bi.OK, bi.SameRunAs = true, first
 			return bi
 		}
-		rr := ReplayRequest{RunID: it.RunID, Step: it.Step, MergePatch: req.MergePatch, Actor: req.Actor, Note: req.Note}
+		rr := ReplayRequest{RunID: it.RunID, Step: it.StepName, MergePatch: req.MergePatch, Actor: req.Actor, Note: req.Note}
 		if req.DryRun {
 			bi.Plan, err = c.ReviewPreview(ctx, rr)
 		} else {
@@ -112,7 +117,7 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, r
 			}
 		}
 		if err == nil {
-			replayed[it.RunID] = it.Step
+			replayed[it.RunID] = it.StepName
 		}
 	case BulkRetry, BulkResolve, BulkAbandon:
 		if req.DryRun {
@@ -131,7 +136,10 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, r
 			bi.RunState = res.RunState
 		}
 	}
-	bi.OK, bi.Err = err == nil, err
+	bi.OK = err == nil
+	if err != nil {
+		bi.Err = ms.of(it.RunID, it.Workflow).Error(err)
+	}
 	return bi
 }
 

@@ -439,7 +439,7 @@ type keysData struct {
 	Key    string
 	Error  string
 	Report *views.Key
-	Effect *store.Effect
+	Effect *onceflow.EffectInfo
 }
 
 func (keysData) title() string { return "Effect keys" }

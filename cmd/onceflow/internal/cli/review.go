@@ -292,7 +292,9 @@ func maskShown(ctx context.Context, st store.Store, workflows string, it *oncefl
 	maskItem(m, it)
 	maskAttempts(m, attempts)
 	for _, e := range entries {
-		maskEvent(m, &e.Event)
+		if len(e.Detail) > 0 {
+			e.Detail = m.JSON(e.Detail)
+		}
 		e.Why = m.Text(e.Why)
 	}
 	return nil
