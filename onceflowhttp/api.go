@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -141,7 +141,7 @@ type stepView struct {
 	LastError string          `json:"last_error,omitempty"`
 	NextAt    *time.Time      `json:"next_at,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
-	Tries     []views.Attempt `json:"attempt_log,omitempty"`
+	Tries     []apiv1.Attempt `json:"attempt_log,omitempty"`
 }
 
 func viewRun(r *store.Run) runView {
@@ -184,7 +184,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 			if a.StepID != st.ID {
 				continue
 			}
-			sv.Tries = append(sv.Tries, views.NewAttempt(a, nil)) // masked below, with the rest
+			sv.Tries = append(sv.Tries, apiv1.NewAttempt(a, nil)) // masked below, with the rest
 		}
 		v.Steps = append(v.Steps, sv)
 	}

@@ -7,13 +7,13 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // auditView is an audit event as the API shows it, with the sentence that explains it.
-type auditView = views.AuditEntry
+type auditView = apiv1.AuditEntry
 
-func viewAudit(e *onceflow.AuditEntry, m *redact.Masker) auditView { return views.NewAuditEntry(e, m) }
+func viewAudit(e *onceflow.AuditEntry, m *redact.Masker) auditView { return apiv1.NewAuditEntry(e, m) }
 
 // maskers caches one masker per run for an answer about many runs.
 type maskers struct {
@@ -97,6 +97,6 @@ func (s *Server) keyReport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ms := s.maskers(r)
-	out := views.NewKey(rep, ms.of, itemLink)
+	out := apiv1.NewKey(rep, ms.of, itemLink)
 	return writeJSON(w, http.StatusOK, out)
 }

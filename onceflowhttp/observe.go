@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/onceflow/onceflow/internal/reqlog"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -24,7 +24,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 // maskRun masks what GET /v1/runs/{id} shows of a run: its input, its steps' outputs and
 // errors, and its attempts' errors and response excerpts. The stored run is not changed.
 func (s *Server) maskRun(run *store.Run, steps []*store.Step, v *runView) {
-	m := views.RunMasker(s.cfg.Redact, run, steps)
+	m := apiv1.RunMasker(s.cfg.Redact, run, steps)
 	if len(v.Input) > 0 {
 		v.Input = m.JSON(v.Input)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -44,9 +44,9 @@ func (s *Server) reviewRoutes() {
 
 // reviewItemView is a review item as the API shows it: the command's --json shape, with
 // links.
-type reviewItemView = views.ReviewItem
+type reviewItemView = apiv1.ReviewItem
 
-type itemLinks = views.ItemLinks
+type itemLinks = apiv1.ItemLinks
 
 func itemLink(runID int64, step string) string {
 	return "/v1/review/" + strconv.FormatInt(runID, 10) + "/" + step
@@ -57,11 +57,11 @@ func itemLinksOf(runID int64, step string) itemLinks {
 }
 
 func viewItem(it *onceflow.ReviewItem, m *redact.Masker) reviewItemView {
-	return views.NewReviewItem(it, m, itemLinksOf)
+	return apiv1.NewReviewItem(it, m, itemLinksOf)
 }
 
 // runMasker returns the masker for what is shown about a run, the same as its page's
-// (views.RunMasker): its secrets and the values its input and its steps' outputs hold at
+// (apiv1.RunMasker): its secrets and the values its input and its steps' outputs hold at
 // personal-data fields. When the run cannot be read, secrets are still masked.
 func (s *Server) runMasker(r *http.Request, runID int64, workflow string) *redact.Masker {
 	if s.cfg.Redact == nil {
@@ -75,7 +75,7 @@ func (s *Server) runMasker(r *http.Request, runID int64, workflow string) *redac
 	if err != nil {
 		return s.cfg.Redact.ForRun(workflow, run.Input)
 	}
-	return views.RunMasker(s.cfg.Redact, run, steps)
+	return apiv1.RunMasker(s.cfg.Redact, run, steps)
 }
 
 // filterFrom reads a review filter from query parameters.
@@ -177,14 +177,14 @@ func (s *Server) reviewShow(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := struct {
 		Item     reviewItemView  `json:"item"`
-		Attempts []views.Attempt `json:"attempts"`
+		Attempts []apiv1.Attempt `json:"attempts"`
 		Events   []auditView     `json:"events"`
-	}{Item: viewItem(it, m), Attempts: []views.Attempt{}, Events: []auditView{}}
+	}{Item: viewItem(it, m), Attempts: []apiv1.Attempt{}, Events: []auditView{}}
 	for _, a := range attempts {
 		if a.StepName != step {
 			continue
 		}
-		out.Attempts = append(out.Attempts, views.NewAttempt(a, m))
+		out.Attempts = append(out.Attempts, apiv1.NewAttempt(a, m))
 	}
 	for _, e := range entries {
 		if e.StepName == step {
@@ -317,12 +317,12 @@ func (s *Server) runReplay(w http.ResponseWriter, r *http.Request) error {
 
 // planView is a replay plan as the API shows it, with a link to its run.
 type planView struct {
-	views.Plan
+	apiv1.Plan
 	Links map[string]string `json:"links"`
 }
 
 func viewPlan(p *onceflow.ReplayPlan, m *redact.Masker) planView {
-	return planView{Plan: views.NewPlan(p, m), Links: map[string]string{"run": runLink(p.RunID)}}
+	return planView{Plan: apiv1.NewPlan(p, m), Links: map[string]string{"run": runLink(p.RunID)}}
 }
 
 // replay previews (?dry_run=true) or performs the replay of a run, for one item if step is
@@ -392,7 +392,7 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && len(items) == 0 {
 		return reviewProblem(err)
 	}
-	out := views.Bulk[planView]{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []views.BulkItem[planView]{}}
+	out := apiv1.Bulk[planView]{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []apiv1.BulkItem[planView]{}}
 	if err != nil {
 		out.Error = s.cfg.Redact.Secrets().Text(err.Error())
 	}
@@ -403,7 +403,7 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 			workflow = it.Plan.Workflow
 		}
 		m := ms.of(it.RunID, workflow)
-		v := views.NewBulkItem[planView](it)
+		v := apiv1.NewBulkItem[planView](it)
 		if it.Err != nil {
 			v.Error = m.Text(it.Err.Error())
 			if p, ok := reviewProblem(it.Err).(*problem); ok {

@@ -15,7 +15,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -38,7 +38,7 @@ type overviewData struct {
 	Buckets  []bucket
 	MaxBar   int
 	Capped   bool
-	Failures []views.AuditEntry
+	Failures []apiv1.AuditEntry
 }
 
 func (overviewData) title() string { return "Overview" }
@@ -152,7 +152,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	ms := c.maskers(ctx)
 	for i := len(failures) - 1; i >= 0 && len(d.Failures) < 10; i-- {
 		e := failures[i]
-		d.Failures = append(d.Failures, views.NewAuditEntry(e, ms.of(e.RunID, e.Workflow)))
+		d.Failures = append(d.Failures, apiv1.NewAuditEntry(e, ms.of(e.RunID, e.Workflow)))
 	}
 	c.render(w, r, http.StatusOK, "overview", d)
 	return nil
@@ -236,7 +236,7 @@ type runData struct {
 	Input     string
 	Graph     graph
 	Steps     []stepRow
-	Events    []views.AuditEntry
+	Events    []apiv1.AuditEntry
 	Revisions []revisionRow
 	Live      bool
 	// Cancellable is set while a step of the run is still to be done or decided.
@@ -358,7 +358,7 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 		}
 	}
 	for _, e := range entries {
-		d.Events = append(d.Events, views.NewAuditEntry(e, m))
+		d.Events = append(d.Events, apiv1.NewAuditEntry(e, m))
 	}
 	for _, rv := range revs {
 		d.Revisions = append(d.Revisions, revisionRow{Rev: rv, Note: m.Text(rv.Note), Patch: pretty(m.JSON(rv.Diff)),
@@ -387,7 +387,7 @@ func finished(s store.State) bool {
 // runMasker masks what is shown about a run: its secrets and the values its input and its
 // steps' outputs hold at personal-data fields.
 func (c *Console) runMasker(run *store.Run, steps []*store.Step) *redact.Masker {
-	return views.RunMasker(c.cfg.Redact, run, steps)
+	return apiv1.RunMasker(c.cfg.Redact, run, steps)
 }
 
 // maskerCache caches one masker per run for a page about many runs.
@@ -438,7 +438,7 @@ func (c *Console) runLive(w http.ResponseWriter, r *http.Request) error {
 type keysData struct {
 	Key    string
 	Error  string
-	Report *views.Key
+	Report *apiv1.Key
 	Effect *onceflow.EffectInfo
 }
 
@@ -457,7 +457,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			ms := c.maskers(r.Context())
-			v := views.NewKey(rep, ms.of, func(runID int64, step string) string {
+			v := apiv1.NewKey(rep, ms.of, func(runID int64, step string) string {
 				return c.cfg.Prefix + "/runs/" + strconv.FormatInt(runID, 10) + "#step-" + url.PathEscape(step)
 			})
 			d.Report, d.Effect = &v, rep.Effect
@@ -468,11 +468,11 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 }
 
 // pretty indents a JSON document for reading; anything else, and a document nested more
-// than views.MaxIndentDepth levels deep (whose indentation would cost the square of its
+// than jsondoc.MaxIndentDepth levels deep (whose indentation would cost the square of its
 // depth), is returned as it is.
 func pretty(raw []byte) string {
 	var v any
-	if len(raw) == 0 || jsondoc.Depth(raw) > views.MaxIndentDepth || json.Unmarshal(raw, &v) != nil {
+	if len(raw) == 0 || jsondoc.Depth(raw) > jsondoc.MaxIndentDepth || json.Unmarshal(raw, &v) != nil {
 		return string(raw)
 	}
 	b, err := json.MarshalIndent(v, "", "  ")

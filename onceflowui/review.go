@@ -14,7 +14,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -121,11 +121,11 @@ type itemData struct {
 	Excerpt   string
 	Input     string
 	Attempts  []attemptRow
-	Events    []views.AuditEntry
+	Events    []apiv1.AuditEntry
 	RunState  store.State
 	// Form holds what the person typed, to show it again after a refusal or a preview.
 	Form    itemForm
-	Preview *views.Plan
+	Preview *apiv1.Plan
 	Error   string
 	Live    bool
 	// m masks what the page shows of the item's run.
@@ -178,7 +178,7 @@ func (c *Console) loadItem(ctx context.Context, runID int64, step string) (*item
 	}
 	for _, e := range entries {
 		if e.StepName == step {
-			d.Events = append(d.Events, views.NewAuditEntry(e, m))
+			d.Events = append(d.Events, apiv1.NewAuditEntry(e, m))
 		}
 	}
 	return d, nil
@@ -257,7 +257,7 @@ func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := views.NewPlan(plan, d.m)
+	v := apiv1.NewPlan(plan, d.m)
 	d.Form, d.Preview = f, &v
 	c.render(w, r, http.StatusOK, "item", d)
 	return nil
@@ -333,7 +333,7 @@ func (d bulkData) title() string { return "Bulk " + d.Action }
 type bulkRow struct {
 	It      *onceflow.BulkItem
 	Error   string
-	Plan    *views.Plan
+	Plan    *apiv1.Plan
 	ItemURL string
 }
 
@@ -381,7 +381,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 			d.OK++
 		}
 		if it.Plan != nil {
-			p := views.NewPlan(it.Plan, m)
+			p := apiv1.NewPlan(it.Plan, m)
 			row.Plan = &p
 		}
 		d.Items = append(d.Items, row)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 type auditFlags struct {
@@ -102,9 +102,9 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 }
 
 // auditView is an audit event as the command prints it in JSON, as the API does.
-type auditView = views.AuditEntry
+type auditView = apiv1.AuditEntry
 
-func viewAudit(e *onceflow.AuditEntry) auditView { return views.NewAuditEntry(e, nil) }
+func viewAudit(e *onceflow.AuditEntry) auditView { return apiv1.NewAuditEntry(e, nil) }
 
 // writeAudit prints events as a table whose last column, the explanation, is never cut.
 func writeAudit(w io.Writer, entries []*onceflow.AuditEntry, withRun bool) error {

@@ -6,8 +6,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -116,15 +117,15 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskF
 // keyJSON is keys show --json: the API's key view and the status the exit code gives.
 type keyJSON struct {
 	Status string `json:"status"`
-	*views.Key
+	*apiv1.Key
 }
 
 // writeKey prints what keys show answers, its outputs masked by mask.
 func writeKey(g *globals, key string, rep *onceflow.KeyReport, status string, asJSON bool, mask func(int64, string) *redact.Masker) error {
 	if asJSON {
-		out := views.NewKey(rep, mask, nil)
+		out := apiv1.NewKey(rep, mask, nil)
 		if out.Effect != nil {
-			out.Effect.Result = views.Shallow(out.Effect.Result)
+			out.Effect.Result = jsondoc.Shallow(out.Effect.Result)
 		}
 		return writeJSON(g.stdout, keyJSON{Status: status, Key: &out})
 	}

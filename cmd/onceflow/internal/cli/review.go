@@ -16,7 +16,7 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -257,10 +257,10 @@ func maskItem(m *redact.Masker, it *onceflow.ReviewItem) {
 
 // itemView is a review item as the command prints it in JSON: the API's shape, without
 // links.
-type itemView = views.ReviewItem
+type itemView = apiv1.ReviewItem
 
 // viewItem shapes it, already masked (maskItem).
-func viewItem(it *onceflow.ReviewItem) itemView { return views.NewReviewItem(it, nil, nil) }
+func viewItem(it *onceflow.ReviewItem) itemView { return apiv1.NewReviewItem(it, nil, nil) }
 
 func ageText(d time.Duration) string {
 	switch {
@@ -288,7 +288,7 @@ func maskShown(ctx context.Context, st store.Store, workflows string, it *oncefl
 	if err != nil {
 		return err
 	}
-	m := views.RunMasker(policy, run, steps)
+	m := apiv1.RunMasker(policy, run, steps)
 	maskItem(m, it)
 	maskAttempts(m, attempts)
 	for _, e := range entries {
@@ -362,12 +362,12 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 	if a.json {
 		out := struct {
 			Item     itemView        `json:"item"`
-			Attempts []views.Attempt `json:"attempts"`
+			Attempts []apiv1.Attempt `json:"attempts"`
 			Events   []auditView     `json:"events"`
 			Replay   *planView       `json:"replay,omitempty"`
-		}{Item: viewItem(it), Attempts: []views.Attempt{}, Events: []auditView{}}
+		}{Item: viewItem(it), Attempts: []apiv1.Attempt{}, Events: []auditView{}}
 		for _, at := range mine {
-			out.Attempts = append(out.Attempts, views.NewAttempt(at, nil)) // masked above
+			out.Attempts = append(out.Attempts, apiv1.NewAttempt(at, nil)) // masked above
 		}
 		for _, e := range events {
 			out.Events = append(out.Events, viewAudit(e))
@@ -464,10 +464,10 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 		}
 	}
 	if a.json {
-		out := views.Bulk[planView]{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused,
-			Items: []views.BulkItem[planView]{}}
+		out := apiv1.Bulk[planView]{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused,
+			Items: []apiv1.BulkItem[planView]{}}
 		for _, it := range items {
-			v := views.NewBulkItem[planView](it)
+			v := apiv1.NewBulkItem[planView](it)
 			if it.Err != nil {
 				v.Error = it.Err.Error()
 			}
@@ -817,9 +817,9 @@ func runBulk(ctx context.Context, g *globals, s *reviewSession, f filterFlags, a
 }
 
 // planView is a replay plan as the command prints it in JSON, as the API does.
-type planView = views.Plan
+type planView = apiv1.Plan
 
-func viewPlan(p *onceflow.ReplayPlan) planView { return views.NewPlan(p, nil) }
+func viewPlan(p *onceflow.ReplayPlan) planView { return apiv1.NewPlan(p, nil) }
 
 // writePlan prints a plan; state names the column of the steps' states (NOW for a
 // preview, WAS after the replay).

@@ -13,7 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/internal/jsondoc"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -171,7 +172,7 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFla
 			return err
 		}
 	} else {
-		maskRun(views.RunMasker(policy, run, steps), run, steps, attempts, events)
+		maskRun(apiv1.RunMasker(policy, run, steps), run, steps, attempts, events)
 	}
 
 	d := runDetail{Run: viewRun(run), Steps: []stepView{}, Attempts: []attemptView{}, Events: []eventView{}}
@@ -370,12 +371,12 @@ func writeJSONList[T, V any](w io.Writer, items []T, view func(T) V) error {
 }
 
 // rawOrNull is a stored document as --json prints it: null when there is none, and one
-// string holding it when it nests too deeply to indent (views.Shallow).
+// string holding it when it nests too deeply to indent (jsondoc.Shallow).
 func rawOrNull(b json.RawMessage) json.RawMessage {
 	if len(b) == 0 || !json.Valid(b) {
 		return json.RawMessage("null")
 	}
-	return views.Shallow(b)
+	return jsondoc.Shallow(b)
 }
 
 func timeText(t time.Time) string {

@@ -1,7 +1,7 @@
 // Package views holds the JSON shapes that the HTTP API and the command's --json output
 // share — replay plans, audit entries, effect-key reports and review items — so that both
 // print the same document for the same thing. A nil *redact.Masker masks nothing.
-package views
+package apiv1
 
 import (
 	"encoding/json"
