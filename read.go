@@ -183,6 +183,14 @@ type WorkflowPause = store.WorkflowPause
 // states and reason codes only.
 type Stats = store.Stats
 
+// RunCount, StepCount, ReviewCount and DueCount are the counts of Stats.
+type (
+	RunCount    = store.RunCount
+	StepCount   = store.StepCount
+	ReviewCount = store.ReviewCount
+	DueCount    = store.DueCount
+)
+
 // States lists every state of runs and steps, in the order of a run's life.
 func States() []State { return slices.Clone(store.States) }
 

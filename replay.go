@@ -145,7 +145,12 @@ type prepared struct {
 // the same errors. The plan is masked: its input, diff and sentences carry no secret and
 // no value of a personal-data field of the run, corrected or not. It reads the run and
 // its steps once.
-func (c *Client) ReviewPreview(ctx context.Context, req ReplayRequest) (*ReplayPlan, error) {
+func (c *Client) ReviewPreview(ctx context.Context, a ReplayRequest) (*ReplayPlan, error) {
+	res, err := c.reviewPreview(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewPreview(ctx context.Context, req ReplayRequest) (*ReplayPlan, error) {
 	p, err := c.prepareReplay(ctx, "preview", req)
 	if err != nil {
 		return nil, err
@@ -197,7 +202,12 @@ func maskPlan(p *ReplayPlan, m *redact.Masker) *ReplayPlan {
 // masked as ReviewPreview masks it. The run and its steps are read once, before the
 // store's transaction, which acts only if they are still as read (the input and the
 // states of the steps it resets).
-func (c *Client) ReviewReplay(ctx context.Context, req ReplayRequest) (*ReplayResult, error) {
+func (c *Client) ReviewReplay(ctx context.Context, a ReplayRequest) (*ReplayResult, error) {
+	res, err := c.reviewReplay(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewReplay(ctx context.Context, req ReplayRequest) (*ReplayResult, error) {
 	p, err := c.prepareReplay(ctx, "replay", req)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,8 @@ import (
 )
 
 // Errors of the review actions; the *ReviewError of every failed action matches one of
-// them (or ErrNotFound, ErrInvalidInput) with errors.Is.
+// them (or ErrNotFound, ErrInvalidInput) with errors.Is. What an error says is masked with
+// the secrets and the personal data of its run.
 var (
 	// ErrNotInReview: the step is not in needs_review; only a parked step can be acted on.
 	ErrNotInReview = store.ErrNotInReview
@@ -76,6 +77,16 @@ const (
 	hintNotFound = "list the review queue to find the run and step"
 	hintConflict = "nothing was changed; look at the run again and repeat the action"
 )
+
+// maskError masks err, an action's refusal about run runID, with the secrets and the
+// personal data of the run: what an action says goes to people, as what the client reads
+// does. The error still matches what it matched (errors.Is, errors.As).
+func (c *Client) maskError(ctx context.Context, runID int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return c.masked().maskers(ctx).of(runID, "").Error(err)
+}
 
 // reviewError wraps a failure of action on (runID, step), adding the hint its cause calls
 // for. A *ReviewError, *InputError or *PatchError passes through.
@@ -302,6 +313,11 @@ func (c *Client) logDecision(action string, a ReviewAction, res *ReviewResult) {
 // item whose effect may have happened is retried only with SendAgain. The action and its
 // audit event (review.retried, with actor and note) commit together.
 func (c *Client) ReviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
+	res, err := c.reviewRetry(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
 	it, err := c.reviewTarget(ctx, "retry", a)
 	if err != nil {
 		return nil, err
@@ -324,6 +340,11 @@ func (c *Client) ReviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult
 // with the key reuse the output), and the steps that need it are released. An item whose
 // effect may have happened is resolved only with ItHappened. Event review.resolved.
 func (c *Client) ReviewResolve(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
+	res, err := c.reviewResolve(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewResolve(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
 	var out json.RawMessage
 	if a.Output != nil {
 		b, err := encodeOutput(a.Output)
@@ -360,6 +381,11 @@ func (c *Client) ReviewResolve(ctx context.Context, a ReviewAction) (*ReviewResu
 // cancelled, and the run ends failed once nothing else of it is active or parked. Event
 // review.abandoned. An item whose effect may have happened is refused: decide first.
 func (c *Client) ReviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
+	res, err := c.reviewAbandon(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
 	it, err := c.reviewTarget(ctx, "abandon", a)
 	if err != nil {
 		return nil, err

@@ -44,7 +44,8 @@ type BulkItem struct {
 	Reason string
 	// OK is set when the action was applied (or, for a dry run, would be).
 	OK bool
-	// Err is why it was refused or failed; nothing was written for the item.
+	// Err is why it was refused or failed; nothing was written for the item. Its text is
+	// masked with the secrets and the personal data of the item's run.
 	Err error
 	// RunState is the run's state after the action.
 	RunState State
@@ -109,10 +110,10 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *store.ReviewI
 		}
 		rr := ReplayRequest{RunID: it.RunID, Step: it.StepName, MergePatch: req.MergePatch, Actor: req.Actor, Note: req.Note}
 		if req.DryRun {
-			bi.Plan, err = c.ReviewPreview(ctx, rr)
+			bi.Plan, err = c.reviewPreview(ctx, rr)
 		} else {
 			var r *ReplayResult
-			if r, err = c.ReviewReplay(ctx, rr); err == nil {
+			if r, err = c.reviewReplay(ctx, rr); err == nil {
 				bi.Plan, bi.RunState = r.Plan, r.RunState
 			}
 		}
@@ -126,11 +127,11 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *store.ReviewI
 		}
 		switch req.Action {
 		case BulkRetry:
-			res, err = c.ReviewRetry(ctx, a)
+			res, err = c.reviewRetry(ctx, a)
 		case BulkResolve:
-			res, err = c.ReviewResolve(ctx, a)
+			res, err = c.reviewResolve(ctx, a)
 		default:
-			res, err = c.ReviewAbandon(ctx, a)
+			res, err = c.reviewAbandon(ctx, a)
 		}
 		if err == nil {
 			bi.RunState = res.RunState
