@@ -36,6 +36,10 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	mux.Handle("/", api)
-	mux.Handle("/ui/", onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens}))
+	console, err := onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux.Handle("/ui/", console)
 	log.Fatal(onceflowhttp.HTTPServer(mux).ListenAndServe())
 }

@@ -3,27 +3,26 @@ package apiv1
 import (
 	"time"
 
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow"
 )
 
 // Attempt is one attempt of a step, as the API's run and review answers and the command's
 // review show --json print it.
 type Attempt struct {
-	Number          int           `json:"number"`
-	Worker          string        `json:"worker"`
-	StartedAt       time.Time     `json:"started_at"`
-	EndedAt         *time.Time    `json:"ended_at,omitempty"`
-	Outcome         store.Outcome `json:"outcome,omitempty"`
-	Error           string        `json:"error,omitempty"`
-	ResponseStatus  int           `json:"response_status,omitempty"`
-	ResponseExcerpt string        `json:"response_excerpt,omitempty"`
+	Number          int              `json:"number"`
+	Worker          string           `json:"worker"`
+	StartedAt       time.Time        `json:"started_at"`
+	EndedAt         *time.Time       `json:"ended_at,omitempty"`
+	Outcome         onceflow.Outcome `json:"outcome,omitempty"`
+	Error           string           `json:"error,omitempty"`
+	ResponseStatus  int              `json:"response_status,omitempty"`
+	ResponseExcerpt string           `json:"response_excerpt,omitempty"`
 }
 
-// NewAttempt shapes a, its error and response excerpt masked by m (nil: as they are).
-func NewAttempt(a *store.Attempt, m *redact.Masker) Attempt {
+// NewAttempt shapes a.
+func NewAttempt(a *onceflow.AttemptInfo) Attempt {
 	v := Attempt{Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt, Outcome: a.Outcome,
-		Error: m.Text(a.Error), ResponseStatus: a.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0)}
+		Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt}
 	if !a.EndedAt.IsZero() {
 		t := a.EndedAt
 		v.EndedAt = &t
