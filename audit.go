@@ -63,10 +63,38 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error)
 }
 
 func (r reader) Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error) {
-	if err := r.record(ctx, q.RunID, "", "audit events"); err != nil {
-		return nil, err
+	if r.unmasked {
+		if err := r.record(ctx, q.RunID, "", "audit events"+q.about()); err != nil {
+			return nil, err
+		}
 	}
 	return r.audit(ctx, q, r.maskers(ctx))
+}
+
+// about says which events q selects, for the record of an unmasked read: " of run 7",
+// " of entity order:1001 since …", "" for every event.
+func (q AuditQuery) about() string {
+	var parts []string
+	if q.RunID > 0 {
+		parts = append(parts, fmt.Sprintf("run %d", q.RunID))
+	}
+	if q.Entity != "" {
+		parts = append(parts, "entity "+q.Entity)
+	}
+	if q.EffectKey != "" {
+		parts = append(parts, "key "+q.EffectKey)
+	}
+	s := ""
+	if len(parts) > 0 {
+		s = " of " + strings.Join(parts, ", ")
+	}
+	if !q.Since.IsZero() {
+		s += " since " + q.Since.UTC().Format(time.RFC3339)
+	}
+	if !q.Until.IsZero() {
+		s += " until " + q.Until.UTC().Format(time.RFC3339)
+	}
+	return s
 }
 
 // audit reads the events q selects, masking each with the masker of its run from ms.

@@ -196,3 +196,21 @@ func TestRunGetNotFound(t *testing.T) {
 		t.Fatalf("RunGet of an unknown run: %v", err)
 	}
 }
+
+// Who paused a workflow and why is shown masked with the client's secrets, by the API's
+// GET /v1/pauses as by the console (the API showed a note as it was typed).
+func TestPausedWorkflowsMasked(t *testing.T) {
+	b := setup(t, func(c *onceflow.Config) { c.Redact.Secrets = []string{canarySecret} })
+	b.register(t, onceflow.Workflow{Name: "signup", Steps: []onceflow.Step{{ID: "a", EffectKey: "a:{input.id}",
+		Do: func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}}})
+	if _, err := b.client.PauseWorkflow(b.ctx, "signup", "cli:ana", "rotating "+canarySecret); err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.client.PausedWorkflows(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Note != "rotating [redacted]" || list[0].Actor != "cli:ana" {
+		t.Fatalf("paused: %+v", list)
+	}
+}
