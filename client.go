@@ -485,7 +485,9 @@ func (c *Client) started(p store.RunInsertParams, run *store.Run, created bool) 
 	return runFrom(run, !created), nil
 }
 
-// GetRun returns a run by ID; errors.Is(err, ErrNotFound) for an unknown ID.
+// GetRun returns a run by ID as stored, its input unmasked: the program's own look at a run
+// it started. What is shown to people is read with RunGet, which masks. errors.Is(err,
+// ErrNotFound) for an unknown ID.
 func (c *Client) GetRun(ctx context.Context, id int64) (*Run, error) {
 	r, err := c.store.RunGetByID(ctx, id)
 	if err != nil {
