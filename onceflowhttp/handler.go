@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/triggers"
 )
 
@@ -65,7 +64,7 @@ type Options struct {
 }
 
 // NewHandler returns the JSON API and the webhook endpoints of client as an http.Handler.
-// It reads and writes through the client's store and masks what the client's
+// It reads and acts through the client, whose read API masks what its
 // onceflow.Config.Redact and each workflow's Redact declare. Mount it at the root of a
 // server (its routes are /v1/…, /hooks/…, /healthz, /readyz and /metrics); serve it with
 // HTTPServer for bounded timeouts. The client executes the steps: call client.Serve
@@ -92,7 +91,7 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	if err := client.CheckCallers(callers); err != nil {
 		return nil, fmt.Errorf("onceflowhttp: API tokens: %w", err)
 	}
-	return newServer(config{Options: opts, Client: client, Store: client.Store(), Redact: redact.ClientPolicy(client)}), nil
+	return newServer(config{Options: opts, Client: client}), nil
 }
 
 // receiverMap returns the receivers by name, refusing one whose workflow the client does

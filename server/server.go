@@ -29,7 +29,6 @@ type Server struct {
 	client *onceflow.Client
 	log    *slog.Logger
 	deps   flowfile.Deps
-	policy *redact.Policy
 
 	metrics *metrics.Metrics
 	api     *onceflowhttp.Server
@@ -107,12 +106,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 	cfg := s.cfg
 	s.deps.Redact = cfg.RedactFields
-	red, policy, err := s.redaction(defs)
+	red, err := s.redaction(defs)
 	if err != nil {
 		return err
 	}
-	s.policy = policy
-	s.log = maskedLogger(cfg.Logger, policy)
 	wfs, err := flowfile.Build(defs, s.deps)
 	if err != nil {
 		return err
@@ -139,6 +136,12 @@ func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 	}
 	clock.c.Store(client)
 	s.client = client
+	// What the server logs is masked with the client's secrets, as the engine's own log.
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s.log = slog.New(client.LogHandler(log.Handler()))
 	for _, w := range wfs {
 		if err := client.Register(w); err != nil {
 			return err
@@ -221,7 +224,10 @@ func (s *Server) buildAPI(receivers []triggers.Receiver) error {
 	}
 	s.reload.callers = callers
 	if c := s.cfg.Console; c != nil {
-		ui := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies, SessionTTL: c.SessionTTL})
+		ui, err := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies, SessionTTL: c.SessionTTL})
+		if err != nil {
+			return err
+		}
 		if c.Listener == nil && c.Addr == "" {
 			mux := http.NewServeMux()
 			mux.Handle("/ui/", ui)
@@ -415,22 +421,13 @@ func (s *Server) consumersReady(context.Context) error {
 	return errors.Join(errs...)
 }
 
-// maskedLogger returns log with the policy's secrets masked; without one, a logger that
-// discards.
-func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return slog.New(redact.Handler(log.Handler(), policy.Secrets()))
-}
-
 // redaction collects what the server must never write: the values of the secret
 // environment variables the workflow files read (flowfile.Definition.SecretNames: declared
 // in secrets:, named *_TOKEN, *_SECRET, *_KEY or *_PASSWORD, webhook and Slack webhook
 // secrets) and the parts of the other variables that look like credentials
 // (flowfile.Definition.MaskedValues), the SMTP password, Config.Secrets, and the
 // personal-data fields of Config.RedactFields and of each file's redact list.
-func (s *Server) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *redact.Policy, error) {
+func (s *Server) redaction(defs []*flowfile.Definition) (onceflow.Redaction, error) {
 	secrets := append([]string(nil), s.cfg.Secrets...)
 	if v, ok := s.cfg.Env(emailstep.EnvPassword); ok && v != "" {
 		secrets = append(secrets, v)
@@ -440,14 +437,16 @@ func (s *Server) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *re
 	}
 	sort.Strings(secrets)
 	red := onceflow.Redaction{Secrets: secrets, Fields: s.cfg.RedactFields}
+	// The client masks with these (onceflow.Config.Redact); checked here first so that a
+	// mistake names the flag or the file to fix.
 	policy, err := redact.New(red.Secrets, red.Fields)
 	if err != nil {
-		return red, nil, &ConfigError{Field: "RedactFields", Problem: err.Error()}
+		return red, &ConfigError{Field: "RedactFields", Problem: err.Error()}
 	}
 	for _, d := range defs {
 		if err := policy.SetWorkflow(d.Name, d.Redact); err != nil {
-			return red, nil, fmt.Errorf("%s: %w", d.File(), err)
+			return red, fmt.Errorf("%s: %w", d.File(), err)
 		}
 	}
-	return red, policy, nil
+	return red, nil
 }
