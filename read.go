@@ -204,12 +204,13 @@ const (
 	ReasonDestinationBlocked = store.ReasonDestinationBlocked
 	ReasonTransitionInvalid  = store.ReasonTransitionInvalid
 	ReasonOutputInvalid      = store.ReasonOutputInvalid
+	ReasonRetryAfterTooLong  = store.ReasonRetryAfterTooLong
 )
 
 // ReviewReasons lists the reasons of the review queue.
 func ReviewReasons() []string {
 	return []string{ReasonPermanentError, ReasonAttemptsExhausted, ReasonKeyConflict, ReasonOutcomeUnknown,
-		ReasonInvalidKey, ReasonDestinationBlocked, ReasonTransitionInvalid, ReasonOutputInvalid}
+		ReasonInvalidKey, ReasonDestinationBlocked, ReasonTransitionInvalid, ReasonOutputInvalid, ReasonRetryAfterTooLong}
 }
 
 // Types of audit events an overview counts, and those an operator's front-end appends

@@ -3,6 +3,7 @@ package onceflowui_test
 import (
 	"context"
 	"log"
+	"net"
 	"net/http"
 	"os"
 
@@ -41,5 +42,10 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	mux.Handle("/ui/", console)
-	log.Fatal(onceflowhttp.HTTPServer(mux).ListenAndServe())
+	hs := onceflowhttp.HTTPServer(mux)
+	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(hs.Serve(onceflowhttp.LimitListener(hs, ln, 0)))
 }
