@@ -309,25 +309,29 @@ func (m *maskers) of(runID int64, workflow string) *redact.Masker {
 	if m.r.unmasked {
 		return nil
 	}
-	if mk, ok := m.runs[runID]; ok && runID > 0 {
+	if runID <= 0 {
+		mk, ok := m.workflows[workflow]
+		if !ok {
+			mk = m.r.c.redact.ForRun(workflow)
+			m.workflows[workflow] = mk
+		}
 		return mk
 	}
-	if runID > 0 {
-		if run, err := m.r.c.store.RunGetByID(m.ctx, runID); err == nil {
-			steps, err := m.r.c.store.StepListByRun(m.ctx, runID)
-			mk := m.r.c.redact.ForRun(run.Workflow, run.Input)
-			if err == nil {
-				mk = m.r.c.runMasker(run, steps)
-			}
-			m.runs[runID] = mk
-			return mk
+	if mk, ok := m.runs[runID]; ok {
+		return mk
+	}
+	var mk *redact.Masker
+	switch run, err := m.r.c.store.RunGetByID(m.ctx, runID); {
+	case err != nil: // purged, or unreadable: the secrets and the fields all the same
+		mk = m.r.c.redact.ForRun(workflow)
+	default:
+		if steps, err := m.r.c.store.StepListByRun(m.ctx, runID); err == nil {
+			mk = m.r.c.runMasker(run, steps)
+		} else {
+			mk = m.r.c.redact.ForRun(run.Workflow, run.Input)
 		}
 	}
-	mk, ok := m.workflows[workflow]
-	if !ok {
-		mk = m.r.c.redact.ForRun(workflow)
-		m.workflows[workflow] = mk
-	}
+	m.runs[runID] = mk
 	return mk
 }
 
