@@ -488,11 +488,11 @@ func (r *renderer) console(q queries) error {
 	if err != nil {
 		return err
 	}
-	ui, err := onceflowui.New(onceflowui.Config{Client: d.Client, Tokens: tokens})
+	console, err := onceflowui.New(onceflowui.Config{Client: d.Client, Tokens: tokens})
 	if err != nil {
 		return err
 	}
-	srv := httptest.NewServer(ui)
+	srv := httptest.NewServer(console)
 	defer srv.Close()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
