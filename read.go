@@ -68,8 +68,8 @@ type RunFilter struct {
 type RunDetail struct {
 	// Run is the run, its input masked.
 	Run *Run
-	// Steps are the run's steps in an order they can run in (each after the steps it
-	// needs).
+	// Steps are the run's steps in the order they were created, the workflow's order
+	// (DependencyOrder lists them in an order they can run in).
 	Steps []*StepInfo
 	// Attempts are the run's attempts in the order they started; one whose EndedAt is
 	// zero is in flight.
@@ -79,6 +79,17 @@ type RunDetail struct {
 	// WaitingUntil is, for a run that only waits for a delayed step, when it goes on; zero
 	// otherwise.
 	WaitingUntil time.Time
+
+	ordered []*StepInfo
+}
+
+// DependencyOrder returns the run's steps so that each comes after the steps it needs,
+// keeping the workflow's order among steps that are ready together.
+func (d *RunDetail) DependencyOrder() []*StepInfo {
+	if d.ordered == nil {
+		return d.Steps
+	}
+	return d.ordered
 }
 
 // StepInfo is one step of a run as the client shows it: its output and last error masked.
@@ -439,8 +450,14 @@ func (r reader) RunGet(ctx context.Context, id int64) (*RunDetail, error) {
 	m := r.masker(run, steps)
 	d := &RunDetail{Run: runView(run, m), Steps: make([]*StepInfo, 0, len(steps)), Attempts: make([]*AttemptInfo, 0, len(attempts)),
 		WaitingUntil: store.WaitingUntil(steps)}
+	byID := make(map[int64]*StepInfo, len(steps))
+	for _, st := range steps {
+		v := stepView(st, m)
+		byID[st.ID] = v
+		d.Steps = append(d.Steps, v)
+	}
 	for _, st := range store.DependencyOrder(steps) {
-		d.Steps = append(d.Steps, stepView(st, m))
+		d.ordered = append(d.ordered, byID[st.ID])
 	}
 	for _, a := range attempts {
 		d.Attempts = append(d.Attempts, attemptView(a, m))
