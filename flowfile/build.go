@@ -112,14 +112,9 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 		if deps.HTTPClient == nil {
 			return nil, errors.New("http steps need an HTTP client")
 		}
-		spec, err := httpSpec(s.HTTP)
+		spec, err := deps.httpStepSpec(s)
 		if err != nil {
 			return nil, err
-		}
-		spec.Fields = deps.fields
-		spec.Limiter = deps.limiter
-		if s.Limits != nil {
-			spec.LimitKeys = []string{limit.StepKey(deps.workflow, s.ID)}
 		}
 		env := deps.Env
 		if env == nil {
@@ -150,6 +145,21 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 		return fn, nil
 	}
 	return nil, fmt.Errorf("kind %q is not http, email, transition or go", s.Kind)
+}
+
+// httpStepSpec is the compiled request of an http step of the workflow deps are for: its
+// block, the personal-data fields masked in its excerpts, and its limits.
+func (deps Deps) httpStepSpec(s StepDef) (httpstep.Spec, error) {
+	spec, err := httpSpec(s.HTTP)
+	if err != nil {
+		return spec, err
+	}
+	spec.Fields = deps.fields
+	spec.Limiter = deps.limiter
+	if s.Limits != nil {
+		spec.LimitKeys = []string{limit.StepKey(deps.workflow, s.ID)}
+	}
+	return spec, nil
 }
 
 // workflow converts the definition, with step functions from fn.

@@ -49,8 +49,7 @@ func StandardDeps(o Options) (Deps, error) {
 			return Deps{}, err
 		}
 		deps.Email = func(d *EmailDef) (onceflow.StepFunc, error) {
-			st, err := emailstep.New(emailstep.Spec{From: d.From, To: d.To, Cc: d.Cc, ReplyTo: d.ReplyTo, Subject: d.Subject, Body: d.Body, HTML: d.HTML, AllowLists: d.AllowLists},
-				srv, o.Env, policy.DialContext)
+			st, err := emailstep.New(emailSpec(d), srv, o.Env, policy.DialContext)
 			if err != nil {
 				return nil, err
 			}
@@ -59,8 +58,7 @@ func StandardDeps(o Options) (Deps, error) {
 	}
 	if o.Store != nil {
 		deps.Transition = func(d *TransitionDef) (onceflow.StepFunc, error) {
-			st, err := transitionstep.New(transitionstep.Spec{Entity: d.Entity, From: d.From, Initial: d.Initial, To: d.To,
-				Review: d.OnInvalid == "needs_review"}, o.Store)
+			st, err := transitionstep.New(transitionSpec(d), o.Store)
 			if err != nil {
 				return nil, err
 			}
@@ -69,6 +67,16 @@ func StandardDeps(o Options) (Deps, error) {
 	}
 	brokerDeps(&deps, o.Env)
 	return deps, nil
+}
+
+// emailSpec converts an email block.
+func emailSpec(d *EmailDef) emailstep.Spec {
+	return emailstep.Spec{From: d.From, To: d.To, Cc: d.Cc, ReplyTo: d.ReplyTo, Subject: d.Subject, Body: d.Body, HTML: d.HTML, AllowLists: d.AllowLists}
+}
+
+// transitionSpec converts a transition block.
+func transitionSpec(d *TransitionDef) transitionstep.Spec {
+	return transitionstep.Spec{Entity: d.Entity, From: d.From, Initial: d.Initial, To: d.To, Review: d.OnInvalid == "needs_review"}
 }
 
 // processName names this process in shared limit slots: host and process id.

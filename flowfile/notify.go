@@ -303,10 +303,7 @@ func SlackChannel(name, webhook string, deps Deps) (onceflow.NotifyChannel, erro
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
-	st, err := httpstep.New(httpstep.Spec{
-		Request: httpstep.Request{Method: "POST", URL: webhook, Body: map[string]any{"text": "{input.text}", "blocks": "{input.blocks}"}},
-		Timeout: 15 * time.Second,
-	}, deps.HTTPClient, env)
+	st, err := httpstep.New(slackSpec(webhook), deps.HTTPClient, env)
 	if err != nil {
 		return onceflow.NotifyChannel{}, err
 	}
@@ -326,9 +323,22 @@ func EmailChannel(name, to, from string, deps Deps) (onceflow.NotifyChannel, err
 			return onceflow.NotifyChannel{}, err
 		}
 	}
-	send, err := deps.Email(&EmailDef{From: from, To: to, Subject: "{input.subject}", Body: "{input.text}"})
+	send, err := deps.Email(notifyEmailDef(to, from))
 	if err != nil {
 		return onceflow.NotifyChannel{}, err
 	}
 	return onceflow.NotifyChannel{Name: name, Send: send, Retry: onceflow.RetryPolicy{MaxAttempts: 8}, OnUnknown: emailstep.DefaultOnUnknown}, nil
+}
+
+// slackSpec is the request a Slack channel sends for each alert.
+func slackSpec(webhook string) httpstep.Spec {
+	return httpstep.Spec{
+		Request: httpstep.Request{Method: "POST", URL: webhook, Body: map[string]any{"text": "{input.text}", "blocks": "{input.blocks}"}},
+		Timeout: 15 * time.Second,
+	}
+}
+
+// notifyEmailDef is the message an e-mail channel sends for each alert.
+func notifyEmailDef(to, from string) *EmailDef {
+	return &EmailDef{From: from, To: to, Subject: "{input.subject}", Body: "{input.text}"}
 }
