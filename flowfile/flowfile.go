@@ -43,6 +43,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile/block"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
@@ -77,35 +78,7 @@ func (ps Problems) Error() string {
 
 // Duration is a time.Duration written in onceflow's one duration syntax, the same as the
 // command's flags: "250ms", "30s", "30m", "36h", "1h30m", "90d", "2w", "1d12h".
-type Duration time.Duration
-
-// UnmarshalYAML parses a duration; an error carries the value's line and column.
-func (d *Duration) UnmarshalYAML(n ast.Node) error {
-	var s string
-	if sc, ok := n.(ast.ScalarNode); ok {
-		s = fmt.Sprint(sc.GetValue())
-	} else {
-		s = n.String()
-	}
-	v, err := parseDuration(s)
-	if err != nil {
-		pe := &positionedError{msg: err.Error()}
-		if tk := n.GetToken(); tk != nil && tk.Position != nil {
-			pe.line, pe.col = tk.Position.Line, tk.Position.Column
-		}
-		return pe
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// positionedError is a value's own decoding error, at the value's position.
-type positionedError struct {
-	line, col int
-	msg       string
-}
-
-func (e *positionedError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
+type Duration = block.Duration
 
 // parseDuration reads a duration of a workflow file (see internal/duration).
 func parseDuration(s string) (time.Duration, error) {
@@ -385,9 +358,9 @@ func decodeStrict(src []byte, d *Definition) (err error) {
 }
 
 func yamlProblem(file string, err error) Problem {
-	var pe *positionedError
-	if errors.As(err, &pe) {
-		return Problem{File: file, Line: pe.line, Col: pe.col, Message: pe.msg}
+	var ve *block.ValueError
+	if errors.As(err, &ve) {
+		return Problem{File: file, Line: ve.Line, Col: ve.Column, Message: ve.Message}
 	}
 	var ye yaml.Error
 	if errors.As(err, &ye) && ye.GetToken() != nil {
