@@ -121,6 +121,8 @@ func TestLayout(t *testing.T) {
 				breaks("cobra outside cmd", p.dir, "imports cobra in "+strings.Join(files, ", "))
 			case (ip == module+"/store" || ip == module+"/flowfile") && (p.dir == "onceflowhttp" || p.dir == "onceflowui"):
 				breaks("front-end imports store or flowfile", p.dir, "imports "+ip+" in "+strings.Join(files, ", "))
+			case (p.dir == "flowfile" || p.dir == "flowfile/block" || p.dir == "steps") && isKindPackage(ip):
+				breaks("reader names a kind", p.dir, "imports the step kind "+ip+" in "+strings.Join(files, ", ")+": the reader of files knows kinds only through the registry")
 			}
 		}
 		docs := 0
@@ -165,7 +167,7 @@ func TestLayout(t *testing.T) {
 			breaks("package doc", p.dir, "has "+strconv.Itoa(docs)+` package doc comments ("Package `+p.name+` …", or "Command …" for a command); a package has one`)
 		}
 	}
-	rules := []string{"internal imports root", "cobra outside cmd", "front-end imports store or flowfile", "init", "exported func variable", "package doc"}
+	rules := []string{"internal imports root", "cobra outside cmd", "front-end imports store or flowfile", "reader names a kind", "init", "exported func variable", "package doc"}
 	for _, rule := range rules {
 		allowed := layoutExceptions[rule]
 		var dirs []string
@@ -184,4 +186,18 @@ func TestLayout(t *testing.T) {
 			}
 		}
 	}
+}
+
+// isKindPackage reports whether an import path is a step kind's package (or the standard
+// set of them).
+func isKindPackage(ip string) bool {
+	rest, ok := strings.CutPrefix(ip, module+"/")
+	if !ok {
+		return false
+	}
+	if strings.HasPrefix(rest, "steps/") {
+		return true
+	}
+	name, ok := strings.CutPrefix(rest, "internal/")
+	return ok && strings.HasSuffix(name, "step") && !strings.Contains(name, "/")
 }

@@ -18,10 +18,15 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/amqpstep"
+	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/natsstep"
 	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/gostep"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -47,6 +52,7 @@ func TestBuiltWorkflowsUnchanged(t *testing.T) {
 		t.Fatalf("%d sources and %d examples: the corpus is missing", len(sources), len(examples))
 	}
 	want := map[string]bool{}
+	kinds := newDumpKinds(t)
 	for _, path := range append(examples, sources...) {
 		name := "src-" + strings.TrimSuffix(filepath.Base(path), ".yaml")
 		if strings.HasPrefix(path, "..") {
@@ -54,7 +60,7 @@ func TestBuiltWorkflowsUnchanged(t *testing.T) {
 		}
 		want[name+".json"] = true
 		golden := filepath.Join("testdata", "built", name+".json")
-		got := dumpJSON(t, builtDump(t, path))
+		got := dumpJSON(t, builtDump(t, kinds, path))
 		if *update {
 			if err := os.WriteFile(golden, got, 0o644); err != nil {
 				t.Fatal(err)
@@ -95,8 +101,8 @@ func fakeEnv(name string) (string, bool) {
 func buildEnv(d *flowfile.Definition) func(string) (string, bool) {
 	dsn := map[string]bool{}
 	for _, s := range d.Steps {
-		if s.SQL != nil {
-			dsn[s.SQL.Database] = true
+		if c, ok := s.Config.(*sqlstep.Settings); ok {
+			dsn[c.Database] = true
 		}
 	}
 	return func(name string) (string, bool) {
@@ -127,10 +133,36 @@ func emptyEnv(string) (string, bool) { return "", false }
 // globalRedact stands for the --redact-fields of the process.
 var globalRedact = []string{"customer.card"}
 
-func builtDump(t *testing.T, path string) map[string]any {
+// dumpKinds are the kinds the files are read and built against: those the command builds,
+// on a database and with an SMTP server. The Go functions a file names are registered
+// once it is read.
+type dumpKinds struct {
+	st    *sqlite.Store
+	kinds *steps.Registry
+	funcs map[string]onceflow.StepFunc
+}
+
+func newDumpKinds(t *testing.T) *dumpKinds {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	funcs := map[string]onceflow.StepFunc{}
+	kinds, err := stdsteps.New(stdsteps.Options{Store: st, Env: connectionEnv, Funcs: funcs})
+	if err != nil {
+		t.Fatalf("stdsteps: %v", err)
+	}
+	t.Cleanup(func() { _ = kinds.Close() })
+	return &dumpKinds{st: st, kinds: kinds, funcs: funcs}
+}
+
+func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 	t.Helper()
 	out := map[string]any{}
-	defs, err := flowfile.LoadFiles(path)
+	st, kinds, funcs := k.st, k.kinds, k.funcs
+	defs, err := (&flowfile.Reader{Kinds: kinds}).LoadFiles(path)
 	if err != nil {
 		out["problems"] = problemStrings(err)
 		return out
@@ -143,26 +175,15 @@ func builtDump(t *testing.T, path string) map[string]any {
 	out["file"] = map[string]any{"name": d.Name, "description": d.Description, "run_key": d.RunKey, "entity": d.Entity,
 		"input": yamlValue(reflect.ValueOf(d.Input)), "redact": d.Redact, "secrets": d.Secrets, "api": yamlValue(reflect.ValueOf(d.API))}
 
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	funcs := map[string]onceflow.StepFunc{}
 	for _, s := range d.Steps {
-		if s.Func != "" {
-			funcs[s.Func] = func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+		if c, ok := s.Config.(*gostep.Settings); ok {
+			funcs[c.Func] = func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
 		}
 	}
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: st, Env: buildEnv(d), Funcs: funcs})
-	if err != nil {
-		t.Fatalf("%s: StandardDeps: %v", path, err)
-	}
-	defer deps.Close()
-	deps.Redact = globalRedact
+	b := flowfile.NewBuilder(flowfile.BuildOptions{Store: st, Redact: globalRedact, Env: buildEnv(d),
+		HTTPClient: (&egress.Policy{}).Client(0)})
 
-	ws, err := flowfile.Build(defs, deps)
+	ws, err := b.Workflows(defs)
 	if err != nil {
 		out["build_problems"] = problemStrings(err)
 		if ws, err = flowfile.Outline(defs); err != nil {
@@ -175,7 +196,7 @@ func builtDump(t *testing.T, path string) map[string]any {
 	var steps []any
 	for i, s := range w.Steps {
 		def := d.Steps[i]
-		spec, err := flowfile.BuiltSpec(d, i, deps)
+		spec, err := flowfile.BuiltSpec(b, d, i)
 		step := map[string]any{"id": s.ID, "kind": def.Kind, "needs": s.Needs, "effect_key": s.EffectKey,
 			"retry": plainValue(reflect.ValueOf(s.Retry)), "on_failure": string(s.OnFailure), "on_unknown": string(s.OnUnknown),
 			"timeout": s.Timeout.String(), "delay": s.Delay.String(), "retention": s.Retention.String(),
@@ -200,7 +221,7 @@ func builtDump(t *testing.T, path string) map[string]any {
 
 	if d.Schedule != nil {
 		sched := map[string]any{"settings": yamlValue(reflect.ValueOf(d.Schedule))}
-		ss, err := flowfile.BuildSchedules(defs, deps)
+		ss, err := b.Schedules(defs)
 		if err != nil {
 			sched["error"] = err.Error()
 		}
@@ -217,7 +238,7 @@ func builtDump(t *testing.T, path string) map[string]any {
 		out["schedule"] = sched
 	}
 
-	notify, err := flowfile.BuildNotify(defs, deps)
+	notify, err := b.Notify(defs)
 	if err != nil {
 		out["notify_problems"] = problemStrings(err)
 	} else if len(notify.Policies) > 0 || len(notify.Channels) > 0 {
@@ -247,12 +268,12 @@ func builtDump(t *testing.T, path string) map[string]any {
 		out["notify"] = map[string]any{"policies": policies, "channels": channels}
 	}
 	if d.Notify != nil {
-		out["notify_settings"] = yamlValue(reflect.ValueOf(d.Notify))
+		out["notify_settings"] = notifySettings(kinds, d.Notify)
 	}
 	var stepNotify []any
 	for _, s := range d.Steps {
 		if s.Notify != nil {
-			stepNotify = append(stepNotify, map[string]any{"step": s.ID, "settings": yamlValue(reflect.ValueOf(s.Notify))})
+			stepNotify = append(stepNotify, map[string]any{"step": s.ID, "settings": notifySettings(kinds, s.Notify)})
 		}
 	}
 	if stepNotify != nil {
@@ -302,6 +323,19 @@ func builtDump(t *testing.T, path string) map[string]any {
 		}
 		queue["companion"] = map[string]any{"name": c.Name, "internal": c.Access.Internal, "trigger": string(c.Access.Trigger), "steps": csteps}
 		out["queue"] = queue
+	}
+	return out
+}
+
+// notifySettings is a notify block as the file states it: its own fields, and each
+// channel's settings (null where it has none).
+func notifySettings(kinds *steps.Registry, n *flowfile.NotifyDef) map[string]any {
+	out := map[string]any{"off": n.Off, "reasons": n.Reasons, "window": time.Duration(n.Window).String()}
+	for _, a := range kinds.Alerters() {
+		out[a.AlertBlock()] = nil
+	}
+	for _, c := range n.Channels {
+		out[c.Field] = yamlValue(reflect.ValueOf(c.Channel.Config))
 	}
 	return out
 }

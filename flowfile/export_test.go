@@ -1,44 +1,59 @@
 package flowfile
 
+import (
+	"github.com/onceflow/onceflow/internal/amqpstep"
+	"github.com/onceflow/onceflow/internal/emailstep"
+	"github.com/onceflow/onceflow/internal/httpstep"
+	"github.com/onceflow/onceflow/internal/natsstep"
+	"github.com/onceflow/onceflow/internal/sqlstep"
+	"github.com/onceflow/onceflow/internal/transitionstep"
+	"github.com/onceflow/onceflow/steps/gostep"
+)
+
 // What the golden dump of built definitions (built_test.go) reads of the package's
 // insides: the specs the step kinds receive and the limits the definitions declare.
 
-// BuiltSpec returns what the kind package of step i of d receives when the step is built
-// with deps: its compiled spec (httpstep.Spec with the excerpt fields and limit keys,
+// BuiltSpec returns what the kind package of step i of d receives when b builds the
+// step: its compiled spec (httpstep.Spec with the excerpt fields and limit keys,
 // emailstep.Spec, transitionstep.Spec, sqlstep.Spec, natsstep.Spec, amqpstep.Spec) or the
 // name of its Go function. nil when the step has no block of its kind.
-func BuiltSpec(d *Definition, i int, deps Deps) (any, error) {
+func BuiltSpec(b *Builder, d *Definition, i int) (any, error) {
 	s := d.Steps[i]
-	switch {
-	case s.Kind == KindHTTP && s.HTTP != nil:
-		return deps.forWorkflow(d).httpStepSpec(s)
-	case s.Kind == KindEmail && s.Email != nil:
-		return emailSpec(s.Email), nil
-	case s.Kind == KindTransition && s.Transition != nil:
-		return transitionSpec(s.Transition), nil
-	case s.Kind == KindSQL && s.SQL != nil:
-		return sqlSpec(s.SQL), nil
-	case s.Kind == KindNATS && s.NATS != nil:
-		return natsSpec(s.NATS), nil
-	case s.Kind == KindAMQP && s.AMQP != nil:
-		return amqpSpec(s.AMQP), nil
-	case s.Kind == KindGo && s.Func != "":
-		return s.Func, nil
+	sb := b.stepBuild(d, s, append(append([]string(nil), b.redact...), d.Redact...))
+	switch c := s.Config.(type) {
+	case *httpstep.Settings:
+		spec, err := c.Spec()
+		spec.Fields, spec.Limiter, spec.LimitKeys = sb.Fields, sb.Limiter, sb.LimitKeys
+		return spec, err
+	case *emailstep.Settings:
+		return c.Spec(), nil
+	case *transitionstep.Settings:
+		return c.Spec(), nil
+	case *sqlstep.Settings:
+		return c.Spec(), nil
+	case *natsstep.Settings:
+		return c.Spec(), nil
+	case *amqpstep.Settings:
+		return c.Spec(), nil
+	case *gostep.Settings:
+		return c.Func, nil
 	}
 	return nil, nil
 }
 
 // ChannelSpecs returns, for a workflow's or step's notify block merged with the
-// workflow's, the spec of each channel it names, by kind: the request of its Slack
+// workflow's, the spec of each channel it names, by field: the request of its Slack
 // channel (httpstep.Spec) and the message of its e-mail channel (emailstep.Spec).
 func ChannelSpecs(wf, own *NotifyDef) map[string]any {
 	n := merged(wf, own)
 	out := map[string]any{}
-	if n.Slack != nil {
-		out["slack"] = slackSpec(n.Slack.Webhook)
-	}
-	if n.Email != nil {
-		out["email"] = emailSpec(notifyEmailDef(n.Email.To, n.Email.From))
+	for _, c := range n.Channels {
+		switch cfg := c.Channel.Config.(type) {
+		case *httpstep.SlackChannel:
+			out[c.Field] = cfg.Spec()
+		case *emailstep.Channel:
+			out[c.Field] = cfg.Spec()
+		}
 	}
 	return out
 }

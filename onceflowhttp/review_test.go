@@ -3,6 +3,7 @@ package onceflowhttp
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -66,7 +67,8 @@ func setupReview(t *testing.T) *reviewBundle {
 		t.Fatal(err)
 	}
 	b.client = c
-	d, ps := flowfile.Parse("orders.yaml", []byte(ordersYAML))
+	funcs := map[string]onceflow.StepFunc{}
+	d, ps := readerWith(t, funcs).Parse("orders.yaml", []byte(ordersYAML))
 	if ps != nil {
 		t.Fatal(ps)
 	}
@@ -85,7 +87,7 @@ func setupReview(t *testing.T) *reviewBundle {
 			return map[string]any{"ok": name}, nil
 		}
 	}
-	wfs, err := flowfile.Build([]*flowfile.Definition{d}, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
+	maps.Copy(funcs, map[string]onceflow.StepFunc{
 		"notify": step("notify", func(string) error { return nil }),
 		"charge": step("charge", func(email string) error {
 			switch {
@@ -96,7 +98,8 @@ func setupReview(t *testing.T) *reviewBundle {
 			}
 			return nil
 		}),
-	}})
+	})
+	wfs, err := buildWith([]*flowfile.Definition{d})
 	if err != nil {
 		t.Fatal(err)
 	}

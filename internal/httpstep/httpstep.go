@@ -27,8 +27,8 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/limit"
 	"github.com/onceflow/onceflow/internal/redact"
+	"github.com/onceflow/onceflow/steps"
 )
 
 // ReasonDestinationBlocked is the review reason of a request the egress policy refused.
@@ -72,9 +72,9 @@ type Spec struct {
 	// excerpts (see package redact).
 	Fields []string
 	// Limiter, when set, bounds the requests to each destination: every request first
-	// waits for the limits of its host (limit.Limiter.HostKeys) and of LimitKeys, and a 429
+	// waits for the limits of its host (Limiter.HostKeys) and of LimitKeys, and a 429
 	// with Retry-After slows all of them down, not only this step.
-	Limiter *limit.Limiter
+	Limiter steps.Limiter
 	// LimitKeys are the step's own limits (limit.StepKey).
 	LimitKeys []string
 }

@@ -107,4 +107,4 @@ func recordUnmasked(ctx context.Context, st store.Store, actor string, runID int
 }
 
 // loadWorkflows reads the workflow files of path, a file or a directory.
-func loadWorkflows(path string) ([]*flowfile.Definition, error) { return flowfile.Load(path) }
+func loadWorkflows(path string) ([]*flowfile.Definition, error) { return fileReader().Load(path) }

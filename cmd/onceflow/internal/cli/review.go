@@ -130,7 +130,7 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 		return nil, err
 	}
 	if workflows != "" {
-		defs, err := flowfile.Load(workflows)
+		defs, err := fileReader().Load(workflows)
 		if err != nil {
 			st.Close()
 			return nil, err

@@ -12,7 +12,10 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -25,7 +28,7 @@ import (
 type stack struct {
 	client *onceflow.Client
 	url    string
-	deps   flowfile.Deps
+	build  *flowfile.Builder
 	hs     *http.Server
 	stop   context.CancelFunc
 	engine chan error
@@ -35,7 +38,8 @@ type stack struct {
 // stackConfig says how to assemble a stack.
 type stackConfig struct {
 	store   store.Store
-	defs    []*flowfile.Definition
+	defs    []*flowfile.Definition // read with kinds
+	kinds   *steps.Registry
 	env     map[string]string
 	tokens  []onceflowhttp.Token
 	workers int
@@ -45,10 +49,7 @@ type stackConfig struct {
 // startStack builds the workflows and starts executing steps and serving the API.
 func startStack(c stackConfig) (*stack, error) {
 	lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Env: lookup})
-	if err != nil {
-		return nil, err
-	}
+	build := flowfile.NewBuilder(flowfile.BuildOptions{Store: c.store, Env: lookup, HTTPClient: loopbackClient})
 	client, err := onceflow.New(onceflow.Config{
 		Store:          c.store,
 		Workers:        c.workers,
@@ -64,7 +65,7 @@ func startStack(c stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := registerAll(client, c.defs, deps); err != nil {
+	if err := registerAll(client, c.defs, build); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -77,7 +78,7 @@ func startStack(c stackConfig) (*stack, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	s := &stack{
-		client: client, url: "http://" + ln.Addr().String(), deps: deps,
+		client: client, url: "http://" + ln.Addr().String(), build: build,
 		hs: &http.Server{
 			Handler:           api,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -96,6 +97,19 @@ func startStack(c stackConfig) (*stack, error) {
 	return s, nil
 }
 
+// loopback lets the demo's steps and lists reach its destinations, as --allow-net
+// 127.0.0.1/32 does; loopbackClient fetches the lists of schedules.
+var (
+	loopback       = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	loopbackClient = (&egress.Policy{Allow: loopback}).Client(0)
+)
+
+// demoKinds are the standard step kinds the demo's files are read and built against, on
+// st with the environment env: steps and lists reach loopback.
+func demoKinds(st store.Store, env map[string]string) (*steps.Registry, error) {
+	return stdsteps.New(stdsteps.Options{Store: st, AllowNet: loopback, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+}
+
 // shutdown stops serving the API, then lets running steps finish and stops the workers.
 func (s *stack) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -106,6 +120,6 @@ func (s *stack) shutdown() error {
 	}
 	s.stop()
 	err = errors.Join(err, <-s.engine)
-	s.deps.HTTPClient.CloseIdleConnections()
+	loopbackClient.CloseIdleConnections()
 	return err
 }

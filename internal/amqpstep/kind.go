@@ -1,0 +1,108 @@
+package amqpstep
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile/block"
+	"github.com/onceflow/onceflow/steps"
+)
+
+// Kind is the amqp step kind, `kind: amqp` with an `amqp:` block: one connection, to the
+// broker EnvURL names, made on first use and closed by Close.
+type Kind struct {
+	mu    sync.Mutex
+	conns map[string]*Conn
+}
+
+// NewKind returns the amqp kind.
+func NewKind() *Kind { return &Kind{conns: map[string]*Conn{}} }
+
+var _ steps.Kind = (*Kind)(nil)
+
+// Spec describes the kind.
+func (k *Kind) Spec() steps.Spec {
+	return steps.Spec{
+		Name:     "amqp",
+		Summary:  "Publishes one message to a RabbitMQ exchange with publisher confirms and the effect key as its message_id.",
+		Settings: reflect.TypeFor[Settings](),
+	}
+}
+
+// Decode decodes an amqp block.
+func (k *Kind) Decode(s block.Settings) (steps.Config, error) {
+	c := &Settings{kind: k}
+	if err := s.Decode(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Settings are an amqp step's settings, its `amqp:` block: a message published with
+// publisher confirms and message_id set to the effect key. Consumers must deduplicate by
+// message_id.
+type Settings struct {
+	Exchange   string            `yaml:"exchange"`
+	RoutingKey string            `yaml:"routing_key"`
+	Headers    map[string]string `yaml:"headers"`
+	Body       any               `yaml:"body"`
+	Timeout    block.Duration    `yaml:"timeout"`
+
+	kind *Kind
+}
+
+// Spec is the message the settings describe.
+func (s *Settings) Spec() Spec {
+	return Spec{Exchange: s.Exchange, RoutingKey: s.RoutingKey, Headers: s.Headers, Body: s.Body, Timeout: time.Duration(s.Timeout)}
+}
+
+// Walk checks the routing key, headers and body.
+func (s *Settings) Walk(w block.Walker) {
+	if _, err := New(s.Spec(), nil); err != nil {
+		w.Problem("", "%v", err)
+	}
+}
+
+// OnUnknown retries an unknown outcome under the same message_id (DefaultOnUnknown), for
+// consumers that deduplicate by it.
+func (s *Settings) OnUnknown() onceflow.UnknownAction { return DefaultOnUnknown }
+
+// Build compiles the message, to be published through the connection to the broker
+// EnvURL names.
+func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
+	url, ok := b.Env(EnvURL)
+	if !ok || strings.TrimSpace(url) == "" || s.kind == nil {
+		return nil, fmt.Errorf("amqp steps need a broker; set %s", EnvURL)
+	}
+	st, err := New(s.Spec(), s.kind.conn(url))
+	if err != nil {
+		return nil, err
+	}
+	return st.Do, nil
+}
+
+func (k *Kind) conn(url string) *Conn {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, ok := k.conns[url]
+	if !ok {
+		c = &Conn{URL: url}
+		k.conns[url] = c
+	}
+	return c
+}
+
+// Close closes the connections the kind's steps made.
+func (k *Kind) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for url, c := range k.conns {
+		c.Close()
+		delete(k.conns, url)
+	}
+	return nil
+}
