@@ -23,7 +23,7 @@ func BuiltSpec(b *Builder, d *Definition, i int) (any, error) {
 	switch c := s.Config.(type) {
 	case *httpstep.Settings:
 		spec, err := c.Spec()
-		spec.Fields, spec.Limiter, spec.LimitKeys = sb.Fields, sb.Limiter, sb.LimitKeys
+		spec.Fields, spec.Limiter, spec.LimitKeys, spec.MaxRetryAfter = sb.Fields, sb.Limiter, sb.LimitKeys, sb.Retry.MaxRetryAfter
 		return spec, err
 	case *emailstep.Settings:
 		return c.Spec(), nil

@@ -89,6 +89,9 @@ type Build struct {
 	LimitKeys []string
 	// Env looks up {env.NAME}; never nil.
 	Env func(name string) (string, bool)
+	// Retry is the step's retry policy, as the engine applies it: a kind that honours a
+	// destination's Retry-After honours at most Retry.MaxRetryAfter of it.
+	Retry onceflow.RetryPolicy
 }
 
 // Limiter bounds requests to destinations: the limits of a workflow file's limits:, shared

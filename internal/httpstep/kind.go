@@ -192,6 +192,7 @@ func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
 	spec.Fields = b.Fields
 	spec.Limiter = b.Limiter
 	spec.LimitKeys = b.LimitKeys
+	spec.MaxRetryAfter = b.Retry.MaxRetryAfter
 	st, err := New(spec, s.kind.client, Env(b.Env))
 	if err != nil {
 		return nil, err

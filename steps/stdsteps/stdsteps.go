@@ -14,6 +14,7 @@
 package stdsteps
 
 import (
+	"net"
 	"net/netip"
 
 	"github.com/onceflow/onceflow"
@@ -43,6 +44,11 @@ type Options struct {
 	// follows, each hop checked.
 	AllowNet     []netip.Prefix
 	MaxRedirects int
+	// Listeners, when set, returns the addresses the process listens on (its API, web
+	// console and metrics); http and email steps never connect to them, also after a
+	// redirect and whatever AllowNet opens. It is asked at each connection, so listeners
+	// opened after New count.
+	Listeners func() []net.Addr
 	// Funcs are the Go functions steps of kind go name.
 	Funcs map[string]onceflow.StepFunc
 }
@@ -51,7 +57,7 @@ type Options struct {
 // (the variable at fault named, never the password). Close the registry when the steps
 // built from it are done: it closes their database pools and broker connections.
 func New(o Options) (*steps.Registry, error) {
-	policy := &egress.Policy{Allow: o.AllowNet, MaxRedirects: o.MaxRedirects}
+	policy := &egress.Policy{Allow: o.AllowNet, MaxRedirects: o.MaxRedirects, Own: o.Listeners}
 	var srv *emailstep.Server
 	if o.Env != nil {
 		getenv := func(k string) string { v, _ := o.Env(k); return v }
@@ -63,15 +69,11 @@ func New(o Options) (*steps.Registry, error) {
 			srv = &s
 		}
 	}
-	var entities store.EntityStore
-	if o.Store != nil {
-		entities = o.Store
-	}
 	r := steps.NewRegistry()
 	for _, k := range []steps.Kind{
 		httpstep.NewKind(httpstep.KindOptions{Client: policy.Client(0)}),
 		emailstep.NewKind(emailstep.KindOptions{Server: srv, Dial: policy.DialContext}),
-		transitionstep.NewKind(transitionstep.KindOptions{Store: entities}),
+		transitionstep.NewKind(transitionstep.KindOptions{Store: o.Store}),
 		sqlstep.NewKind(),
 		natsstep.NewKind(),
 		amqpstep.NewKind(),

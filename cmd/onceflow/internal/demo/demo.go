@@ -135,7 +135,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	env["BILLING_URL"], env["BILLING_TOKEN"] = bill.url, bill.token
 	admin := onceflowhttp.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
 	website := onceflowhttp.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}
-	kinds, err := demoKinds(st, env)
+	own := newOwnListeners()
+	kinds, err := demoKinds(st, env, own)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	shorten(defs, Speedup)
-	stackCfg := stackConfig{store: st, defs: defs, kinds: kinds, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger}
+	stackCfg := stackConfig{store: st, defs: defs, kinds: kinds, own: own, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger}
 	stk, err := startStack(stackCfg)
 	if err != nil {
 		return nil, err

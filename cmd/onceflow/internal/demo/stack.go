@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/onceflow/onceflow"
@@ -29,6 +30,7 @@ type stack struct {
 	client *onceflow.Client
 	url    string
 	build  *flowfile.Builder
+	own    *ownListeners
 	hs     *http.Server
 	stop   context.CancelFunc
 	engine chan error
@@ -39,7 +41,8 @@ type stack struct {
 type stackConfig struct {
 	store   store.Store
 	defs    []*flowfile.Definition // read with kinds
-	kinds   *steps.Registry
+	kinds   *steps.Registry        // made with demoKinds(…, own)
+	own     *ownListeners
 	env     map[string]string
 	tokens  []onceflowhttp.Token
 	workers int
@@ -49,7 +52,13 @@ type stackConfig struct {
 // startStack builds the workflows and starts executing steps and serving the API.
 func startStack(c stackConfig) (*stack, error) {
 	lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-	build := flowfile.NewBuilder(flowfile.BuildOptions{Store: c.store, Env: lookup, HTTPClient: loopbackClient})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("demo: listen: %w", err)
+	}
+	// The steps reach the simulated services on loopback, never the stack's own API.
+	c.own.set(ln.Addr())
+	build := flowfile.NewBuilder(flowfile.BuildOptions{Store: c.store, Env: lookup, HTTPClient: c.own.client})
 	client, err := onceflow.New(onceflow.Config{
 		Store:          c.store,
 		Workers:        c.workers,
@@ -63,14 +72,12 @@ func startStack(c stackConfig) (*stack, error) {
 		Logger:         c.log,
 	})
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	if err := registerAll(client, c.defs, build); err != nil {
+		ln.Close()
 		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
 	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
 	if err != nil {
@@ -78,36 +85,55 @@ func startStack(c stackConfig) (*stack, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	s := &stack{
-		client: client, url: "http://" + ln.Addr().String(), build: build,
-		hs: &http.Server{
-			Handler:           api,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-		},
+		client: client, url: "http://" + ln.Addr().String(), build: build, own: c.own,
+		hs:     onceflowhttp.HTTPServer(api),
 		engine: make(chan error, 1),
 		served: make(chan error, 1),
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go func() { s.engine <- client.Serve(ctx) }()
-	go func() { s.served <- s.hs.Serve(ln) }()
+	go func() { s.served <- s.hs.Serve(onceflowhttp.LimitListener(s.hs, ln, 0)) }()
 	return s, nil
 }
 
 // loopback lets the demo's steps and lists reach its destinations, as --allow-net
-// 127.0.0.1/32 does; loopbackClient fetches the lists of schedules.
-var (
-	loopback       = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	loopbackClient = (&egress.Policy{Allow: loopback}).Client(0)
-)
+// 127.0.0.1/32 does.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
+// ownListeners is the address the demo's current stack listens on, which its steps and
+// lists never reach (the egress policy's Own), and the client that fetches the lists of
+// schedules.
+type ownListeners struct {
+	mu     sync.Mutex
+	addrs  []net.Addr
+	client *http.Client
+}
+
+func newOwnListeners() *ownListeners {
+	o := &ownListeners{}
+	o.client = (&egress.Policy{Allow: loopback, Own: o.Addrs}).Client(0)
+	return o
+}
+
+func (o *ownListeners) set(a net.Addr) {
+	o.mu.Lock()
+	o.addrs = []net.Addr{a}
+	o.mu.Unlock()
+}
+
+// Addrs returns the stack's listener.
+func (o *ownListeners) Addrs() []net.Addr {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]net.Addr(nil), o.addrs...)
+}
 
 // demoKinds are the standard step kinds the demo's files are read and built against, on
-// st with the environment env: steps and lists reach loopback.
-func demoKinds(st store.Store, env map[string]string) (*steps.Registry, error) {
-	return stdsteps.New(stdsteps.Options{Store: st, AllowNet: loopback, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+// st with the environment env: steps reach loopback, but not the stacks' listeners.
+func demoKinds(st store.Store, env map[string]string, own *ownListeners) (*steps.Registry, error) {
+	return stdsteps.New(stdsteps.Options{Store: st, AllowNet: loopback, Listeners: own.Addrs,
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 }
 
 // shutdown stops serving the API, then lets running steps finish and stops the workers.
@@ -120,6 +146,6 @@ func (s *stack) shutdown() error {
 	}
 	s.stop()
 	err = errors.Join(err, <-s.engine)
-	loopbackClient.CloseIdleConnections()
+	s.own.client.CloseIdleConnections()
 	return err
 }

@@ -15,7 +15,7 @@ import (
 // testReader reads files against the demo's kinds, with no database or environment.
 func testReader(t *testing.T) *flowfile.Reader {
 	t.Helper()
-	kinds, err := demoKinds(nil, nil)
+	kinds, err := demoKinds(nil, nil, newOwnListeners())
 	if err != nil {
 		t.Fatal(err)
 	}
