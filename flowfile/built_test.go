@@ -17,15 +17,15 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/natsstep"
 	"github.com/onceflow/onceflow/internal/queuetrigger"
-	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/amqpstep"
 	"github.com/onceflow/onceflow/steps/gostep"
+	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 )

@@ -1,13 +1,13 @@
 package flowfile
 
 import (
-	"github.com/onceflow/onceflow/internal/amqpstep"
-	"github.com/onceflow/onceflow/internal/emailstep"
-	"github.com/onceflow/onceflow/internal/httpstep"
-	"github.com/onceflow/onceflow/internal/natsstep"
-	"github.com/onceflow/onceflow/internal/sqlstep"
-	"github.com/onceflow/onceflow/internal/transitionstep"
+	"github.com/onceflow/onceflow/steps/amqpstep"
+	"github.com/onceflow/onceflow/steps/emailstep"
 	"github.com/onceflow/onceflow/steps/gostep"
+	"github.com/onceflow/onceflow/steps/httpstep"
+	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
+	"github.com/onceflow/onceflow/steps/transitionstep"
 )
 
 // What the golden dump of built definitions (built_test.go) reads of the package's

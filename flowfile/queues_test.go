@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/amqpstep"
-	"github.com/onceflow/onceflow/internal/sqlstep"
+	"github.com/onceflow/onceflow/steps/amqpstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 )
 
 const orderEventsYAML = `name: order-events

@@ -10,8 +10,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile/block"
-	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/httpstep"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 )
 

@@ -18,15 +18,15 @@ import (
 	"net/netip"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/egress"
-	"github.com/onceflow/onceflow/internal/emailstep"
-	"github.com/onceflow/onceflow/internal/httpstep"
-	"github.com/onceflow/onceflow/internal/natsstep"
-	"github.com/onceflow/onceflow/internal/sqlstep"
-	"github.com/onceflow/onceflow/internal/transitionstep"
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/amqpstep"
+	"github.com/onceflow/onceflow/steps/emailstep"
 	"github.com/onceflow/onceflow/steps/gostep"
+	"github.com/onceflow/onceflow/steps/httpstep"
+	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
+	"github.com/onceflow/onceflow/steps/transitionstep"
 	"github.com/onceflow/onceflow/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/onceflow/onceflow/internal/transitionstep"
+	"github.com/onceflow/onceflow/steps/transitionstep"
 	"github.com/onceflow/onceflow/store"
 )
 

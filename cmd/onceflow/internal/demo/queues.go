@@ -21,10 +21,10 @@ import (
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/natsstep"
 	"github.com/onceflow/onceflow/internal/queuetrigger"
-	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 )

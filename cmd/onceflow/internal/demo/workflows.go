@@ -8,7 +8,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/httpstep"
+	"github.com/onceflow/onceflow/steps/httpstep"
 )
 
 // Names of the example workflows and their webhook, as the files define them.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/httpstep"
+	"github.com/onceflow/onceflow/steps/httpstep"
 )
 
 // testReader reads files against the demo's kinds, with no database or environment.

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/natsstep"
 	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/steps/natsstep"
 )
 
 func withInput(key string, in map[string]any) *onceflow.StepContext {

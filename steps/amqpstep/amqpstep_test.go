@@ -15,8 +15,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/steps/amqpstep"
 )
 
 // queue declares a queue of its own on the real broker, deleted when the test ends.

@@ -9,8 +9,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 )
 
 // keyRows counts the rows onceflow_applied holds for key.

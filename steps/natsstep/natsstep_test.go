@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/natsstep"
 	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/steps/natsstep"
 )
 
 // stream creates a stream of its own on the real server, deleted when the test ends.

@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/sqlstep"
 	"github.com/onceflow/onceflow/internal/testsvc"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 	"go.uber.org/goleak"
