@@ -34,7 +34,7 @@ var layoutExceptions = map[string][]string{
 	// Packages with an init function.
 	"init": {"."},
 	// Packages that export a package-level variable holding a function.
-	"exported func variable": {"internal/queuetrigger", "internal/redact", "steps/amqpstep", "steps/sqlstep"},
+	"exported func variable": {"internal/queuetrigger", "internal/redact"},
 }
 
 // goPackage is one directory's non-test Go files.

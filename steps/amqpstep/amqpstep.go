@@ -93,6 +93,9 @@ func (c *Conn) Close() {
 
 // Step is a compiled amqp step.
 type Step struct {
+	// Hooks are the step's signals for tests; set them before the step runs.
+	Hooks Hooks
+
 	spec Spec
 	conn *Conn
 	key  *keytmpl.Template
@@ -132,9 +135,13 @@ type Output struct {
 	MessageID  string `json:"message_id"`
 }
 
-// BeforePublish, when set, is called with the channel ready, just before the message is
-// published: a hook for tests that lose the confirm on the way back.
-var BeforePublish func()
+// Hooks are signals for tests: functions a step calls at points of an attempt where a
+// test breaks something. Each step has its own (Step.Hooks, KindOptions.Hooks).
+type Hooks struct {
+	// BeforePublish, when set, is called with the channel ready, just before the message
+	// is published: where a test loses the confirm on the way back.
+	BeforePublish func()
+}
 
 // Do publishes the message and waits for the broker's confirm: an onceflow.StepFunc.
 func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
@@ -183,8 +190,8 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
-	if BeforePublish != nil {
-		BeforePublish()
+	if s.Hooks.BeforePublish != nil {
+		s.Hooks.BeforePublish()
 	}
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, s.spec.Exchange, rk, true, false, pub)
 	if err != nil {

@@ -186,8 +186,7 @@ func TestLostConfirmIsUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	amqpstep.BeforePublish = func() { p.drop.Store(true) }
-	t.Cleanup(func() { amqpstep.BeforePublish = nil })
+	st.Hooks.BeforePublish = func() { p.drop.Store(true) }
 	_, err = st.Do(context.Background(), sc("k-"+testsvc.Suffix()))
 	if onceflow.ClassOf(err) != onceflow.Unknown || !strings.Contains(err.Error(), "consumers deduplicate by message_id") {
 		t.Fatalf("%v (%s), want unknown", err, onceflow.ClassOf(err))

@@ -12,15 +12,22 @@ import (
 	"github.com/onceflow/onceflow/steps"
 )
 
+// KindOptions configure the amqp kind.
+type KindOptions struct {
+	// Hooks are given to every step of the kind: signals for tests.
+	Hooks Hooks
+}
+
 // Kind is the amqp step kind, `kind: amqp` with an `amqp:` block: one connection, to the
 // broker EnvURL names, made on first use and closed by Close.
 type Kind struct {
 	mu    sync.Mutex
 	conns map[string]*Conn
+	hooks Hooks
 }
 
 // NewKind returns the amqp kind.
-func NewKind() *Kind { return &Kind{conns: map[string]*Conn{}} }
+func NewKind(o KindOptions) *Kind { return &Kind{conns: map[string]*Conn{}, hooks: o.Hooks} }
 
 var _ steps.Kind = (*Kind)(nil)
 
@@ -82,6 +89,7 @@ func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.Hooks = s.kind.hooks
 	return st.Do, nil
 }
 

@@ -14,15 +14,22 @@ import (
 	"github.com/onceflow/onceflow/steps"
 )
 
+// KindOptions configure the sql kind.
+type KindOptions struct {
+	// Hooks are given to every step of the kind: signals for tests.
+	Hooks Hooks
+}
+
 // Kind is the sql step kind, `kind: sql` with a `sql:` block: one connection pool per
 // database variable, opened on first use and closed by Close.
 type Kind struct {
-	mu  sync.Mutex
-	dbs map[string]*DB
+	mu    sync.Mutex
+	dbs   map[string]*DB
+	hooks Hooks
 }
 
 // NewKind returns the sql kind.
-func NewKind() *Kind { return &Kind{dbs: map[string]*DB{}} }
+func NewKind(o KindOptions) *Kind { return &Kind{dbs: map[string]*DB{}, hooks: o.Hooks} }
 
 var (
 	_ steps.Kind           = (*Kind)(nil)
@@ -129,6 +136,7 @@ func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.Hooks = s.kind.hooks
 	return st.Do, nil
 }
 

@@ -112,6 +112,9 @@ type Spec struct {
 
 // Step is a compiled sql step.
 type Step struct {
+	// Hooks are the step's signals for tests; set them before the step runs.
+	Hooks Hooks
+
 	spec  Spec
 	db    *DB
 	stmts []compiled
@@ -205,9 +208,13 @@ type StatementResult struct {
 	Rows         []map[string]any `json:"rows,omitempty"`
 }
 
-// AfterCommit, when set, is called after an attempt's transaction committed and before the
-// step returns: a hook for tests that kill the process at that point.
-var AfterCommit func(effectKey string)
+// Hooks are signals for tests: functions a step calls at points of an attempt where a
+// test stops or kills the process. Each step has its own (Step.Hooks, KindOptions.Hooks).
+type Hooks struct {
+	// AfterCommit, when set, is called after an attempt's transaction committed and before
+	// the step returns.
+	AfterCommit func(effectKey string)
+}
 
 // Do runs the statements once: an onceflow.StepFunc.
 func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
@@ -307,8 +314,8 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 		// The COMMIT may have reached the server: the next attempt finds out from the table.
 		return nil, onceflow.UnknownOutcomeError(fmt.Errorf("commit: %w", err))
 	}
-	if AfterCommit != nil {
-		AfterCommit(sc.EffectKey)
+	if s.Hooks.AfterCommit != nil {
+		s.Hooks.AfterCommit(sc.EffectKey)
 	}
 	return res, nil
 }

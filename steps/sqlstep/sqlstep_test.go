@@ -299,7 +299,7 @@ func childWorker() int {
 	if err != nil {
 		return fail(err)
 	}
-	sqlstep.AfterCommit = func(key string) {
+	step.Hooks.AfterCommit = func(key string) {
 		fmt.Println("committed", key)
 		select {} // killed here, before onceflow records the step
 	}

@@ -49,8 +49,16 @@ type Options struct {
 	// redirect and whatever AllowNet opens. It is asked at each connection, so listeners
 	// opened after New count.
 	Listeners func() []net.Addr
-	// Funcs are the Go functions steps of kind go name.
+	// Funcs are the Go functions steps of kind go name, looked up when a step is built.
 	Funcs map[string]onceflow.StepFunc
+	// Hooks are signals for tests, given to every step of their kind.
+	Hooks Hooks
+}
+
+// Hooks are the standard kinds' signals for tests.
+type Hooks struct {
+	SQL  sqlstep.Hooks
+	AMQP amqpstep.Hooks
 }
 
 // New returns a registry of the standard kinds. Its error is a misconfigured SMTP server
@@ -74,9 +82,9 @@ func New(o Options) (*steps.Registry, error) {
 		httpstep.NewKind(httpstep.KindOptions{Client: policy.Client(0)}),
 		emailstep.NewKind(emailstep.KindOptions{Server: srv, Dial: policy.DialContext}),
 		transitionstep.NewKind(transitionstep.KindOptions{Store: o.Store}),
-		sqlstep.NewKind(),
+		sqlstep.NewKind(sqlstep.KindOptions{Hooks: o.Hooks.SQL}),
 		natsstep.NewKind(),
-		amqpstep.NewKind(),
+		amqpstep.NewKind(amqpstep.KindOptions{Hooks: o.Hooks.AMQP}),
 		gostep.New(o.Funcs),
 	} {
 		if err := r.Add(k); err != nil {

@@ -131,10 +131,10 @@ func queueDefs(n queueNames, r *flowfile.Reader) ([]*flowfile.Definition, error)
 
 // queueStack builds the workflow as onceflow serve does and returns the client and the
 // consumer.
-func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string) (*onceflow.Client, *queuetrigger.NATS, *steps.Registry, error) {
+func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, hooks stdsteps.Hooks) (*onceflow.Client, *queuetrigger.NATS, *steps.Registry, error) {
 	env := map[string]string{"SHOP_DB": n.shopDSN(shopURL), "ONCEFLOW_NATS_URL": natsURL}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	deps, err := stdsteps.New(stdsteps.Options{Store: st, Env: lookup})
+	deps, err := stdsteps.New(stdsteps.Options{Store: st, Env: lookup, Hooks: hooks})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -174,18 +174,18 @@ func QueuesWorker(ctx context.Context, st store.Store, natsURL, shopURL string, 
 	if n.tag == "" {
 		return fmt.Errorf("demo: %s is not set; this process is started by onceflow demo --queues", EnvQueuesTag)
 	}
-	c, trig, deps, err := queueStack(st, n, natsURL, shopURL, "demo-worker-killed")
-	defer deps.Close()
-	if err != nil {
-		return err
-	}
 	var commits atomic.Int32
-	sqlstep.AfterCommit = func(key string) {
+	crash := sqlstep.Hooks{AfterCommit: func(key string) {
 		if commits.Add(1) == crashAt {
 			fmt.Fprintf(out, "crash-after-commit %s\n", key)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
+	}}
+	c, trig, deps, err := queueStack(st, n, natsURL, shopURL, "demo-worker-killed", stdsteps.Hooks{SQL: crash})
+	defer deps.Close()
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -305,7 +305,7 @@ func RunQueues(ctx context.Context, cfg QueuesConfig) (*QueuesSummary, error) {
 	say("worker process killed with SIGKILL right after the shop database committed %s", sum.CrashKey)
 
 	// A second worker finishes; the first one's leases expire and its messages come back.
-	c, trig, deps, err := queueStack(cfg.Store, n, cfg.NATSURL, cfg.ShopURL, "demo-worker")
+	c, trig, deps, err := queueStack(cfg.Store, n, cfg.NATSURL, cfg.ShopURL, "demo-worker", stdsteps.Hooks{})
 	defer deps.Close()
 	if err != nil {
 		return nil, err
