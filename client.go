@@ -363,9 +363,26 @@ func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey strin
 	if c.recent.has(workflow, runKey) {
 		known, err := c.store.RunGetByKey(ctx, workflow, runKey)
 		switch {
-		case err == nil:
+		case err == nil && known.InputHash == p.InputHash:
 			c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
 			return c.started(p, known, false)
+		case err == nil:
+			// Another input under a known key: the refusal's run.deduplicated event is
+			// committed before the caller hears of it, so that what the caller does about
+			// it (a queue keeps the message for review) follows it in the audit trail.
+			rp := p
+			rp.Repeat = true
+			res, err := c.insertRun(ctx, rp)
+			if err == nil {
+				err = res.Err
+			}
+			switch {
+			case err == nil:
+				return c.started(p, res.Run, false)
+			case !errors.Is(err, store.ErrNotFound):
+				return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+			}
+			// A purge deleted the run since the read: start it as a new key.
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 		}
@@ -485,7 +502,9 @@ func (c *Client) started(p store.RunInsertParams, run *store.Run, created bool) 
 	return runFrom(run, !created), nil
 }
 
-// GetRun returns a run by ID; errors.Is(err, ErrNotFound) for an unknown ID.
+// GetRun returns a run by ID as stored, its input unmasked: the program's own look at a run
+// it started. What is shown to people is read with RunGet, which masks. errors.Is(err,
+// ErrNotFound) for an unknown ID.
 func (c *Client) GetRun(ctx context.Context, id int64) (*Run, error) {
 	r, err := c.store.RunGetByID(ctx, id)
 	if err != nil {
