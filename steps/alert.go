@@ -1,6 +1,8 @@
 package steps
 
 import (
+	"encoding/json"
+
 	"github.com/onceflow/onceflow/flowfile/block"
 )
 
@@ -14,6 +16,9 @@ type Alerter interface {
 	AlertBlock() string
 	// AlertChannel decodes a notify block's channel settings, strictly, as Decode does.
 	AlertChannel(s block.Settings) (Channel, error)
+	// AlertSchema is the JSON Schema of the channel's settings, the value of its notify
+	// field.
+	AlertSchema() json.RawMessage
 }
 
 // Channel is a notification channel: a step whose templates read the onceflow.Alert it

@@ -22,6 +22,7 @@ func (k *fakeKind) Spec() steps.Spec                                   { return 
 func (k *fakeKind) Decode(block.Settings) (steps.Config, error)        { return nil, nil }
 func (k *fakeKind) AlertBlock() string                                 { return k.alert }
 func (k *fakeKind) AlertChannel(block.Settings) (steps.Channel, error) { return steps.Channel{}, nil }
+func (k *fakeKind) AlertSchema() json.RawMessage                       { return nil }
 func (k *fakeKind) Close() error {
 	*k.closed = append(*k.closed, k.spec.Name)
 	return k.err

@@ -1,6 +1,7 @@
 package amqpstep
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -34,8 +35,47 @@ var _ steps.Kind = (*Kind)(nil)
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:     "amqp",
-		Summary:  "Publishes one message to a RabbitMQ exchange with publisher confirms and the effect key as its message_id.",
+		Name:    "amqp",
+		Summary: "Publishes one message to a RabbitMQ exchange with publisher confirms and the effect key as its message_id.",
+		Doc: `The message goes through the broker of ONCEFLOW_AMQP_URL, to exchange with routing_key
+(the default exchange routes by queue name), as a mandatory publish with publisher
+confirms; its message_id is the effect key on every attempt. A confirm completes the step.
+
+AMQP brokers do not deduplicate: a confirm that never arrives leaves the outcome unknown,
+and the retry that follows may deliver the message twice, so consumers must deduplicate by
+message_id. That is the contract of amqp steps and why an unknown outcome is retried under
+the same message_id by default; a workflow whose consumers cannot deduplicate sets
+on_unknown: needs_review. A negative confirm is retried; a message no queue is bound to
+receive, and an exchange that does not exist, are permanent.`,
+		Example: `- id: warehouse
+  kind: amqp
+  effect_key: "pick:{input.order_id}"
+  amqp: {exchange: warehouse, routing_key: pick, body: {order: "{input.order_id}"}}
+`,
+		Schema: json.RawMessage(`{
+			"type": "object",
+			"additionalProperties": false,
+			"properties": {
+				"exchange": {
+					"type": "string"
+				},
+				"routing_key": {
+					"type": "string"
+				},
+				"headers": {
+					"type": "object",
+					"additionalProperties": {
+						"$ref": "#/$defs/template"
+					}
+				},
+				"body": {
+					"description": "The message: text or JSON whose strings may be templates."
+				},
+				"timeout": {
+					"$ref": "#/$defs/duration"
+				}
+			}
+		}`),
 		Settings: reflect.TypeFor[Settings](),
 	}
 }

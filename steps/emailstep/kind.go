@@ -2,6 +2,7 @@ package emailstep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/mail"
@@ -49,8 +50,66 @@ var (
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:     "email",
-		Summary:  "Submits one e-mail message, its Message-ID derived from the effect key, to an SMTP server.",
+		Name:    "email",
+		Summary: "Submits one e-mail message, its Message-ID derived from the effect key, to an SMTP server.",
+		Doc: `Every field is a template over the run's input, earlier steps' outputs and the
+environment. The message goes to the SMTP server of ONCEFLOW_SMTP_ADDR (with
+ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and ONCEFLOW_SMTP_TLS); its Message-ID is
+derived from the effect key alone and the key travels in an X-Onceflow-Effect-Key header,
+so every attempt carries the same identity. One template value is one address unless
+allow_lists: true; an html: true body escapes each field for the HTML around it.
+
+Outcomes: a failure to connect, a 4xx reply or a network failure before the whole message
+was sent is retried; a 5xx reply is permanent. Once the whole message was sent, a dropped
+connection or a timeout leaves the outcome unknown. SMTP servers do not deduplicate, so an
+unknown outcome waits for review by default (on_unknown: needs_review) rather than sending
+the message twice.`,
+		Example: `- id: welcome_email
+  kind: email
+  effect_key: "welcome-email:{input.submission_id}"
+  email:
+    from: "Acme <hello@acme.example>"
+    to: "{input.email}"
+    subject: "Welcome to Acme, {input.name}"
+    body: "Hello {input.name}, thank you for getting in touch."
+`,
+		Schema: json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"from",
+				"to",
+				"subject"
+			],
+			"additionalProperties": false,
+			"properties": {
+				"from": {
+					"$ref": "#/$defs/template"
+				},
+				"to": {
+					"$ref": "#/$defs/template"
+				},
+				"cc": {
+					"$ref": "#/$defs/template"
+				},
+				"reply_to": {
+					"$ref": "#/$defs/template"
+				},
+				"subject": {
+					"$ref": "#/$defs/template"
+				},
+				"body": {
+					"$ref": "#/$defs/template"
+				},
+				"html": {
+					"type": "boolean",
+					"description": "Send the body as text/html: each template field is escaped for the HTML around it (text, quoted attribute value, URL); {+field} splices raw HTML, in text only."
+				},
+				"allow_lists": {
+					"type": "boolean",
+					"description": "Let one template value in to, cc or reply_to hold several comma-separated addresses (default: one address)."
+				}
+			}
+		}`),
 		Settings: reflect.TypeFor[Settings](),
 	}
 }
@@ -123,6 +182,25 @@ func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
 
 // AlertBlock is the notify field of the channel the kind carries.
 func (k *Kind) AlertBlock() string { return "email" }
+
+// AlertSchema is the JSON Schema of a notify block's email channel.
+func (k *Kind) AlertSchema() json.RawMessage {
+	return json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"to"
+			],
+			"additionalProperties": false,
+			"properties": {
+				"to": {
+					"$ref": "#/$defs/template"
+				},
+				"from": {
+					"$ref": "#/$defs/template"
+				}
+			}
+		}`)
+}
 
 // AlertChannel decodes a notify block's email channel: {to: "ops@example.com", from:
 // "onceflow@example.com"}, either of which may read {env.NAME}. Each alert is a message

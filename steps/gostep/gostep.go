@@ -5,6 +5,7 @@
 package gostep
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -26,9 +27,25 @@ var _ steps.Kind = (*Kind)(nil)
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:     "go",
-		Block:    "func",
-		Summary:  "Calls a Go function the program registered by name.",
+		Name:    "go",
+		Block:   "func",
+		Summary: "Calls a Go function the program registered by name.",
+		Doc: `func names an onceflow.StepFunc that a program embedding onceflow registered
+(stdsteps.Options.Funcs). The function owns its outcomes: it passes the step's effect key
+to its destination as the idempotency key on every attempt, and returns a plain error to
+be retried, onceflow.PermanentError for review, onceflow.UnknownOutcomeError when the
+effect may have happened. A file naming a function the program does not register is
+refused when it is built.`,
+		Example: `- id: award_points
+  kind: go
+  func: award-points
+  effect_key: "points:{input.order_id}"
+`,
+		Schema: json.RawMessage(`{
+			"type": "string",
+			"minLength": 1,
+			"description": "kind go: the name of a Go function the program registered."
+		}`),
 		Settings: reflect.TypeFor[string](),
 	}
 }

@@ -1,6 +1,7 @@
 package httpstep
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -38,8 +39,116 @@ var (
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:     "http",
-		Summary:  "Sends a templated HTTP request with the effect key as its idempotency key.",
+		Name:    "http",
+		Summary: "Sends a templated HTTP request with the effect key as its idempotency key.",
+		Doc: `The request's URL, headers and JSON body are templates over the run's input, earlier
+steps' outputs and the environment ({env.NAME}, for URLs and credentials). Every attempt
+carries the effect key in the Idempotency-Key header (idempotency_header renames it, "-"
+sends none), so a destination that deduplicates by it applies the effect once.
+
+Outcomes: 2xx is success; 408, 425, 429 and 5xx are retried, honouring Retry-After up to
+the step's retry.max_retry_after; other 4xx and unfollowed 3xx are permanent and wait for
+review; an error before the request was written is retried; one after it (a timeout, a
+dropped connection) leaves the outcome unknown. classify: rules, first match first, change
+the class of statuses. After an unknown outcome, verify: asks the destination whether the
+effect exists (2xx completes the step with its answer, 404 acts again); a destination that
+does not deduplicate (idempotent: false) and cannot be asked sends an unknown outcome to
+review instead of sending the request again.
+
+Requests reach public addresses only, unless the process allows others (--allow-net), and
+never the process's own listeners. A step's limits: bound its own requests; a workflow's
+limits: bound a host's.`,
+		Example: `- id: crm_lead
+  kind: http
+  effect_key: "lead-create:{input.submission_id}"
+  http:
+    url: "{env.CRM_URL}/leads"
+    headers: {Authorization: "Bearer {env.CRM_TOKEN}"}
+    body: {email: "{input.email}", external_id: "{input.submission_id}"}
+    verify:
+      method: GET
+      url: "{env.CRM_URL}/leads/by-external-id/{input.submission_id}"
+      headers: {Authorization: "Bearer {env.CRM_TOKEN}"}
+`,
+		Schema: json.RawMessage(`{
+			"$ref": "#/$defs/http.request",
+			"unevaluatedProperties": false,
+			"properties": {
+				"idempotency_header": {
+					"type": "string",
+					"description": "Renames the Idempotency-Key header."
+				},
+				"timeout": {
+					"$ref": "#/$defs/duration"
+				},
+				"classify": {
+					"type": "array",
+					"items": {
+						"type": "object",
+						"required": [
+							"status",
+							"class"
+						],
+						"additionalProperties": false,
+						"properties": {
+							"status": {
+								"type": "string",
+								"description": "A status (409), a class (4xx) or a range (500-503)."
+							},
+							"class": {
+								"enum": [
+									"success",
+									"retryable",
+									"permanent",
+									"unknown"
+								]
+							}
+						}
+					}
+				},
+				"verify": {
+					"$ref": "#/$defs/http.verify"
+				},
+				"idempotent": {
+					"type": "boolean",
+					"description": "Whether the destination deduplicates by the idempotency header (default true)."
+				},
+				"redact": {
+					"$ref": "#/$defs/redact"
+				}
+			}
+		}`),
+		Defs: map[string]json.RawMessage{
+			"http.request": json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"url"
+			],
+			"properties": {
+				"method": {
+					"type": "string",
+					"description": "Default POST (GET for verify)."
+				},
+				"url": {
+					"$ref": "#/$defs/template"
+				},
+				"headers": {
+					"type": "object",
+					"additionalProperties": {
+						"type": "string"
+					}
+				},
+				"body": {
+					"description": "JSON to send; its strings may be templates."
+				}
+			}
+		}`),
+			"http.verify": json.RawMessage(`{
+			"description": "After an unknown outcome, asks the destination whether the effect exists.",
+			"$ref": "#/$defs/http.request",
+			"unevaluatedProperties": false
+		}`),
+		},
 		Settings: reflect.TypeFor[Settings](),
 		Limits:   true,
 	}
@@ -203,6 +312,23 @@ func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
 // AlertBlock is the notify field of the channel the kind carries: a Slack incoming
 // webhook.
 func (k *Kind) AlertBlock() string { return "slack" }
+
+// AlertSchema is the JSON Schema of a notify block's slack channel.
+func (k *Kind) AlertSchema() json.RawMessage {
+	return json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"webhook"
+			],
+			"additionalProperties": false,
+			"properties": {
+				"webhook": {
+					"$ref": "#/$defs/template",
+					"description": "The incoming webhook's URL, from the environment: \"{env.SLACK_WEBHOOK_URL}\"."
+				}
+			}
+		}`)
+}
 
 // AlertChannel decodes a notify block's slack channel: {webhook: "{env.NAME}"}. Each alert
 // is posted as Slack's JSON, {"text": …, "blocks": […]}, with the effect key in the

@@ -1,6 +1,7 @@
 package natsstep
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -27,8 +28,49 @@ var _ steps.Kind = (*Kind)(nil)
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:     "nats",
-		Summary:  "Publishes one message to a NATS JetStream subject with the effect key as its Nats-Msg-Id.",
+		Name:    "nats",
+		Summary: "Publishes one message to a NATS JetStream subject with the effect key as its Nats-Msg-Id.",
+		Doc: `The message goes through the NATS server of ONCEFLOW_NATS_URL. Its Nats-Msg-Id header is
+the effect key, so JetStream drops a second message with the same id inside the stream's
+duplicate window (set it to cover the step's retries), and an acknowledgement flagged
+duplicate completes the step like the first. The subject is tokens separated by dots, and
+each template field's value must be one token; a value holding '.', '*', '>' or white space
+is a permanent error before anything is sent (reason subject_invalid).
+
+Outcomes: a connection that cannot be made is retried; a subject no stream captures is
+permanent; an acknowledgement that does not arrive leaves the outcome unknown, and the
+retry under the same id is safe.`,
+		Example: `- id: notify
+  kind: nats
+  effect_key: "order-notify:{input.order_id}"
+  nats: {subject: "orders.paid.{input.order_id}", body: {order: "{input.order_id}"}}
+`,
+		Schema: json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"subject"
+			],
+			"additionalProperties": false,
+			"properties": {
+				"subject": {
+					"type": "string",
+					"minLength": 1,
+					"description": "Tokens separated by dots, without wildcards; the value of a template field must be one token: no '.', '*', '>', white space or control characters."
+				},
+				"headers": {
+					"type": "object",
+					"additionalProperties": {
+						"$ref": "#/$defs/template"
+					}
+				},
+				"body": {
+					"description": "The message: text or JSON whose strings may be templates."
+				},
+				"timeout": {
+					"$ref": "#/$defs/duration"
+				}
+			}
+		}`),
 		Settings: reflect.TypeFor[Settings](),
 	}
 }

@@ -2,6 +2,7 @@ package sqlstep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -39,8 +40,83 @@ var (
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:           "sql",
-		Summary:        "Runs statements on a business database in one transaction that also records the effect key.",
+		Name:    "sql",
+		Summary: "Runs statements on a business database in one transaction that also records the effect key.",
+		Doc: `database names the environment variable holding the DSN of a PostgreSQL or
+MySQL/MariaDB database (never the DSN itself). The statements of one attempt run in one
+transaction, which also inserts the effect key and the result into the table
+onceflow_applied of that database (created by onceflow migrate --target VAR), so the
+statements and the key commit together or not at all; a retry after a crash finds the key
+and completes the step from it, applying nothing twice. Statement text is never a
+template: values from the run are bind parameters ($1 or ?), listed as args. Statements
+that would end the transaction (BEGIN, COMMIT, DDL that MySQL commits implicitly) are
+refused when the file is loaded.
+
+A statement may expect a number of rows (expect_rows); another count rolls the attempt back
+and ends the step skipped, or waits for review (on_mismatch: needs_review). Rows a
+statement returns become the step's output.`,
+		Example: `- id: mark_paid
+  kind: sql
+  effect_key: "order-paid:{input.order_id}"
+  sql:
+    database: SHOP_DB
+    statements:
+      - query: "UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'pending'"
+        args: ["{input.order_id}"]
+        expect_rows: 1
+`,
+		Schema: json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"database",
+				"statements"
+			],
+			"additionalProperties": false,
+			"properties": {
+				"database": {
+					"type": "string",
+					"pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+					"description": "The environment variable holding the DSN, never the DSN."
+				},
+				"statements": {
+					"type": "array",
+					"minItems": 1,
+					"items": {
+						"type": "object",
+						"required": [
+							"query"
+						],
+						"additionalProperties": false,
+						"properties": {
+							"query": {
+								"type": "string",
+								"minLength": 1,
+								"description": "SQL with bind parameters ($1 or ?); never a template."
+							},
+							"args": {
+								"type": "array",
+								"items": {
+									"$ref": "#/$defs/template"
+								}
+							},
+							"expect_rows": {
+								"type": "integer",
+								"minimum": 0
+							}
+						}
+					}
+				},
+				"on_mismatch": {
+					"enum": [
+						"skip",
+						"needs_review"
+					]
+				},
+				"timeout": {
+					"$ref": "#/$defs/duration"
+				}
+			}
+		}`),
 		Settings:       reflect.TypeFor[Settings](),
 		ConnectionHint: "a sql step's DSN from the variable its database names",
 	}

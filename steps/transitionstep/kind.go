@@ -1,6 +1,7 @@
 package transitionstep
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"regexp"
@@ -32,8 +33,58 @@ var _ steps.Kind = (*Kind)(nil)
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
 	return steps.Spec{
-		Name:     "transition",
-		Summary:  "Moves a business entity from one state to another by compare-and-set.",
+		Name:    "transition",
+		Summary: "Moves a business entity from one state to another by compare-and-set.",
+		Doc: `The entity (a template such as "order:{input.order_id}") moves to the state to only if
+it is in one of the states from (an entity never transitioned is in initial, default new),
+by compare-and-set in onceflow's database, so that what follows runs only when the entity
+legitimately reached its new state. A retry after a crash reports the transition it
+already applied. A transition the entity's state does not allow — a second payment for a
+paid order — changes nothing: the step ends skipped, and so do the steps that need it, or
+waits for review (on_invalid: needs_review, reason transition_invalid).`,
+		Example: `- id: mark_paid
+  kind: transition
+  effect_key: "order-paid:{input.order_id}"
+  transition: {entity: "order:{input.order_id}", from: [pending], to: paid, initial: pending}
+`,
+		Schema: json.RawMessage(`{
+			"type": "object",
+			"required": [
+				"entity",
+				"from",
+				"to"
+			],
+			"additionalProperties": false,
+			"properties": {
+				"entity": {
+					"$ref": "#/$defs/template"
+				},
+				"from": {
+					"type": "array",
+					"minItems": 1,
+					"items": {
+						"$ref": "#/$defs/transition.state"
+					}
+				},
+				"to": {
+					"$ref": "#/$defs/transition.state"
+				},
+				"initial": {
+					"$ref": "#/$defs/transition.state",
+					"description": "The state of an entity never transitioned (default new)."
+				},
+				"on_invalid": {
+					"enum": [
+						"skip",
+						"needs_review"
+					]
+				}
+			}
+		}`),
+		Defs: map[string]json.RawMessage{"transition.state": json.RawMessage(`{
+			"type": "string",
+			"pattern": "^[a-z][a-z0-9_]{0,63}$"
+		}`)},
 		Settings: reflect.TypeFor[Settings](),
 	}
 }
