@@ -124,3 +124,48 @@ func TestAMQPStepRetriesUnknownOutcomesByDefault(t *testing.T) {
 		t.Fatalf("on_unknown: needs_review gave %v", wf.Steps[1].OnUnknown)
 	}
 }
+
+// The templates of sql, nats and amqp steps are checked like those of http steps: a step
+// reads only the outputs of the steps it needs, and a run has {run.key} and {run.id} only.
+func TestBrokerStepTemplatesAreChecked(t *testing.T) {
+	src := `name: orders
+steps:
+  - id: paid
+    kind: go
+    func: f
+  - id: mark
+    kind: sql
+    needs: [paid]
+    effect_key: "mark:{input.id}"
+    sql:
+      database: SHOP_DB
+      statements:
+        - query: "UPDATE orders SET status = 'paid' WHERE id = $1 AND ref = $2"
+          args: ["{input.id}", "{steps.charge.output.ref}"]
+  - id: notify
+    kind: nats
+    effect_key: "notify:{input.id}"
+    nats: {subject: "orders.{steps.nope.output.id}", headers: {X-Run: "{run.nope}"}, body: {y: "{run.nope}"}}
+  - id: pick
+    kind: amqp
+    needs: [paid]
+    effect_key: "pick:{input.id}"
+    amqp: {exchange: warehouse, routing_key: "pick.{steps.paid.output.zone}", body: "{+input.note}"}
+`
+	_, ps := testReader.Parse("orders.yaml", []byte(src))
+	got := ps.Error()
+	for _, want := range []string{
+		`orders.yaml:14:32: step "mark": statement 1 arg 2 reads {steps.charge.output.ref}: "charge" is not a step this step needs`,
+		`orders.yaml:18:21: step "notify": nats subject reads {steps.nope.output.id}: "nope" is not a step this step needs`,
+		`orders.yaml:18:71: step "notify": nats header X-Run reads {run.nope}: a run has {run.key} and {run.id} only`,
+		`orders.yaml:18:92: step "notify": nats body reads {run.nope}: a run has {run.key} and {run.id} only`,
+		`orders.yaml:23:85: step "pick": amqp body: {+field} splices a value into a URL as it is; elsewhere write {field}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, `step "pick": amqp routing_key`) {
+		t.Errorf("the amqp routing key reads a step it needs:\n%s", got)
+	}
+}

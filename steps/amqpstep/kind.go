@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -107,11 +108,23 @@ func (s *Settings) Spec() Spec {
 	return Spec{Exchange: s.Exchange, RoutingKey: s.RoutingKey, Headers: s.Headers, Body: s.Body, Timeout: time.Duration(s.Timeout)}
 }
 
-// Walk checks the routing key, headers and body.
+// Walk checks the routing key, headers and body, and reports them as templates, which
+// never read the environment (New refuses it).
 func (s *Settings) Walk(w block.Walker) {
 	if _, err := New(s.Spec(), nil); err != nil {
 		w.Problem("", "%v", err)
+		return
 	}
+	w.Template("routing_key", s.RoutingKey, block.Use{Label: "amqp routing_key"})
+	keys := make([]string, 0, len(s.Headers))
+	for k := range s.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w.Template("headers."+k, s.Headers[k], block.Use{Label: "amqp header " + k})
+	}
+	steps.Strings(s.Body, func(v string) { w.Template("body", v, block.Use{Label: "amqp body"}) })
 }
 
 // OnUnknown retries an unknown outcome under the same message_id (DefaultOnUnknown), for

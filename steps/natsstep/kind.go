@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -100,11 +101,27 @@ func (s *Settings) Spec() Spec {
 	return Spec{Subject: s.Subject, Headers: s.Headers, Body: s.Body, Timeout: time.Duration(s.Timeout)}
 }
 
-// Walk checks the subject, headers and body.
+// Walk checks the subject, headers and body, and reports them as templates, which never
+// read the environment (New refuses it).
 func (s *Settings) Walk(w block.Walker) {
 	if _, err := New(s.Spec(), nil); err != nil {
 		w.Problem("", "%v", err)
+		return
 	}
+	w.Template("subject", s.Subject, block.Use{Label: "nats subject"})
+	for _, k := range sortedKeys(s.Headers) {
+		w.Template("headers."+k, s.Headers[k], block.Use{Label: "nats header " + k})
+	}
+	steps.Strings(s.Body, func(v string) { w.Template("body", v, block.Use{Label: "nats body"}) })
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // OnUnknown leaves an unknown outcome to the engine: JetStream drops the retry's message

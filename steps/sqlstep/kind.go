@@ -191,6 +191,13 @@ func (s *Settings) Walk(w block.Walker) {
 	if clean && len(s.Statements) > 0 {
 		if _, err := New(s.Spec(), nil); err != nil {
 			w.Problem("", "%v", err)
+			return
+		}
+		// The arguments compiled, so they read nothing but the run's data.
+		for j, st := range s.Statements {
+			for k, a := range st.Args {
+				w.Template(fmt.Sprintf("statements[%d].args[%d]", j, k), a, block.Use{Label: fmt.Sprintf("statement %d arg %d", j+1, k+1)})
+			}
 		}
 	}
 }
