@@ -10,7 +10,7 @@
 // documented default, so Options{Tokens: tokens} is a working API:
 //
 //	client, _ := onceflow.New(onceflow.Config{Store: st})
-//	// register workflows, e.g. those flowfile.Build makes from files and your Go funcs
+//	// register workflows, e.g. those a flowfile.Builder makes from files and your Go funcs
 //	hook, _ := webhook.New("payment", webhook.Config{Name: "stripe", Scheme: "stripe",
 //		SecretEnv: []string{"STRIPE_WEBHOOK_SECRET"}, EventID: "{input.id}"}, os.LookupEnv)
 //	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Tokens: tokens,

@@ -103,17 +103,19 @@ func setupEnv(t *testing.T, env map[string]string, tune func(*Options), yamls ..
 		t.Fatal(err)
 	}
 	b.client = c
+	funcs := map[string]onceflow.StepFunc{
+		"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil },
+	}
+	reader := readerWith(t, funcs)
 	var defs []*flowfile.Definition
 	for i, y := range append([]string{leadYAML}, yamls...) {
-		d, ps := flowfile.Parse(fmt.Sprintf("wf%d.yaml", i), []byte(y))
+		d, ps := reader.Parse(fmt.Sprintf("wf%d.yaml", i), []byte(y))
 		if ps != nil {
 			t.Fatal(ps)
 		}
 		defs = append(defs, d)
 	}
-	wfs, err := flowfile.Build(defs, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
-		"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil },
-	}})
+	wfs, err := buildWith(defs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func setupEnv(t *testing.T, env map[string]string, tune func(*Options), yamls ..
 			t.Fatal(err)
 		}
 	}
-	if err := flowfile.RegisterSchedules(c, defs, flowfile.Deps{}); err != nil {
+	if err := flowfile.RegisterSchedules(c, defs, flowfile.NewBuilder(flowfile.BuildOptions{})); err != nil {
 		t.Fatal(err)
 	}
 	opts := Options{Receivers: receivers(t, defs, b.env), MaxBody: 4096,

@@ -60,7 +60,7 @@ func TestNewHandlerChecksWorkflows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ps := flowfile.Parse("hook.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "hmac", `"{input.id}"`)))
+	d, ps := readerWith(t, nil).Parse("hook.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "hmac", `"{input.id}"`)))
 	if ps != nil {
 		t.Fatal(ps)
 	}

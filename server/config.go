@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -22,7 +23,14 @@ type Config struct {
 	Store store.Store
 	// Workflows are workflow files, or directories of them (required).
 	Workflows []string
-	// Funcs are the functions of the files' steps of kind go, by name.
+	// Kinds are the step kinds the files may use (default: the standard kinds,
+	// stdsteps.New with Store, Env, AllowNet, MaxRedirects and Funcs, and the server's
+	// own listeners, which steps never reach). A program adds its own kinds to a registry
+	// of its own (steps.Registry.Add) and gives it here; it closes that registry itself,
+	// after the server.
+	Kinds *steps.Registry
+	// Funcs are the functions of the files' steps of kind go, by name (with the default
+	// Kinds).
 	Funcs map[string]onceflow.StepFunc
 	// Env looks up the environment the files read: {env.NAME} in steps, webhook secrets,
 	// broker URLs, the SMTP settings (default os.LookupEnv). Every variable a step reads

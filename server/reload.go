@@ -130,7 +130,7 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 	r := &s.reload
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defs, err := flowfile.Load(r.paths...)
+	defs, err := s.reader.Load(r.paths...)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, err
 	}
@@ -152,7 +152,7 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 			}
 		}
 	}
-	notify, err := flowfile.BuildNotify(defs, s.deps)
+	notify, err := s.builder.Notify(defs)
 	switch {
 	case err != nil:
 		ps = append(ps, asProblems(r.where(), err)...)
@@ -165,11 +165,11 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 	}
 	// The files' limits are declared once the client took the new definitions: a reload
 	// that is refused leaves them as they were.
-	wfs, declareLimits, err := flowfile.BuildPending(defs, s.deps)
+	wfs, declareLimits, err := s.builder.Pending(defs)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, err
 	}
-	ss, err := flowfile.BuildSchedules(defs, s.deps)
+	ss, err := s.builder.Schedules(defs)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, err
 	}

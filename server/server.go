@@ -14,11 +14,14 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/emailstep"
+	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/onceflowui"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/emailstep"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/triggers"
 )
 
@@ -28,7 +31,12 @@ type Server struct {
 	cfg    Config
 	client *onceflow.Client
 	log    *slog.Logger
-	deps   flowfile.Deps
+	// kinds are the step kinds the files are read and built against (closed by Close
+	// when the server made them), reader and builder what reads and builds the files.
+	kinds    *steps.Registry
+	ownKinds bool
+	reader   *flowfile.Reader
+	builder  *flowfile.Builder
 
 	metrics *metrics.Metrics
 	api     *onceflowhttp.Server
@@ -49,8 +57,8 @@ type Server struct {
 	reload    reloadState
 }
 
-// New builds the server of cfg: it loads and checks the workflow files (every {env.NAME}
-// a step reads must be set), builds their steps and triggers, creates the client and
+// New builds the server of cfg: it reads and checks the workflow files against the step
+// kinds (every {env.NAME} a step reads must be set), builds their steps and triggers, creates the client and
 // registers the workflows, their schedules and their triggers' companion workflows,
 // builds the API and the console, and opens the listeners. Nothing runs until Run. An
 // error that is, or wraps, flowfile.Problems lists what to fix in the files; a
@@ -74,8 +82,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = onceflowhttp.DefaultMaxDepth
 	}
-	defs, err := flowfile.Load(cfg.Workflows...)
+	s := &Server{cfg: cfg, listeners: map[string]net.Listener{}, handlers: map[string]http.Handler{}, maxConns: map[string]int{}}
+	s.kinds = cfg.Kinds
+	if s.kinds == nil {
+		// The steps never reach the server's own listeners (opened below; asked at each
+		// connection), whatever AllowNet opens.
+		kinds, err := stdsteps.New(stdsteps.Options{Store: cfg.Store, AllowNet: cfg.AllowNet, MaxRedirects: cfg.MaxRedirects, Env: cfg.Env,
+			Funcs: cfg.Funcs, Listeners: s.ownAddrs})
+		if err != nil {
+			return nil, err
+		}
+		s.kinds, s.ownKinds = kinds, true
+	}
+	s.reader = &flowfile.Reader{Kinds: s.kinds}
+	egressPolicy := &egress.Policy{Allow: cfg.AllowNet, MaxRedirects: cfg.MaxRedirects, Own: s.ownAddrs}
+	s.builder = flowfile.NewBuilder(flowfile.BuildOptions{Store: cfg.Store, Redact: cfg.RedactFields, Env: cfg.Env, HTTPClient: egressPolicy.Client(0)})
+	defs, err := s.reader.Load(cfg.Workflows...)
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	// Every {env.NAME} a step reads must be set now, not found missing by the first run.
@@ -84,17 +108,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		missing = append(missing, d.CheckEnv(cfg.Env)...)
 	}
 	if len(missing) > 0 {
+		s.Close()
 		return nil, missing
 	}
-	s := &Server{cfg: cfg, listeners: map[string]net.Listener{}, handlers: map[string]http.Handler{}, maxConns: map[string]int{}}
-	// The steps never reach the server's own listeners (opened below; asked at each
-	// connection), whatever AllowNet opens.
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: cfg.Store, AllowNet: cfg.AllowNet, MaxRedirects: cfg.MaxRedirects, Env: cfg.Env, Funcs: cfg.Funcs,
-		Listeners: s.ownAddrs})
-	if err != nil {
-		return nil, err
-	}
-	s.deps = deps
 	if err := s.build(ctx, defs); err != nil {
 		s.Close()
 		return nil, err
@@ -105,16 +121,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // build does New's work once the steps' dependencies exist; New closes them on an error.
 func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 	cfg := s.cfg
-	s.deps.Redact = cfg.RedactFields
 	red, err := s.redaction(defs)
 	if err != nil {
 		return err
 	}
-	wfs, err := flowfile.Build(defs, s.deps)
+	wfs, err := s.builder.Workflows(defs)
 	if err != nil {
 		return err
 	}
-	notify, err := flowfile.BuildNotify(defs, s.deps)
+	notify, err := s.builder.Notify(defs)
 	if err != nil {
 		return err
 	}
@@ -147,7 +162,7 @@ func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 			return err
 		}
 	}
-	if err := flowfile.RegisterSchedules(client, defs, s.deps); err != nil {
+	if err := flowfile.RegisterSchedules(client, defs, s.builder); err != nil {
 		return err
 	}
 	set, err := s.triggers(defs)
@@ -393,7 +408,9 @@ func (s *Server) Close() error {
 			ln.Close()
 		}
 	}
-	s.deps.Close()
+	if s.ownKinds {
+		return s.kinds.Close()
+	}
 	return nil
 }
 
