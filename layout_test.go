@@ -176,14 +176,15 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// isKindPackage reports whether an import path is a step kind's package (or the standard
-// set of them).
+// isKindPackage reports whether an import path is a step kind's or a trigger kind's
+// package (or the standard set of them): the reader of workflow files knows only the
+// contracts, steps and triggers.
 func isKindPackage(ip string) bool {
 	rest, ok := strings.CutPrefix(ip, module+"/")
 	if !ok {
 		return false
 	}
-	if strings.HasPrefix(rest, "steps/") {
+	if strings.HasPrefix(rest, "steps/") || strings.HasPrefix(rest, "triggers/") {
 		return true
 	}
 	name, ok := strings.CutPrefix(rest, "internal/")

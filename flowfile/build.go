@@ -309,11 +309,6 @@ func (d *Definition) DeriveRunKey(input []byte) (string, error) {
 	return renderInput(d.RunKey, input)
 }
 
-// DeriveEventID derives a webhook delivery's run key with the event_id template.
-func (d *Definition) DeriveEventID(body []byte) (string, error) {
-	return renderInput(d.Webhook.EventID, body)
-}
-
 func renderInput(src string, input []byte) (string, error) {
 	t, err := keytmpl.Parse(src)
 	if err != nil {

@@ -26,7 +26,9 @@ import (
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
 	tqueue "github.com/onceflow/onceflow/triggers/queue"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/built/*.json from what the current code builds")
@@ -161,7 +163,11 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 	t.Helper()
 	out := map[string]any{}
 	st, kinds, funcs := k.st, k.kinds, k.funcs
-	defs, err := (&flowfile.Reader{Kinds: kinds}).LoadFiles(path)
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := (&flowfile.Reader{Kinds: kinds, Triggers: trigs}).LoadFiles(path)
 	if err != nil {
 		out["problems"] = problemStrings(err)
 		return out
@@ -218,8 +224,8 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 	}
 	out["limits"] = limits
 
-	if d.Schedule != nil {
-		sched := map[string]any{"settings": yamlValue(reflect.ValueOf(d.Schedule))}
+	if cfg, ok := d.Trigger("schedule"); ok {
+		sched := map[string]any{"settings": yamlValue(reflect.ValueOf(cfg))}
 		ss, err := b.Schedules(defs)
 		if err != nil {
 			sched["error"] = err.Error()
@@ -279,7 +285,7 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 		out["step_notify_settings"] = stepNotify
 	}
 
-	if h := d.Webhook; h != nil {
+	if h, ok := d.Trigger("webhook"); ok {
 		hook := map[string]any{"settings": yamlValue(reflect.ValueOf(h))}
 		for name, env := range map[string]func(string) (string, bool){"check_all_set": fakeEnv, "check_none_set": emptyEnv} {
 			// What serve refuses to start with: a receiver it cannot build, or one
@@ -303,19 +309,24 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 		out["webhook"] = hook
 	}
 
-	if q := d.Queue; q != nil {
-		queue := map[string]any{"settings": yamlValue(reflect.ValueOf(q))}
+	if cfg, ok := d.Trigger("queue"); ok {
+		q := cfg.(*tqueue.Settings)
+		// The block as the file states it: its own fields and each broker's block.
+		settings := yamlValue(reflect.ValueOf(q)).(map[string]any)
+		delete(settings, "-")
+		for _, name := range []string{"nats", "amqp"} {
+			settings[name] = nil
+			if bs, ok := q.Brokers[name]; ok {
+				settings[name] = yamlValue(reflect.ValueOf(bs))
+			}
+		}
+		queue := map[string]any{"settings": settings}
 		// What serve completes the block with: the broker, its URL's variable, the consumer.
-		broker, urlEnv := "amqp", amqpstep.EnvURL
-		if q.NATS != nil {
-			broker, urlEnv = "nats", natsstep.EnvURL
-		}
-		if q.URLEnv != "" {
-			urlEnv = q.URLEnv
-		}
-		queue["broker"], queue["url_env"] = broker, urlEnv
-		if q.NATS != nil {
-			consumer := q.NATS.Consumer
+		b, _, _ := q.Broker()
+		broker := b.Name()
+		queue["broker"], queue["url_env"] = broker, q.URLVariable()
+		if ns, ok := q.Brokers["nats"].(*natsqueue.Settings); ok {
+			consumer := ns.Consumer
 			if consumer == "" {
 				consumer = "onceflow-" + d.Name
 			}

@@ -4,34 +4,36 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"time"
+	"net/http"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/triggers"
-	"github.com/onceflow/onceflow/triggers/amqpqueue"
-	"github.com/onceflow/onceflow/triggers/natsqueue"
-	"github.com/onceflow/onceflow/triggers/queue"
-	"github.com/onceflow/onceflow/triggers/webhook"
 )
 
-// TriggerOptions say how the triggers of workflow files are built.
+// TriggerOptions say how the triggers of workflow files are built (triggers.Build).
 type TriggerOptions struct {
-	// Env looks up webhook secrets and broker URLs (default: nothing is set).
+	// Env looks up webhook secrets, broker URLs and the {env.NAME} of requests (default:
+	// nothing is set).
 	Env func(string) (string, bool)
+	// HTTPClient makes the requests of the triggers that make any (a schedule's for_each
+	// list), enforcing the egress policy; nil builds them as outlines whose requests
+	// fail.
+	HTTPClient *http.Client
 	// Consume says the queue consumers will run: a broker URL that is not set is then
 	// an error. Without it a consumer is built for its companion workflow alone.
 	Consume bool
 	// MaxDepth caps how deeply a queue message's JSON may nest (queue.Config.MaxDepth).
 	MaxDepth int
-	// Logger and Metrics receive what the queue consumers log and measure.
+	// Logger and Metrics receive what the triggers log and measure; leave Metrics nil
+	// (not a nil pointer of a type that implements it) for none.
 	Logger  *slog.Logger
-	Metrics queue.Metrics
+	Metrics triggers.Metrics
 }
 
-// Triggers builds the triggers of checked definitions, in their order: a queue consumer
-// (natsqueue, amqpqueue) for each queue: block, a webhook receiver for each webhook:
-// block. Schedules are built by BuildSchedules. The error lists every broker URL that is
-// not set (with o.Consume) and every block that cannot be built.
+// Triggers builds the triggers of checked definitions, in their order, each by its kind:
+// the queue consumers, the webhook receivers and the schedules of the standard kinds. The
+// error lists, file by file, every trigger that cannot be built (with o.Consume, a broker
+// URL that is not set).
 func Triggers(defs []*Definition, o TriggerOptions) ([]triggers.Trigger, error) {
 	if o.Env == nil {
 		o.Env = func(string) (string, bool) { return "", false }
@@ -39,68 +41,69 @@ func Triggers(defs []*Definition, o TriggerOptions) ([]triggers.Trigger, error) 
 	var out []triggers.Trigger
 	var errs []error
 	for _, d := range defs {
-		if d.Queue != nil {
-			t, err := d.queueConsumer(o)
-			if err != nil {
-				errs = append(errs, err)
-			} else {
-				out = append(out, t)
-			}
-		}
-		if h := d.Webhook; h != nil {
-			r, err := webhook.New(d.Name, h.config(), o.Env)
+		for _, td := range d.Triggers {
+			t, err := td.Config.Build(&triggers.Build{Workflow: d.Name, File: d.file, Env: o.Env, HTTPClient: o.HTTPClient,
+				Consume: o.Consume, MaxDepth: o.MaxDepth, Logger: o.Logger, Metrics: o.Metrics})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", d.file, err))
-			} else {
-				out = append(out, r)
+				continue
 			}
+			out = append(out, t)
 		}
 	}
 	return out, errors.Join(errs...)
 }
 
-// config is the webhook block as the receiver takes it.
-func (h *Webhook) config() webhook.Config {
-	return webhook.Config{Name: h.Name, Scheme: h.Scheme, SecretEnv: h.SecretEnv, Tolerance: time.Duration(h.Tolerance), EventID: h.EventID,
-		EventTypes: h.EventTypes, EventTypeField: h.EventTypeField, Header: h.Header, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader}
-}
-
-// QueueURLEnv is the environment variable d's queue reads its broker's URL from: its
-// url_env, else ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL; "" without a queue.
-func (d *Definition) QueueURLEnv() string {
-	q := d.Queue
-	switch {
-	case q == nil:
-		return ""
-	case q.URLEnv != "":
-		return q.URLEnv
-	case q.NATS != nil:
-		return natsqueue.EnvURL
-	}
-	return amqpqueue.EnvURL
-}
-
-// queueConsumer builds the consumer of d's queue.
-func (d *Definition) queueConsumer(o TriggerOptions) (triggers.Consumer, error) {
-	q := d.Queue
-	name := d.QueueURLEnv()
-	url, _ := o.Env(name)
-	if o.Consume && strings.TrimSpace(url) == "" {
-		return nil, fmt.Errorf("%s: workflow %s consumes a queue: set %s to the broker's URL", d.file, d.Name, name)
-	}
-	cfg := queue.Config{Workflow: d.Name, URLEnv: name, RunKey: q.RunKey, MaxBacklog: q.MaxBacklog, MaxDepth: o.MaxDepth,
-		MaxMessageBytes: q.MaxMessageBytes, Logger: o.Logger, Metrics: o.Metrics}
-	var t triggers.Consumer
-	var err error
-	switch {
-	case q.NATS != nil:
-		t, err = natsqueue.New(cfg, natsqueue.Config{URL: url, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer,
-			Subject: q.NATS.Subject, AckWait: time.Duration(q.NATS.AckWait)})
-	default:
-		t, err = amqpqueue.New(cfg, amqpqueue.Config{URL: url, Queue: q.AMQP.Queue, Prefetch: q.AMQP.Prefetch})
-	}
+// Schedules returns the schedules of the definitions' triggers (their schedule: blocks),
+// ready to register after their workflows, with for_each lists fetched through the
+// builder's HTTPClient.
+func (b *Builder) Schedules(defs []*Definition) ([]onceflow.Schedule, error) {
+	ts, err := Triggers(defs, TriggerOptions{Env: b.env, HTTPClient: b.client})
 	if err != nil {
-		return nil, fmt.Errorf("%s: queue: %w", d.file, err)
+		return nil, err
 	}
-	return t, nil
+	return schedulesOf(ts), nil
+}
+
+func schedulesOf(ts []triggers.Trigger) []onceflow.Schedule {
+	var out []onceflow.Schedule
+	for _, t := range ts {
+		if s, ok := t.(triggers.Scheduler); ok {
+			out = append(out, s.Schedules()...)
+		}
+	}
+	return out
+}
+
+// OutlineSchedules is Builder.Schedules for programs that list or trigger schedules without
+// fetching lists: a for_each fetch fails if it is ever called.
+func OutlineSchedules(defs []*Definition) []onceflow.Schedule {
+	var out []onceflow.Schedule
+	for _, d := range defs {
+		for _, td := range d.Triggers {
+			t, err := td.Config.Build(&triggers.Build{Workflow: d.Name, File: d.file, Env: func(string) (string, bool) { return "", false }})
+			if err != nil {
+				continue
+			}
+			if s, ok := t.(triggers.Scheduler); ok {
+				out = append(out, s.Schedules()...)
+			}
+		}
+	}
+	return out
+}
+
+// RegisterSchedules builds the schedules of defs and registers them on c, whose workflows
+// are registered already.
+func RegisterSchedules(c *onceflow.Client, defs []*Definition, b *Builder) error {
+	ss, err := b.Schedules(defs)
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if err := c.RegisterSchedule(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
 	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 const orderYAML = `name: order
@@ -203,7 +204,11 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, ps := (&flowfile.Reader{Kinds: kinds}).Parse("order.yaml", []byte(orderYAML))
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, ps := (&flowfile.Reader{Kinds: kinds, Triggers: trigs}).Parse("order.yaml", []byte(orderYAML))
 	if ps != nil {
 		t.Fatal(ps)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 // A Go program registers its own step function, builds the workflow file that uses it
@@ -44,7 +45,11 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	defer kinds.Close()
-	def, problems := (&flowfile.Reader{Kinds: kinds}).Parse("push.yaml", []byte(`
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	def, problems := (&flowfile.Reader{Kinds: kinds, Triggers: trigs}).Parse("push.yaml", []byte(`
 name: repo-push
 entity: "repo:{input.repository}"
 webhook:

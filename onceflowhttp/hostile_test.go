@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/signature"
+	"github.com/onceflow/onceflow/triggers/webhook"
 )
 
 // nested returns {"submission_id":"deep","x":{"a":{"a":…1…}}} with depth levels in all.
@@ -283,7 +284,8 @@ func TestGitHubRunKeyComesFromThePayload(t *testing.T) {
 	}
 	// A definition built without Parse is caught when serving.
 	d, _ := readerWith(t, nil).Parse("gh.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`)))
-	d.Webhook.EventID = ""
+	hook, _ := d.Trigger("webhook")
+	hook.(*webhook.Settings).EventID = ""
 	if _, err := flowfile.Triggers([]*flowfile.Definition{d}, flowfile.TriggerOptions{Env: func(string) (string, bool) { return "s3cret-value-0123", true }}); err == nil || !strings.Contains(err.Error(), "event_id") {
 		t.Fatalf("building the receiver = %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // Config says what a Server runs. Store and Workflows are required; every other field has
@@ -29,6 +30,9 @@ type Config struct {
 	// of its own (steps.Registry.Add) and gives it here; it closes that registry itself,
 	// after the server.
 	Kinds *steps.Registry
+	// Triggers are the trigger kinds the files may use (default: the standard ones,
+	// stdtriggers.New: webhook, queue with nats and amqp, schedule).
+	Triggers *triggers.Registry
 	// Funcs are the functions of the files' steps of kind go, by name (with the default
 	// Kinds).
 	Funcs map[string]onceflow.StepFunc

@@ -24,9 +24,9 @@ type reloadState struct {
 	// secret.
 	env    map[string]bool
 	notify notifyShape
-	// queues are the queue: blocks of the files at start, by workflow: their consumers
-	// run from start to stop.
-	queues map[string]queueShape
+	// consumers are the blocks of the files whose triggers are consumers (queue:), at
+	// start, by workflow and block: a consumer runs from start to stop.
+	consumers map[string]consumerShape
 	// callers are the API's tokens: a reload may not leave one whose list names a
 	// workflow it cannot start, nor a workflow naming a token that does not exist.
 	callers []onceflow.Caller
@@ -50,24 +50,33 @@ func shapeOf(n onceflow.NotifyConfig) notifyShape {
 	return s
 }
 
-// queueShape is a queue: block as its file states it.
-type queueShape struct {
-	file string
-	def  flowfile.QueueDef
+// consumerShape is a block whose trigger is a consumer, as its file states it.
+type consumerShape struct {
+	workflow, block, file string
+	config                triggers.Config
 }
 
-func queuesOf(defs []*flowfile.Definition) map[string]queueShape {
-	out := map[string]queueShape{}
+// consumersOf are the blocks of defs whose built triggers, ts (flowfile.Triggers' answer,
+// in its order), are consumers.
+func consumersOf(defs []*flowfile.Definition, ts []triggers.Trigger) map[string]consumerShape {
+	out := map[string]consumerShape{}
+	i := 0
 	for _, d := range defs {
-		if d.Queue != nil {
-			out[d.Name] = queueShape{file: d.File(), def: *d.Queue}
+		for _, td := range d.Triggers {
+			if i < len(ts) {
+				if _, ok := ts[i].(triggers.Consumer); ok {
+					blk := td.Kind().Spec().Block
+					out[d.Name+"\x00"+blk] = consumerShape{workflow: d.Name, block: blk, file: d.File(), config: td.Config}
+				}
+			}
+			i++
 		}
 	}
 	return out
 }
 
-func newReloadState(paths []string, defs []*flowfile.Definition, notify onceflow.NotifyConfig) reloadState {
-	return reloadState{paths: paths, env: envNames(defs), notify: shapeOf(notify), queues: queuesOf(defs)}
+func newReloadState(paths []string, defs []*flowfile.Definition, notify onceflow.NotifyConfig, ts []triggers.Trigger) reloadState {
+	return reloadState{paths: paths, env: envNames(defs), notify: shapeOf(notify), consumers: consumersOf(defs, ts)}
 }
 
 func (r *reloadState) where() string { return strings.Join(r.paths, ", ") }
@@ -159,7 +168,15 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 	case !reflect.DeepEqual(shapeOf(notify), r.notify):
 		ps = append(ps, flowfile.Problem{File: r.where(), Message: "the notify: settings changed; they take effect when onceflow restarts, so restart it (or undo the change) to reload"})
 	}
-	ps = append(ps, r.queueChanges(defs)...)
+	// The companions and the webhook receivers of the new files (the secrets are read
+	// now); the queue consumers are the ones started with the server, whose settings may
+	// not change.
+	ts, err := flowfile.Triggers(defs, flowfile.TriggerOptions{Env: s.cfg.Env})
+	if err != nil {
+		ps = append(ps, asProblems(r.where(), err)...)
+	} else {
+		ps = append(ps, r.consumerChanges(defs, ts)...)
+	}
 	if len(ps) > 0 {
 		return onceflowhttp.ReloadResult{}, ps
 	}
@@ -170,13 +187,6 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 		return onceflowhttp.ReloadResult{}, err
 	}
 	ss, err := s.builder.Schedules(defs)
-	if err != nil {
-		return onceflowhttp.ReloadResult{}, err
-	}
-	// The companions and the webhook receivers of the new files (the secrets are read
-	// now); the queue consumers are the ones started with the server, whose settings did
-	// not change.
-	ts, err := flowfile.Triggers(defs, flowfile.TriggerOptions{Env: s.cfg.Env})
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, err
 	}
@@ -202,35 +212,37 @@ func (s *Server) reloadFiles(context.Context) (onceflowhttp.ReloadResult, error)
 	return onceflowhttp.ReloadResult{Workflows: s.client.Workflows(), Added: ch.Added, Removed: ch.Removed, Replaced: ch.Replaced}, nil
 }
 
-// queueChanges are the problems of defs whose queue: settings differ from those the
-// server started with: a queue consumer is started, changed or stopped only with the
-// process, and a consumer whose workflow went away would take messages it cannot start.
-func (r *reloadState) queueChanges(defs []*flowfile.Definition) flowfile.Problems {
-	now := queuesOf(defs)
-	names := map[string]bool{}
-	for n := range now {
-		names[n] = true
+// consumerChanges are the problems of defs, whose triggers are ts, whose consumer blocks
+// (queue:) differ from those the server started with: a consumer is started, changed or
+// stopped only with the process, and a consumer whose workflow went away would take
+// messages it cannot start.
+func (r *reloadState) consumerChanges(defs []*flowfile.Definition, ts []triggers.Trigger) flowfile.Problems {
+	now := consumersOf(defs, ts)
+	keys := map[string]bool{}
+	for k := range now {
+		keys[k] = true
 	}
-	for n := range r.queues {
-		names[n] = true
+	for k := range r.consumers {
+		keys[k] = true
 	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
 	const restart = "a queue consumer is started, changed or stopped only when onceflow starts, so restart it (or undo the change) to reload"
 	var ps flowfile.Problems
-	for _, n := range sorted {
-		was, had := r.queues[n]
-		is, has := now[n]
+	for _, k := range sorted {
+		was, had := r.consumers[k]
+		is, has := now[k]
 		switch {
-		case had && has && !reflect.DeepEqual(was.def, is.def):
-			ps = append(ps, flowfile.Problem{File: is.file, Message: fmt.Sprintf("the queue: settings of workflow %s changed; %s", n, restart)})
+		case had && has && !reflect.DeepEqual(was.config, is.config):
+			ps = append(ps, flowfile.Problem{File: is.file, Message: fmt.Sprintf("the %s: settings of workflow %s changed; %s", is.block, is.workflow, restart)})
 		case !had && has:
-			ps = append(ps, flowfile.Problem{File: is.file, Message: fmt.Sprintf("workflow %s now consumes a queue; %s", n, restart)})
+			ps = append(ps, flowfile.Problem{File: is.file, Message: fmt.Sprintf("workflow %s now consumes a %s; %s", is.workflow, is.block, restart)})
 		case had && !has:
-			ps = append(ps, flowfile.Problem{File: was.file, Message: fmt.Sprintf("workflow %s no longer consumes its queue (its queue: block or its file was removed), but its consumer would go on taking messages; %s", n, restart)})
+			ps = append(ps, flowfile.Problem{File: was.file, Message: fmt.Sprintf("workflow %s no longer consumes its %s (its %s: block or its file was removed), but its consumer would go on taking messages; %s",
+				was.workflow, was.block, was.block, restart)})
 		}
 	}
 	return ps

@@ -23,6 +23,7 @@ import (
 	"github.com/onceflow/onceflow/steps/emailstep"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 // Server is a running onceflow: a client with the workflows of the files, their triggers,
@@ -83,6 +84,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.MaxDepth = onceflowhttp.DefaultMaxDepth
 	}
 	s := &Server{cfg: cfg, listeners: map[string]net.Listener{}, handlers: map[string]http.Handler{}, maxConns: map[string]int{}}
+	var err error
 	s.kinds = cfg.Kinds
 	if s.kinds == nil {
 		// The steps never reach the server's own listeners (opened below; asked at each
@@ -94,7 +96,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.kinds, s.ownKinds = kinds, true
 	}
-	s.reader = &flowfile.Reader{Kinds: s.kinds}
+	trigs := cfg.Triggers
+	if trigs == nil {
+		if trigs, err = stdtriggers.New(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.reader = &flowfile.Reader{Kinds: s.kinds, Triggers: trigs}
 	egressPolicy := &egress.Policy{Allow: cfg.AllowNet, MaxRedirects: cfg.MaxRedirects, Own: s.ownAddrs}
 	s.builder = flowfile.NewBuilder(flowfile.BuildOptions{Store: cfg.Store, Redact: cfg.RedactFields, Env: cfg.Env, HTTPClient: egressPolicy.Client(0)})
 	defs, err := s.reader.Load(cfg.Workflows...)
@@ -182,7 +191,7 @@ func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 			return err
 		}
 	}
-	s.reload = newReloadState(cfg.Workflows, defs, notify)
+	s.reload = newReloadState(cfg.Workflows, defs, notify, set.all)
 	s.reload.receivers = set.receivers
 	if cfg.API != nil {
 		if err := s.buildAPI(set.receivers); err != nil {

@@ -7,7 +7,7 @@
 //     once its run is stored: package queue, with natsqueue and amqpqueue;
 //   - Receiver verifies and routes the deliveries a provider pushes over HTTP (a
 //     webhook), which package onceflowhttp serves at /hooks/{name}: package webhook;
-//   - Scheduler describes schedules, which the engine's leader fires;
+//   - Scheduler describes schedules, which the engine's leader fires: package schedule;
 //   - Companions registers workflows of its own wherever steps run, such as the
 //     NAME.rejected workflow that keeps what a consumer could not start.
 //
@@ -21,7 +21,7 @@
 // guarantees come from the Starter, whose methods return only once what they did is
 // durably stored:
 //
-//   - acknowledge an item only after StartFrom or Reject returned without an error for
+//   - acknowledge an item only after Start, StartFrom or Reject returned without an error for
 //     it; after an error, nothing durable happened, so let the source deliver it again;
 //   - derive the run key from the item's identity at its source (a message id, a
 //     provider's event id), never from the time it arrived: a redelivery then finds the
@@ -53,4 +53,27 @@
 //	}
 //	go client.Serve(ctx)
 //	return c.Run(ctx, client)
+//
+// # A trigger in workflow files
+//
+// A trigger that workflow files set up with a block at the top of the file is a Kind:
+// Spec names the block (queue:), what feeds the workflow for its access rule, the block's
+// JSON Schema and the type it decodes into; Decode decodes the block strictly
+// (block.Settings.Decode: an unknown field stops the file at its line and column); the
+// Config's Walk reports what is wrong with the settings at paths relative to the block,
+// and the environment variables it names (EnvVar, Secret for a signing secret); Build
+// makes the trigger, reading the environment, with an error for what the file cannot
+// mend at run time. A Config whose name must be unique across the files (a webhook's
+// path) implements Unique. A program registers its kinds in a Registry beside the
+// standard ones and reads its files with both registries:
+//
+//	trigs, err := stdtriggers.New()
+//	…
+//	if err := trigs.Add(inbox.Kind()); err != nil { // one line per kind
+//		return err
+//	}
+//	srv, err := server.New(ctx, server.Config{Store: st, Workflows: dirs, Triggers: trigs})
+//
+// The generated schema of the files (flowfile.Schema) and `onceflow schema` then list the
+// block, and the reader refuses a file that misuses it with its line and column.
 package triggers

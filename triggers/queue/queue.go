@@ -134,14 +134,8 @@ func headerBytes(h map[string]string) int {
 	return n
 }
 
-// Metrics receives what a consumer measures; labels are workflow names and outcomes only.
-// Package metrics implements it.
-type Metrics interface {
-	// QueueConnected says whether the workflow's consumer is connected.
-	QueueConnected(workflow, broker string, up bool)
-	// QueueMessage counts a handled message: outcome is started, duplicate or rejected.
-	QueueMessage(workflow, outcome string)
-}
+// Metrics receives what a consumer measures (triggers.Metrics).
+type Metrics = triggers.Metrics
 
 // Hooks are called at points of a batch's life, for tests that kill the process there.
 // They belong to one Handler.

@@ -119,14 +119,21 @@ func queueDefs(n queueNames, r *flowfile.Reader) ([]*flowfile.Definition, error)
 	if len(ps) > 0 {
 		return nil, ps
 	}
-	d.Queue.NATS.Stream, d.Queue.NATS.Consumer = n.orders, "onceflow-"+n.subject
-	d.Queue.NATS.Subject = n.subject + "." + d.Queue.NATS.Subject
+	ns := natsSettings(d)
+	ns.Stream, ns.Consumer = n.orders, "onceflow-"+n.subject
+	ns.Subject = n.subject + "." + ns.Subject
 	for i := range d.Steps {
 		if c, ok := d.Steps[i].Config.(*natsstep.Settings); ok {
 			c.Subject = n.subject + "." + c.Subject
 		}
 	}
 	return []*flowfile.Definition{d}, nil
+}
+
+// natsSettings is the nats: block of d's queue: block (order-events.yaml has one).
+func natsSettings(d *flowfile.Definition) *natsqueue.Settings {
+	cfg, _ := d.Trigger("queue")
+	return cfg.(*queue.Settings).Brokers["nats"].(*natsqueue.Settings)
 }
 
 // queueStack builds the workflow as onceflow serve does and returns the client and the
@@ -138,7 +145,7 @@ func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, h
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	defs, err := queueDefs(n, &flowfile.Reader{Kinds: deps})
+	defs, err := queueDefs(n, reader(deps))
 	if err != nil {
 		return nil, nil, deps, err
 	}
@@ -151,9 +158,10 @@ func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, h
 	if err != nil {
 		return nil, nil, deps, err
 	}
-	q := defs[0].Queue
+	cfg, _ := defs[0].Trigger("queue")
+	q, ns := cfg.(*queue.Settings), natsSettings(defs[0])
 	trig, err := natsqueue.New(queue.Config{Workflow: defs[0].Name, RunKey: q.RunKey, MaxBacklog: q.MaxBacklog},
-		natsqueue.Config{URL: natsURL, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer, Subject: q.NATS.Subject, AckWait: 5 * time.Second, Batch: 20})
+		natsqueue.Config{URL: natsURL, Stream: ns.Stream, Consumer: ns.Consumer, Subject: ns.Subject, AckWait: 5 * time.Second, Batch: 20})
 	if err != nil {
 		return nil, nil, deps, err
 	}

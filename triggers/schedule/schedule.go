@@ -1,22 +1,9 @@
-package flowfile
-
-import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"regexp"
-	"strings"
-	"time"
-
-	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-)
-
-// ScheduleDef starts the workflow on the clock:
+// Package schedule is the trigger kind of a workflow file's schedule: block: the
+// workflow starts on the clock, one run per tick keyed by the tick's nominal time, or one
+// run per item of a list fetched when the tick fires (for_each). The trigger only
+// describes its schedule (a triggers.Scheduler): the engine's leader fires the ticks, one
+// process at a time (onceflow.Client.RegisterSchedule; see onceflow.Schedule for the run
+// keys, the template values and the daylight-saving rule).
 //
 //	schedule:
 //	  cron: "0 9 1 * *"            # five fields (an optional leading seconds field) or @daily, @monthly, …
@@ -28,22 +15,44 @@ import (
 //	    url: "{env.BILLING_URL}/customers?period={schedule.period}"
 //	    items: data                 # where the list is in the answer (default: the answer itself, or items)
 //	    next: links.next            # the next page's URL, or cursor: + cursor_param:
-//
-// See onceflow.Schedule for the run keys, the template values and the daylight-saving rule.
-type ScheduleDef struct {
+package schedule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile/block"
+	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/triggers"
+)
+
+// Settings is a workflow file's schedule: block.
+type Settings struct {
 	// Name names the schedule (default: the workflow's name).
-	Name       string      `yaml:"name"`
-	Cron       string      `yaml:"cron"`
-	Timezone   string      `yaml:"timezone"`
-	RunKey     string      `yaml:"run_key"`
-	CatchUp    string      `yaml:"catch_up"`
-	MaxCatchUp int         `yaml:"max_catch_up"`
-	ForEach    *ForEachDef `yaml:"for_each"`
+	Name       string           `yaml:"name"`
+	Cron       string           `yaml:"cron"`
+	Timezone   string           `yaml:"timezone"`
+	RunKey     string           `yaml:"run_key"`
+	CatchUp    string           `yaml:"catch_up"`
+	MaxCatchUp int              `yaml:"max_catch_up"`
+	ForEach    *ForEachSettings `yaml:"for_each"`
+
+	workflow string
 }
 
-// ForEachDef fetches the list a schedule fans out over, with HTTP GET requests through the
-// egress policy, page after page.
-type ForEachDef struct {
+// ForEachSettings fetches the list a schedule fans out over, with HTTP GET requests
+// through the egress policy, page after page.
+type ForEachSettings struct {
 	// URL may read {schedule.…} and {env.NAME}.
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
@@ -53,27 +62,39 @@ type ForEachDef struct {
 	// Next is the dotted path of the next page's URL (absolute, or relative to the page);
 	// Cursor the path of a cursor sent as the query parameter CursorParam (default
 	// cursor). Neither: one page.
-	Next        string    `yaml:"next"`
-	Cursor      string    `yaml:"cursor"`
-	CursorParam string    `yaml:"cursor_param"`
-	Timeout     Duration  `yaml:"timeout"`
-	Retry       *RetryDef `yaml:"retry"`
+	Next        string         `yaml:"next"`
+	Cursor      string         `yaml:"cursor"`
+	CursorParam string         `yaml:"cursor_param"`
+	Timeout     block.Duration `yaml:"timeout"`
+	Retry       *RetrySettings `yaml:"retry"`
 }
 
-// maxListPage caps the bytes of one page of a fan-out's list.
-const maxListPage = 16 << 20
+// RetrySettings is the retry policy of the list's requests.
+type RetrySettings struct {
+	MaxAttempts   int            `yaml:"max_attempts"`
+	Initial       block.Duration `yaml:"initial"`
+	Max           block.Duration `yaml:"max"`
+	Multiplier    float64        `yaml:"multiplier"`
+	MaxRetryAfter block.Duration `yaml:"max_retry_after"`
+}
 
-var pathRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
-
-// checkSchedule checks the schedule block; the engine's rules are placed at their fields.
-func (d *Definition) checkSchedule() Problems {
-	var ps Problems
-	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
-	s := d.Schedule
-	if s.Cron == "" {
-		add("$.schedule", "schedule needs cron, such as \"0 9 1 * *\" or @daily")
+// policy is the retry policy r writes; nil is the default policy.
+func (r *RetrySettings) policy() onceflow.RetryPolicy {
+	if r == nil {
+		return onceflow.RetryPolicy{}
 	}
-	if err := d.scheduleSkeleton().Validate(); err != nil {
+	return onceflow.RetryPolicy{MaxAttempts: r.MaxAttempts, Initial: time.Duration(r.Initial), Max: time.Duration(r.Max),
+		Multiplier: r.Multiplier, MaxRetryAfter: time.Duration(r.MaxRetryAfter)}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// Walk checks the block; the engine's rules are placed at their fields.
+func (s *Settings) Walk(w block.Walker) {
+	if s.Cron == "" {
+		w.Problem("", "schedule needs cron, such as \"0 9 1 * *\" or @daily")
+	}
+	if err := s.skeleton().Validate(); err != nil {
 		errs := []error{err}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
 			errs = j.Unwrap()
@@ -84,45 +105,43 @@ func (d *Definition) checkSchedule() Problems {
 				if s.Cron == "" && de.Field == "schedule.cron" {
 					continue
 				}
-				add("$."+de.Field, "%s", de.Problem)
+				w.Problem(strings.TrimPrefix(strings.TrimPrefix(de.Field, "schedule"), "."), "%s", de.Problem)
 			} else {
-				add("$.schedule", "%v", e)
+				w.Problem("", "%v", e)
 			}
 		}
 	}
 	if f := s.ForEach; f != nil {
 		if f.URL == "" {
-			add("$.schedule.for_each", "for_each needs url: the address of the list")
+			w.Problem("for_each", "for_each needs url: the address of the list")
 		} else if _, err := parseListTemplate(f.URL); err != nil {
-			add("$.schedule.for_each.url", "%v", err)
+			w.Problem("for_each.url", "%v", err)
 		}
 		for name, v := range f.Headers {
 			if _, err := parseListTemplate(v); err != nil {
-				add("$.schedule.for_each.headers", "header %s: %v", name, err)
+				w.Problem("for_each.headers", "header %s: %v", name, err)
 			}
 		}
 		for field, v := range map[string]string{"items": f.Items, "next": f.Next, "cursor": f.Cursor} {
 			if v != "" && !pathRE.MatchString(v) {
-				add("$.schedule.for_each."+field, "%s %q is not a dotted field path such as data or links.next", field, v)
+				w.Problem("for_each."+field, "%s %q is not a dotted field path such as data or links.next", field, v)
 			}
 		}
 		if f.Next != "" && f.Cursor != "" {
-			add("$.schedule.for_each", "for_each takes next (a URL) or cursor (a value), not both")
+			w.Problem("for_each", "for_each takes next (a URL) or cursor (a value), not both")
 		}
 		if f.CursorParam != "" && f.Cursor == "" {
-			add("$.schedule.for_each.cursor_param", "cursor_param needs cursor: the path of the cursor in the answer")
+			w.Problem("for_each.cursor_param", "cursor_param needs cursor: the path of the cursor in the answer")
 		}
 		if f.Retry != nil && (f.Retry.MaxAttempts < 0 || f.Retry.Multiplier < 0 || (f.Retry.Multiplier > 0 && f.Retry.Multiplier < 1)) {
-			add("$.schedule.for_each.retry", "max_attempts must be positive and multiplier at least 1")
+			w.Problem("for_each.retry", "max_attempts must be positive and multiplier at least 1")
 		}
 	}
-	return ps
 }
 
-// scheduleSkeleton is the schedule block as an onceflow.Schedule, with a placeholder fetch.
-func (d *Definition) scheduleSkeleton() onceflow.Schedule {
-	s := d.Schedule
-	out := onceflow.Schedule{Name: s.Name, Workflow: d.Name, Cron: s.Cron, Timezone: s.Timezone, RunKey: s.RunKey,
+// skeleton is the block as an onceflow.Schedule, with a fetch that fails.
+func (s *Settings) skeleton() onceflow.Schedule {
+	out := onceflow.Schedule{Name: s.Name, Workflow: s.workflow, Cron: s.Cron, Timezone: s.Timezone, RunKey: s.RunKey,
 		CatchUp: onceflow.CatchUp(s.CatchUp), MaxCatchUp: s.MaxCatchUp}
 	if out.Workflow == "" {
 		out.Workflow = "unnamed"
@@ -135,6 +154,75 @@ func (d *Definition) scheduleSkeleton() onceflow.Schedule {
 	}
 	return out
 }
+
+// UniqueName is the schedule's name (its workflow's by default): two files may not name
+// the same schedule.
+func (s *Settings) UniqueName() (string, string) {
+	if s.Name != "" {
+		return s.Name, ""
+	}
+	return s.workflow, ""
+}
+
+// Build builds the schedule; its for_each list is fetched through b.HTTPClient, or, without
+// one, not at all (an outline, for a program that only lists or fires schedules).
+func (s *Settings) Build(b *triggers.Build) (triggers.Trigger, error) {
+	s.workflow = b.Workflow
+	sc := s.skeleton()
+	if f := s.ForEach; f != nil && b.HTTPClient != nil {
+		fetch, err := newListFetch(f, b.HTTPClient, b.Env)
+		if err != nil {
+			return nil, fmt.Errorf("for_each: %w", err)
+		}
+		sc.ForEach.Fetch = fetch
+	}
+	return &Trigger{schedule: sc}, nil
+}
+
+var (
+	_ triggers.Config = (*Settings)(nil)
+	_ triggers.Unique = (*Settings)(nil)
+)
+
+// Trigger is a workflow's schedule, which the engine fires.
+type Trigger struct{ schedule onceflow.Schedule }
+
+var _ triggers.Scheduler = (*Trigger)(nil)
+
+// Workflow names the workflow the schedule starts.
+func (t *Trigger) Workflow() string { return t.schedule.Workflow }
+
+// Schedules returns the schedule, to register after the workflow.
+func (t *Trigger) Schedules() []onceflow.Schedule { return []onceflow.Schedule{t.schedule} }
+
+type kind struct{}
+
+// Kind returns the trigger kind of a workflow file's schedule: block, which package
+// stdtriggers registers.
+func Kind() triggers.Kind { return kind{} }
+
+func (kind) Spec() triggers.Spec {
+	return triggers.Spec{Block: "schedule", Trigger: onceflow.TriggerSchedule,
+		Summary:     "Starts the workflow on the clock, or once per item of a list fetched at each tick.",
+		Description: "Starts the workflow on the clock: one run per tick, keyed by the tick's nominal time.",
+		Doc: "The engine's leader fires the ticks, one process at a time; ticks missed while nothing ran are caught up as " +
+			"catch_up says, and a for_each list is fetched through the egress policy.",
+		Schema: json.RawMessage(settingsSchema), Settings: reflect.TypeFor[Settings](), Unique: "schedule %q is also defined in %s; give one of them another name"}
+}
+
+func (kind) Decode(s block.Settings, workflow string) (triggers.Config, error) {
+	c := &Settings{workflow: workflow}
+	if err := s.Decode(c); err != nil {
+		return nil, err
+	}
+	c.workflow = workflow
+	return c, nil
+}
+
+// maxListPage caps the bytes of one page of a fan-out's list.
+const maxListPage = 16 << 20
+
+var pathRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 // parseListTemplate parses a template of the list request: it may read {schedule.…} and
 // {env.NAME}.
@@ -155,33 +243,8 @@ func parseListTemplate(src string) (*keytmpl.Template, error) {
 	return t, nil
 }
 
-// Schedules turns the schedule blocks of checked definitions into schedules ready to
-// register (after their workflows), with for_each lists fetched through the builder's
-// HTTPClient.
-func (b *Builder) Schedules(defs []*Definition) ([]onceflow.Schedule, error) {
-	var out []onceflow.Schedule
-	for _, d := range defs {
-		if d.Schedule == nil {
-			continue
-		}
-		s := d.scheduleSkeleton()
-		if f := d.Schedule.ForEach; f != nil {
-			if b.client == nil {
-				return nil, fmt.Errorf("%s: for_each needs an HTTP client", d.file)
-			}
-			fetch, err := newListFetch(f, b.client, b.env)
-			if err != nil {
-				return nil, fmt.Errorf("%s: for_each: %w", d.file, err)
-			}
-			s.ForEach.Fetch = fetch
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
 // newListFetch builds the fetch of a for_each list.
-func newListFetch(f *ForEachDef, client *http.Client, env func(string) (string, bool)) (func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error), error) {
+func newListFetch(f *ForEachSettings, client *http.Client, env func(string) (string, bool)) (func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error), error) {
 	urlT, err := parseListTemplate(f.URL)
 	if err != nil {
 		return nil, err
@@ -293,7 +356,7 @@ func newListFetch(f *ForEachDef, client *http.Client, env func(string) (string, 
 }
 
 // parseListPage reads the items and the next cursor from a page.
-func parseListPage(body []byte, f *ForEachDef) (onceflow.FanOutPage, error) {
+func parseListPage(body []byte, f *ForEachSettings) (onceflow.FanOutPage, error) {
 	// Numbers keep the text they were written with: an id above 2^53 is the customer it
 	// names, not its float64 neighbour.
 	doc, err := keytmpl.Decode(body)
@@ -351,37 +414,4 @@ func lookupPath(doc any, path string) any {
 		doc = m[seg]
 	}
 	return doc
-}
-
-// OutlineSchedules is Builder.Schedules for programs that list or trigger schedules without
-// fetching lists: a for_each fetch fails if it is ever called.
-func OutlineSchedules(defs []*Definition) []onceflow.Schedule {
-	var out []onceflow.Schedule
-	for _, d := range defs {
-		if d.Schedule != nil {
-			out = append(out, d.scheduleSkeleton())
-		}
-	}
-	return out
-}
-
-// checkScheduleNames reports two files naming the same schedule (a schedule is named after
-// its workflow unless it says otherwise).
-func checkScheduleNames(defs []*Definition) Problems {
-	var ps Problems
-	seen := map[string]string{}
-	for _, d := range defs {
-		if d.Schedule == nil {
-			continue
-		}
-		name := d.Schedule.Name
-		if name == "" {
-			name = d.Name
-		}
-		if prev, ok := seen[name]; ok {
-			ps = append(ps, d.problemAt("$.schedule", "schedule %q is also defined in %s; give one of them another name", name, prev))
-		}
-		seen[name] = d.file
-	}
-	return ps
 }
