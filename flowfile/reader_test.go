@@ -49,7 +49,7 @@ func (c *crmSettings) Walk(w block.Walker) {
 		w.Template("fields."+k, c.Fields[k], block.Use{Label: "crm field " + k, Env: true, Secret: strings.HasPrefix(k, "secret"), ReportParse: true})
 	}
 	if c.TokenEnv != "" {
-		w.EnvVar("token_env", c.TokenEnv, block.EnvUse{Label: "token_env", Secret: true, Required: true})
+		w.EnvVar("token_env", c.TokenEnv, block.EnvUse{Label: "CRM token", Secret: true, Required: true})
 	}
 }
 
@@ -108,7 +108,7 @@ steps:
 	}
 	missing := d.CheckEnv(func(string) (string, bool) { return "", false }).Error()
 	for _, want := range []string{
-		`leads.yaml:12:18: step "upsert" names the environment variable CRM_TOKEN in token_env, but it is not set`,
+		`leads.yaml:12:18: step "upsert" reads its CRM token from the environment variable CRM_TOKEN, which is not set`,
 		`step "upsert" reads {env.CRM_OWNER}, but the environment variable CRM_OWNER is not set`,
 	} {
 		if !strings.Contains(missing, want) {

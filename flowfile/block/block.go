@@ -142,7 +142,7 @@ type Use struct {
 
 // EnvUse says how an environment variable named directly is used.
 type EnvUse struct {
-	// Label names the setting in messages: "database".
+	// Label names what the variable holds, in messages: "database's DSN".
 	Label string
 	// Secret marks the variable's value as a secret, masked whole.
 	Secret bool
