@@ -131,8 +131,9 @@ func TestReaderNamesTheRegisteredKinds(t *testing.T) {
 	_, ps := r.Parse("w.yaml", []byte("name: w\nsteps:\n  - id: a\n    kind: ftp\n  - id: b\n    crm: {object: lead}\n  - id: c\n    kind: go\n    func: f\n    crm: {object: lead}\n"))
 	got := ps.Error()
 	for _, want := range []string{
-		`w.yaml:4:11: step "a": kind "ftp" is not http, email, transition, sql, nats, amqp, go or crm-upsert`,
-		`w.yaml:5:7: step "b": kind is required (http, email, transition, sql, nats, amqp, go or crm-upsert)`,
+		`w.yaml:4:11: step "a": kind "ftp" is not ` + r.Kinds.Names("or"),
+		`w.yaml:5:7: step "b": kind is required (` + r.Kinds.Names("or") + `)`,
+		`, go or crm-upsert`,
 		`w.yaml:10:10: step "c" is of kind go; remove its crm settings`,
 	} {
 		if !strings.Contains(got, want) {
