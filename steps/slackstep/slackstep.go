@@ -43,15 +43,14 @@ type KindOptions struct {
 	Client *http.Client
 }
 
-// Kind is the slack step kind, `kind: slack` with a `slack:` block.
+// Kind is the slack step kind, `kind: slack` with a `slack:` block. It also posts the
+// alerts of a notify block's `slack:` channel.
 type Kind struct {
 	client *http.Client
 }
 
 // NewKind returns the slack kind.
 func NewKind(o KindOptions) *Kind { return &Kind{client: o.Client} }
-
-var _ steps.Kind = (*Kind)(nil)
 
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
