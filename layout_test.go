@@ -28,9 +28,7 @@ const module = "github.com/onceflow/onceflow"
 // layoutExceptions are today's offenders, by rule.
 var layoutExceptions = map[string][]string{
 	// internal/ packages that import the root package.
-	// internal/auditgolden drives the engine through its public API for the golden audit
-	// test.
-	"internal imports root": {"internal/auditgolden", "internal/queuetrigger"},
+	"internal imports root": {"internal/queuetrigger"},
 	// Front-ends that import store or flowfile.
 	"front-end imports store or flowfile": {"onceflowhttp"},
 	// Packages that export a package-level variable holding a function.
