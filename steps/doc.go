@@ -45,9 +45,9 @@
 // A StepFunc performs the effect once per effect key. It passes sc.EffectKey to the
 // destination as its idempotency key, the same on every attempt (a header, a message id,
 // a row in the destination's own transaction), and classifies what happened: a nil error
-// for success, a plain error for a failure to retry (nothing happened), onceflow.
-// PermanentError when no attempt can succeed, onceflow.UnknownOutcomeError when the effect
-// may have happened (the request was sent, the answer lost). Templates are rendered with
+// for success, a plain error for a failure to retry (nothing happened),
+// onceflow.PermanentError when no attempt can succeed, onceflow.UnknownOutcomeError when
+// the effect may have happened (the request was sent, the answer lost). Templates are rendered with
 // ParseTemplate and Template.Render, whose missing field is an error, never an empty
 // value; Strings lists the strings of a decoded body, for Walk.
 //
