@@ -38,7 +38,7 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 		p.Limit = 1
 	}
 	res := &store.ClaimResult{}
-	err := s.tx(ctx, "step claim", func(t *txn) error {
+	err := s.keyedTx(ctx, "step claim", func(t *txn) error {
 		*res = store.ClaimResult{}
 		return claim(ctx, t, &p, res)
 	})

@@ -50,12 +50,21 @@
 // and a run.state_changed event follows the item's events when it changed; the dependents
 // and each run's final state are written once, before COMMIT. Rows are locked in a fixed
 // order (steps, then runs by ID, then ledger rows by key) so that concurrent batches never
-// wait for each other in a cycle. Statements are prepared once per connection and planned
-// for their parameters on every execution (plan_cache_mode=force_custom_plan, unless the
-// URL sets it): a generic plan chosen while a table is nearly empty would otherwise stay in
-// use as it grows. When the URL sets another mode, the claim's and the reaper's locking
-// scans set it for their own transaction (SET LOCAL, in the same round trip), since a
-// generic plan would make them scan every step.
+// wait for each other in a cycle.
+//
+// # Plans
+//
+// Statements are prepared once per connection (pgx's statement cache), and PostgreSQL
+// plans each execution for its parameters (plan_cache_mode=force_custom_plan, unless the
+// URL sets it); with another mode it keeps generic plans. Every statement of the write
+// path finds its rows by key — a primary key or a unique key, for a batch passed as arrays — and its
+// transaction prices sequential scans out (SET LOCAL enable_seqscan = off, sent with
+// BEGIN), so that a generic plan made while the tables were small, or never analyzed, uses
+// their indexes as they grow. The claim's and the reaper's locking scans, whose best plan
+// depends on their parameters (how many steps are due, and how many to take), are planned
+// for them on every execution (SET LOCAL plan_cache_mode = force_custom_plan, sent with
+// the scan). TestWritePathPlans explains every statement of the write
+// path, in a schema never analyzed and in one of 100,000 steps.
 //
 // # Audit trail order
 //
@@ -163,6 +172,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
+	return openConfig(ctx, cfg, opts)
+}
+
+// openConfig is Open with the URL parsed.
+func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
 	if opts.Schema != "" {
 		if strings.ContainsRune(opts.Schema, 0) || len(opts.Schema) > 63 {
 			return nil, fmt.Errorf("postgres: open: schema %q is not a valid PostgreSQL name (at most 63 bytes, no NUL)", opts.Schema)
@@ -427,9 +441,34 @@ func (e *commitError) Unwrap() error { return e.err }
 // transaction when it rolled back for a transient reason. fn must start from scratch each
 // time it is called.
 func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error {
+	return s.txWith(ctx, op, nil, fn)
+}
+
+// keyedTx is tx for a transaction of the write path, every statement of which finds its
+// rows by key: it runs with keyedSettings.
+func (s *Store) keyedTx(ctx context.Context, op string, fn func(t *txn) error) error {
+	return s.txWith(ctx, op, keyedSettings, fn)
+}
+
+// keyedSettings are the planner settings of the write path's transactions (keyedTx),
+// under which PostgreSQL plans their statements and makes the generic plans it keeps.
+// Every statement there finds its rows through a unique index or the index of a foreign
+// key, for a batch of keys passed as arrays; reading a table whole is never its best plan,
+// yet it is the plan PostgreSQL makes for a table it believes tiny — one that was never
+// analyzed is taken to be ten pages, whatever it holds — and a generic plan made then would
+// be kept as the table grows, until autovacuum's next ANALYZE, which can be a minute and
+// tens of thousands of rows later. With sequential scans priced out, an index is used at
+// every size (TestWritePathPlans). The price (PostgreSQL adds 10^10 to the cost of a
+// sequential scan) stays on the scans that have no alternative, such as reading the events
+// sequence, and would make those statements pass the threshold of JIT compilation, which
+// then costs hundreds of milliseconds each time: JIT is off as well, since no statement
+// here runs long enough to gain from it.
+var keyedSettings = []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL jit = off`}
+
+func (s *Store) txWith(ctx context.Context, op string, settings []string, fn func(t *txn) error) error {
 	r := s.retrier()
 	for {
-		err := s.tryTx(ctx, fn)
+		err := s.tryTx(ctx, settings, fn)
 		if err == nil {
 			return nil
 		}
@@ -453,8 +492,8 @@ func failed(op string, err error) error {
 	return err
 }
 
-func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
-	x := &pooledTx{pool: s.pool}
+func (s *Store) tryTx(ctx context.Context, settings []string, fn func(t *txn) error) error {
+	x := &pooledTx{pool: s.pool, settings: settings}
 	t := &txn{conn: x, s: s}
 	err := fn(t)
 	committed := false
