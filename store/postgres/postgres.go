@@ -55,15 +55,15 @@
 // # Plans
 //
 // Statements are prepared once per connection (pgx's statement cache), and PostgreSQL
-// plans each execution for its parameters (plan_cache_mode=force_custom_plan, unless the
-// URL sets it); with another mode it keeps generic plans. Every statement of the write
-// path finds its rows by key — a primary key or a unique key, for a batch passed as arrays — and its
+// keeps their plans (plan_cache_mode=auto, unless the URL sets it): planning the write
+// path's statements costs more than running them. Every statement of the write path finds
+// its rows by key — a primary key or a unique key, for a batch passed as arrays — and its
 // transaction prices sequential scans out (SET LOCAL enable_seqscan = off, sent with
 // BEGIN), so that a generic plan made while the tables were small, or never analyzed, uses
 // their indexes as they grow. The claim's and the reaper's locking scans, whose best plan
 // depends on their parameters (how many steps are due, and how many to take), are planned
 // for them on every execution (SET LOCAL plan_cache_mode = force_custom_plan, sent with
-// the scan). TestWritePathPlans explains every statement of the write
+// the scan and reset after it). TestWritePathPlans explains every statement of the write
 // path, in a schema never analyzed and in one of 100,000 steps.
 //
 // # Audit trail order
@@ -146,7 +146,7 @@ type Store struct {
 	// channel is the LISTEN/NOTIFY channel that says steps may be due in this schema.
 	channel string
 	// customPlans is set when every connection plans each execution for its parameters
-	// (plan_cache_mode=force_custom_plan from the start): the locking scans need not set it.
+	// (the URL sets plan_cache_mode=force_custom_plan): the locking scans need not set it.
 	customPlans bool
 	// destinations remembers the destinations whose slot and bucket rows exist (limits.go).
 	destinations sync.Map
@@ -185,12 +185,15 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
-		// Plan every execution of a prepared statement for its parameters. A generic plan,
-		// which PostgreSQL may switch to after a few executions, is costed from the tables'
-		// statistics and the unknown length of the arrays the batch statements take: chosen
-		// while the tables are small, it stays in use as they grow (measured: a 3-step chain
-		// fell from about 1,000 to 250 steps/s by 20,000 runs).
-		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+		// Keep the plans of prepared statements: after five executions PostgreSQL keeps a
+		// generic plan when it costs no more than planning each execution, which for the
+		// write path's statements costs more than running them. Those statements find their
+		// rows by key under keyedSettings, so that a plan kept from when the tables were
+		// small stays right as they grow (with plain settings it read a table whole: a
+		// 3-step chain fell from about 1,000 to 250 steps/s by 20,000 runs). The locking
+		// scans, whose best plan depends on their parameters, are planned for them on
+		// every execution (lockingScan).
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
