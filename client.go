@@ -126,6 +126,15 @@ type Config struct {
 	// ScheduleLate is how late a tick may be fired and still count as on time (default
 	// 1 minute); a tick later than that was missed and its schedule's CatchUp decides.
 	ScheduleLate time.Duration
+	// RecentKeysTTL is how long after a run was created a repeated start of its key may be
+	// answered in process, from what this client remembers of it (default
+	// DefaultRecentKeysTTL, 1 h; see Start). A purge of runs younger than that (store
+	// RetentionPurge with a RunsBefore less than RecentKeysTTL ago) could leave a repeated
+	// key answered with a run that no longer exists; onceflow purge refuses such a cutoff.
+	RecentKeysTTL time.Duration
+	// MaxStartMany is the most items one StartMany call takes (default DefaultMaxStartMany,
+	// 1,000); a longer list is an error and starts nothing.
+	MaxStartMany int
 	// CommitConcurrency is how many such transactions of each kind may commit at once
 	// (default 1: SQLite has one writer, and on PostgreSQL with its default pool more
 	// concurrent batches measured slower, as they contend for connections and locks).
@@ -225,6 +234,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
+	if cfg.RecentKeysTTL <= 0 {
+		cfg.RecentKeysTTL = DefaultRecentKeysTTL
+	}
+	if cfg.MaxStartMany <= 0 {
+		cfg.MaxStartMany = DefaultMaxStartMany
+	}
 	policy, err := newRedactPolicy(cfg.Redact)
 	if err != nil {
 		return nil, err
@@ -239,7 +254,7 @@ func New(cfg Config) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
 		paused:    map[string]bool{},
-		recent:    newRecentKeys(),
+		recent:    newRecentKeys(cfg.RecentKeysTTL),
 	}
 	c.clock = newEngineClock(cfg, c.log, cfg.Metrics)
 	gc := func(kind string) groupcommit.Config {
@@ -342,12 +357,15 @@ func runFrom(r *store.Run, dup bool) *Run {
 // *RunConflictError. input is a JSON object: a map, a struct, a json.RawMessage or []byte.
 // The run is durably stored when Start returns.
 //
-// A key this client started or found started recently (the last 65,536 keys) is answered
-// from an index lookup, without waiting for any writer; the run.deduplicated audit event of
-// that decision is appended by the next group commit. Other keys, new ones above all, are
-// written together with the starts that arrive concurrently, one transaction for all that
-// arrive while the previous one commits (see Config.MaxBatch); a key another process
-// started is found there by the unique constraint.
+// A key this client started or found started recently (the last 65,536 keys, whose runs
+// are younger than Config.RecentKeysTTL) is answered in process, without a round trip to
+// the database: the same input (by its SHA-256 digest) is the duplicate, another a
+// *RunConflictError; the run.deduplicated audit event of that decision is appended by the
+// next group commit. Such a duplicate carries the run's State and UpdatedAt as this client
+// last saw them; GetRun reads them fresh. Other keys, new ones above all, are written
+// together with the starts that arrive concurrently, one transaction for all that arrive
+// while the previous one commits (see Config.MaxBatch); a key another process started is
+// found there by the unique constraint.
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
 	return c.startAs(ctx, nil, workflow, runKey, input, "api")
 }
@@ -360,15 +378,9 @@ func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey strin
 		return nil, err
 	}
 	p.Actor = actor
-	if c.recent.has(workflow, runKey) {
-		known, err := c.store.RunGetByKey(ctx, workflow, runKey)
-		switch {
-		case err == nil:
-			c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
-			return c.started(p, known, false)
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
-		}
+	if known := c.recent.lookup(workflow, runKey, p.Now, p.Input); known != nil {
+		c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
+		return c.started(p, known, false)
 	}
 	res, err := c.insertRun(ctx, p)
 	if err == nil {
@@ -377,7 +389,7 @@ func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey strin
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 	}
-	c.recent.add(workflow, runKey)
+	c.recent.add(res.Run)
 	r, err := c.started(p, res.Run, res.Created)
 	if err == nil && res.Created {
 		c.poke()
@@ -400,6 +412,12 @@ func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runK
 	if err != nil {
 		return store.RunInsertParams{}, err
 	}
+	return c.runInsertFor(def, workflow, runKey, input, c.now(ctx))
+}
+
+// runInsertFor validates a start of def, registered as workflow, at now, and builds the
+// run to insert.
+func (c *Client) runInsertFor(def *workflowDef, workflow, runKey string, input any, now time.Time) (store.RunInsertParams, error) {
 	if err := ValidateKey("run key", runKey); err != nil {
 		return store.RunInsertParams{}, err
 	}
@@ -429,7 +447,7 @@ func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runK
 	sum := sha256.Sum256(raw)
 	p := store.RunInsertParams{
 		Workflow: workflow, RunKey: runKey, Entity: entity, Input: raw, InputHash: hex.EncodeToString(sum[:]),
-		Actor: "api", Now: c.now(ctx),
+		Actor: "api", Now: now,
 	}
 	for _, sd := range def.order {
 		p.Steps = append(p.Steps, store.StepInsert{Name: sd.ID, Needs: sd.Needs})
