@@ -26,7 +26,12 @@ var errBodyIncomplete = errors.New("request body incomplete")
 // A body cut short is a 400 "body-incomplete", logged at debug level and counted: it is
 // the client's doing, not the server's.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	return s.readBodyLimit(w, r, s.cfg.MaxBody)
+}
+
+// readBodyLimit is readBody with limit in place of MaxBody.
+func (s *Server) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil {
 		return body, nil
 	}
