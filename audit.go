@@ -333,6 +333,8 @@ func reasonText(r string) string {
 		return "the entity's state transition no longer applies"
 	case store.ReasonOutputInvalid:
 		return "the step succeeded but its output could not be stored"
+	case store.ReasonRetryAfterTooLong:
+		return "the destination asked to be tried again later than the retry policy's max_retry_after"
 	case store.ReasonLeaseExpired:
 		return "the worker's lease expired; retried with the same key"
 	case store.ReasonWorkerShutdown:

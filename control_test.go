@@ -47,7 +47,7 @@ func TestCancelRunWhileAStepRuns(t *testing.T) {
 	r := b.start(t, "order", "k1", map[string]any{"id": 1001})
 	worked := make(chan error, 1)
 	go func() { _, err := b.client.Work(b.ctx); worked <- err }()
-	<-started // charge runs; crm fails once and waits a minute
+	waitStarted(t, "charge", started, worked) // charge runs; crm fails once and waits a minute
 	for deadline := time.Now().Add(10 * time.Second); b.steps(t, r.ID)["crm"].State != store.StateRetrying; {
 		if time.Now().After(deadline) {
 			t.Fatalf("crm never recorded its failure: %+v", b.steps(t, r.ID)["crm"])

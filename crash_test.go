@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,10 +154,11 @@ func TestWorkerKilledMidStep(t *testing.T) {
 	}
 }
 
-// childStarter is the body of the process the group-commit crash test kills: sixteen
+// childStarter is the body of the process the group-commit crash tests kill: sixteen
 // goroutines start runs as fast as they can while Serve executes them with fifty workers,
 // so that starts and step records are committed in batches. Each start is announced on
-// stdout ("ack KEY") only after Start returned, i.e. after its batch committed.
+// stdout ("ack KEY") only after Start returned, i.e. after its batch committed. The run
+// keys count from ONCEFLOW_TEST_FIRST_KEY (default 1).
 func childStarter() int {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, os.Getenv("ONCEFLOW_TEST_DB"), sqlite.Options{})
@@ -174,6 +176,9 @@ func childStarter() int {
 	}
 	go func() { _ = c.Serve(ctx) }()
 	var next atomic.Int64
+	if first, err := strconv.ParseInt(os.Getenv("ONCEFLOW_TEST_FIRST_KEY"), 10, 64); err == nil {
+		next.Store(first - 1)
+	}
 	var out sync.Mutex
 	var wg sync.WaitGroup
 	for range 16 {
@@ -264,6 +269,8 @@ func TestGroupCommitKilledMidBatch(t *testing.T) {
 			t.Errorf("acknowledged start %s: %v", key, err)
 		}
 	}
+	// Whatever the kill interrupted, what committed committed with its audit trail.
+	checkTrail(t, st, "after the kill")
 
 	// A survivor whose clock is past the dead process's leases finishes the work.
 	later := time.Now().Add(2 * time.Hour)
@@ -324,5 +331,240 @@ func TestGroupCommitKilledMidBatch(t *testing.T) {
 			t.Errorf("%s: %d requests for %d attempts with an unknown outcome: an effect was repeated", key, requests[key], unknown)
 		}
 	}
+	checkTrail(t, st, "after the survivor finished")
 	t.Logf("%d starts acknowledged, %d runs stored, %d requests to the destination", len(acked), len(runs), len(keys))
+}
+
+// A process that starts and executes runs on one SQLite file is stopped again and again,
+// each time when the destination receives a given request, a moment that has nothing to
+// do with where its transactions are: frozen with SIGSTOP and the file read as it stands,
+// then let go on; at the end of each round, killed with SIGKILL. Whenever it stopped,
+// every run and step another process can read has the audit events that the transaction
+// which wrote it appended: no commit leaves state without its trail, so no crash can.
+func TestAuditTrailCompleteWheneverTheProcessStops(t *testing.T) {
+	dest := newDestination(t)
+	path := t.TempDir() + "/onceflow.db"
+	st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const rounds, freezes = 4, 12
+	stops, unread := 0, 0
+	tr := newTrail(st)
+	for round := range rounds {
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), "ONCEFLOW_TEST_CHILD=starter", "ONCEFLOW_TEST_DB="+path, "ONCEFLOW_TEST_DEST="+dest.URL,
+			"ONCEFLOW_TEST_FIRST_KEY="+strconv.Itoa(1+round*1_000_000))
+		child.Stderr = os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := false
+		defer func() {
+			if !done {
+				_ = child.Process.Kill()
+				_ = child.Wait()
+			}
+		}()
+		for f := 0; f <= freezes; f++ {
+			sig, what := syscall.SIGSTOP, "frozen"
+			if f == freezes {
+				sig, what = syscall.SIGKILL, "killed"
+			}
+			requests, _, _ := dest.snapshot()
+			at := requests + 10 + 7*f // a different point of the work each time
+			signalled := make(chan error, 1)
+			var once sync.Once
+			dest.onRequest(func(n int, _ *http.Request) int {
+				if n >= at {
+					once.Do(func() { signalled <- child.Process.Signal(sig) })
+				}
+				return 0
+			})
+			select {
+			case err := <-signalled:
+				if err != nil {
+					t.Fatalf("round %d: %v", round+1, err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("round %d: the child never sent request %d", round+1, at)
+			}
+			dest.onRequest(nil)
+			if sig == syscall.SIGKILL {
+				_ = child.Wait()
+				done = true
+				if ws, ok := child.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+					t.Fatalf("round %d: the child did not die by SIGKILL: %v", round+1, child.ProcessState)
+				}
+			} else {
+				waitStopped(t, child.Process.Pid)
+			}
+			switch err := tr.check(t, fmt.Sprintf("round %d, %s at request %d", round+1, what, at)); {
+			case err != nil && sig == syscall.SIGSTOP:
+				// A process frozen while it held one of the WAL's locks can keep readers
+				// out (SQLITE_PROTOCOL) until it goes on; a dead one cannot.
+				t.Logf("round %d: the file could not be read while the process was frozen: %v", round+1, err)
+				unread++
+			case err != nil:
+				t.Fatalf("round %d: %v", round+1, err)
+			default:
+				stops++
+			}
+			if t.Failed() {
+				return
+			}
+			if sig == syscall.SIGSTOP {
+				if err := child.Process.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if stops < rounds*(freezes+1)/2 {
+		t.Fatalf("the file was read at %d of %d stops, want at least half", stops, rounds*(freezes+1))
+	}
+	t.Logf("the trail was complete at all %d stops where the file was read (%d more while frozen could not be)", stops, unread)
+}
+
+// waitStopped waits until the process pid is stopped by a signal (state T in
+// /proc/PID/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped 10 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// trail checks that the audit trail holds the events of every state a store holds, as
+// the transactions that wrote the state appended them: a run.created event for every run,
+// a step.claimed event for every attempt a step was claimed for, a step.completed event
+// for every completed step and a lease.expired event for every attempt the reaper ended.
+// A state committed without its events (a crash between two transactions) fails it. It
+// reads the events appended since its last check, and skips the runs it found completed
+// with their trail then.
+type trail struct {
+	st       store.Store
+	after    int64
+	created  map[int64]int
+	claimed  map[stepAttempt]int
+	expired  map[stepAttempt]int
+	finished map[int64]int // step.completed events by step
+	checked  map[int64]bool
+	events   int
+}
+
+type stepAttempt struct {
+	step    int64
+	attempt int
+}
+
+func newTrail(st store.Store) *trail {
+	return &trail{st: st, created: map[int64]int{}, claimed: map[stepAttempt]int{}, expired: map[stepAttempt]int{},
+		finished: map[int64]int{}, checked: map[int64]bool{}}
+}
+
+// checkTrail checks st's audit trail once.
+func checkTrail(t *testing.T, st store.Store, when string) {
+	t.Helper()
+	if err := newTrail(st).check(t, when); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// check checks the trail, failing t for each missing event; err is a failure to read the
+// store.
+func (tr *trail) check(t *testing.T, when string) error {
+	t.Helper()
+	ctx := t.Context()
+	for {
+		page, err := tr.st.EventList(ctx, store.EventListParams{AfterID: tr.after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			tr.after = e.ID
+			switch e.Type {
+			case store.EventRunCreated:
+				tr.created[e.RunID]++
+			case store.EventStepClaimed:
+				tr.claimed[stepAttempt{e.StepID, e.Attempt}]++
+			case store.EventLeaseExpired:
+				tr.expired[stepAttempt{e.StepID, e.Attempt}]++
+			case store.EventStepCompleted:
+				tr.finished[e.StepID]++
+			}
+		}
+		tr.events += len(page)
+	}
+	runs, err := tr.st.RunList(ctx, store.RunListParams{Limit: 1 << 20})
+	if err != nil {
+		return err
+	}
+	missing := 0
+	fail := func(format string, args ...any) {
+		t.Helper()
+		if missing++; missing <= 10 {
+			t.Errorf(when+": "+format, args...)
+		}
+	}
+	for _, r := range runs {
+		if tr.checked[r.ID] {
+			continue
+		}
+		if tr.created[r.ID] != 1 {
+			fail("run %s (%d) has %d run.created events, want 1", r.RunKey, r.ID, tr.created[r.ID])
+		}
+		steps, err := tr.st.StepListByRun(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		atts, err := tr.st.AttemptListByRun(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		complete := true
+		for _, s := range steps {
+			for n := 1; n <= s.Attempt; n++ {
+				if c := tr.claimed[stepAttempt{s.ID, n}]; c != 1 {
+					complete = false
+					fail("run %s step %s attempt %d (state %s) has %d step.claimed events, want 1", r.RunKey, s.Name, n, s.State, c)
+				}
+			}
+			if s.State == store.StateCompleted && tr.finished[s.ID] != 1 {
+				complete = false
+				fail("run %s step %s is completed with %d step.completed events, want 1", r.RunKey, s.Name, tr.finished[s.ID])
+			}
+		}
+		for _, a := range atts {
+			reaped := a.Outcome == store.OutcomeUnknown && strings.Contains(a.Error, "expired at")
+			if c := tr.expired[stepAttempt{a.StepID, a.Number}]; reaped && c != 1 {
+				complete = false
+				fail("run %s step %s attempt %d ended by the reaper has %d lease.expired events, want 1", r.RunKey, a.StepName, a.Number, c)
+			}
+		}
+		if complete && r.State == store.StateCompleted && tr.created[r.ID] == 1 {
+			tr.checked[r.ID] = true
+		}
+	}
+	if missing > 10 {
+		t.Errorf("%s: %d more events missing", when, missing-10)
+	}
+	t.Logf("%s: %d runs, %d events in the audit trail", when, len(runs), tr.events)
+	return nil
 }

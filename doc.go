@@ -74,7 +74,8 @@
 // workflow, entity, effect key, attempt, actor and reason. Client.Audit and Client.Key
 // answer by entity, run, key and time, each event explained (Explain). The one event
 // written after its answer is a repeated Start's run.deduplicated, which changes nothing:
-// it goes with the next group commit (Client.Flush waits for it).
+// it goes with the next group commit (Client.Flush waits for it), and is dropped if a
+// purge deleted the run in between, never starting it again.
 //
 // # Group commit
 //

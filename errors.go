@@ -34,7 +34,8 @@ const (
 // with PermanentError, RetryAfterError or UnknownOutcomeError.
 type StepError struct {
 	Class ErrorClass
-	// RetryAfter, when positive, replaces the backoff delay before the next attempt.
+	// RetryAfter, when positive, replaces the backoff delay before the next attempt, up to
+	// the step's RetryPolicy.MaxRetryAfter (longer: review, retry_after_too_long).
 	RetryAfter time.Duration
 	// ResponseStatus and ResponseExcerpt describe the destination's answer, if any; they
 	// are stored with the attempt.
@@ -61,7 +62,8 @@ func PermanentError(err error) error {
 }
 
 // RetryAfterError marks err as retryable no sooner than after d (a destination's
-// Retry-After).
+// Retry-After). A d longer than the step's RetryPolicy.MaxRetryAfter is not waited for: the
+// step goes to review with reason retry_after_too_long.
 func RetryAfterError(err error, d time.Duration) error {
 	return &StepError{Class: Retryable, RetryAfter: d, Err: err}
 }

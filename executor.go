@@ -313,7 +313,8 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 	p.Error = err.Error()
 	// The policy that decided, for the audit event of a failure.
 	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "initial": sd.retry.Initial.String(),
-		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
+		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "max_retry_after": sd.retry.MaxRetryAfter.String(),
+		"on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
 	failState := store.StateNeedsReview
 	if sd.OnFailure == Fail {
 		failState = store.StateFailed
@@ -362,13 +363,22 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 		}
 	default:
 		p.Outcome = store.OutcomeRetryable
-		if exhausted {
+		var after time.Duration
+		if se != nil {
+			after = se.RetryAfter
+		}
+		switch {
+		case exhausted:
 			p.NextState, p.Reason, p.Detail = failState, store.ReasonAttemptsExhausted, map[string]any{"policy": policy}
-		} else {
-			var after time.Duration
-			if se != nil {
-				after = se.RetryAfter
-			}
+		case after > sd.retry.MaxRetryAfter:
+			// Honouring it would leave the step retrying for as long as the destination
+			// says — years — with nobody told. The effect did not happen: a person decides
+			// when to try again.
+			p.NextState, p.Reason = store.StateNeedsReview, store.ReasonRetryAfterTooLong
+			p.Detail = map[string]any{"policy": policy, "retry_after": after.String(), "max_retry_after": sd.retry.MaxRetryAfter.String()}
+			p.Error = fmt.Sprintf("%s; the destination asked to be tried again in %s, longer than the retry policy's max_retry_after %s: waits for review",
+				p.Error, after, sd.retry.MaxRetryAfter)
+		default:
 			retry(store.ReasonRetryableError, after)
 		}
 	}

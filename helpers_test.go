@@ -235,6 +235,20 @@ func post(url string) onceflow.StepFunc {
 	}
 }
 
+// waitStarted waits until a step closes started. It fails the test when worked (the result
+// of a Work call, or nil under Serve) comes first, or after 30 s: a start acknowledged
+// before it was stored leaves no step to claim, and the step never starts.
+func waitStarted(t *testing.T, step string, started <-chan struct{}, worked <-chan error) {
+	t.Helper()
+	select {
+	case <-started:
+	case err := <-worked:
+		t.Fatalf("Work returned (%v) before step %s started: the acknowledged start's steps were not there to claim", err, step)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("step %s did not start within 30 s of its run's acknowledged start", step)
+	}
+}
+
 func noop(context.Context, *onceflow.StepContext) (any, error) {
 	return map[string]any{"ok": true}, nil
 }

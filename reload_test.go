@@ -32,7 +32,7 @@ func TestReplaceWorkflows(t *testing.T) {
 
 	worked := make(chan error, 1)
 	go func() { _, err := b.client.Work(b.ctx); worked <- err }()
-	<-started // r1's step runs under v1
+	waitStarted(t, "s", started, worked) // r1's step runs under v1
 
 	// A bad set: one problem per definition, nothing replaced.
 	_, err := b.client.ReplaceWorkflows([]onceflow.Workflow{

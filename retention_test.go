@@ -2,6 +2,7 @@ package onceflow_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/postgres"
+	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // A step's Retention travels to its ledger row; once a purge has forgotten the key, a new
@@ -126,5 +129,182 @@ func TestRetentionMustNotBeNegative(t *testing.T) {
 	err := onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "a", Do: noop, Retention: -time.Hour}}}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "Retention must not be negative") {
 		t.Fatalf("Validate = %v, want a problem with the negative retention", err)
+	}
+}
+
+// A key the client remembers having started, whose run a purge has since deleted, starts a
+// new run, as it would on a client that never saw the key: the recent keys only choose
+// how a start is answered, never what the answer is.
+func TestStartAgainAfterThePurgeOnTheSameClient(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			st := be.open(t)
+			clk := newClock()
+			c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "purged", Clock: clk.Now, Rand: func() float64 { return 0.5 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Register(onceflow.Workflow{Name: "form", Steps: []onceflow.Step{
+				{ID: "crm", EffectKey: "lead-create:{input.id}", Retention: time.Hour, Do: noop},
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			input := map[string]any{"id": 8812}
+			// The client remembers the key it started.
+			first, err := c.Start(ctx, "form", "form-8812", input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Work(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// The purge's cutoff follows the run's last change, whichever clock wrote it
+			// (PostgreSQL's).
+			done, err := st.RunGetByID(ctx, first.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cutoff := done.UpdatedAt.Add(time.Second)
+			purged, err := st.RetentionPurge(ctx, store.RetentionPurgeParams{Now: cutoff, RunsBefore: cutoff, Actor: "ops"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if purged.Runs.Count != 1 {
+				t.Fatalf("purged %d runs, want the first one", purged.Runs.Count)
+			}
+			if _, err := st.RunGetByKey(ctx, "form", "form-8812"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the purged run's key: %v, want ErrNotFound", err)
+			}
+
+			second, err := c.Start(ctx, "form", "form-8812", input)
+			if err != nil {
+				t.Fatalf("Start of the purged run's key on the client that remembers it: %v; want a new run", err)
+			}
+			if second.Duplicate || second.ID == first.ID {
+				t.Fatalf("Start after the purge = run %d (duplicate %v), want a new run (not %d)", second.ID, second.Duplicate, first.ID)
+			}
+			stored, err := st.RunGetByKey(ctx, "form", "form-8812")
+			if err != nil || stored.ID != second.ID {
+				t.Fatalf("the key after the second start: %+v, %v; want run %d stored", stored, err, second.ID)
+			}
+			if third, err := c.Start(ctx, "form", "form-8812", input); err != nil || third.ID != second.ID || !third.Duplicate {
+				t.Fatalf("a repeated start after the second = %+v, %v; want run %d as a duplicate", third, err, second.ID)
+			}
+			if _, err := c.Work(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := c.GetRun(ctx, second.ID); err != nil || r.State != onceflow.StateCompleted {
+				t.Fatalf("the new run: %+v, %v; want it completed", r, err)
+			}
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// purgeElsewhere deletes a run as a purge in another process does, while the store's own
+// writes wait: it takes the database's write lock (SQLite) or the runs table's (PostgreSQL)
+// at once, and deletes the run when purge is called. Writes of the store that arrive in
+// between wait for it to commit.
+func purgeElsewhere(t *testing.T, st store.Store, runID int64) (purge func()) {
+	t.Helper()
+	ctx := t.Context()
+	switch s := st.(type) {
+	case *sqlite.Store:
+		db, err := sql.Open("sqlite", s.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			t.Helper()
+			for _, q := range []string{`DELETE FROM events WHERE run_id = ?`, `DELETE FROM runs WHERE id = ?`} {
+				if _, err := conn.ExecContext(ctx, q, runID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	case *postgres.Store:
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		if _, err := tx.Exec(ctx, `LOCK TABLE runs IN EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			t.Helper()
+			for _, q := range []string{`DELETE FROM events WHERE run_id = $1`, `DELETE FROM runs WHERE id = $1`} {
+				if _, err := tx.Exec(ctx, q, runID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Fatalf("no way to purge behind the back of a %T", st)
+	return nil
+}
+
+// A repeated start answered from the client's recent keys says which run the key started;
+// the write that records the repeat in the audit trail comes after the answer. When a
+// purge deletes that run in between, the write creates nothing: no run that nobody
+// started, neither for a repeat with the same input (answered as a duplicate) nor for one
+// with another input (refused as a conflict).
+func TestARepeatRecordedAfterThePurgeStartsNothing(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			st := be.open(t)
+			c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "repeats"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Register(onceflow.Workflow{Name: "form", Steps: []onceflow.Step{{ID: "crm", EffectKey: "lead-create:{input.id}", Do: noop}}}); err != nil {
+				t.Fatal(err)
+			}
+			for i, input := range []map[string]any{{"id": 1}, {"id": 2, "changed": true}} {
+				key := fmt.Sprintf("form-%d", i+1)
+				first, err := c.Start(ctx, "form", key, map[string]any{"id": i + 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				purge := purgeElsewhere(t, st, first.ID)
+				again, err := c.Start(ctx, "form", key, input)
+				var conflict *onceflow.RunConflictError
+				switch {
+				case i == 0 && (err != nil || again.ID != first.ID || !again.Duplicate):
+					t.Fatalf("repeated start of %s = %+v, %v; want run %d as a duplicate", key, again, err, first.ID)
+				case i == 1 && !errors.As(err, &conflict):
+					t.Fatalf("repeated start of %s with another input = %+v, %v; want a conflict", key, again, err)
+				}
+				purge()
+				if err := c.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if r, err := st.RunGetByKey(ctx, "form", key); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("%s after the purge: %v; want no run, but the repeat's write created run %d with input %s", key, err, r.ID, r.Input)
+				}
+			}
+		})
 	}
 }

@@ -155,7 +155,7 @@ func TestShutdownReleasesInterruptedStep(t *testing.T) {
 	}}}})
 	run := b.start(t, "w", "k", nil)
 	stop := serve(t, b.client)
-	<-started
+	waitStarted(t, "slow", started, nil)
 	stop()
 	st := b.steps(t, run.ID)["slow"]
 	if st.State != store.StateRetrying || st.Reason != store.ReasonWorkerShutdown || st.LastOutcome != store.OutcomeUnknown {
@@ -170,14 +170,18 @@ func TestShutdownReleasesInterruptedStep(t *testing.T) {
 func TestShutdownLetsRunningStepFinish(t *testing.T) {
 	b := setup(t, realTime)
 	started, release := make(chan struct{}), make(chan struct{})
-	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "s", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "s", Do: func(ctx context.Context, _ *onceflow.StepContext) (any, error) {
 		close(started)
-		<-release
+		select {
+		case <-release:
+		case <-ctx.Done(): // interrupted after the grace period: the test failed
+			return nil, ctx.Err()
+		}
 		return "done", nil
 	}}}})
 	run := b.start(t, "w", "k", nil)
 	stop := serve(t, b.client)
-	<-started
+	waitStarted(t, "s", started, nil)
 	go func() { close(release) }()
 	stop()
 	if st := b.steps(t, run.ID)["s"]; st.State != store.StateCompleted || string(st.Output) != `"done"` {
@@ -194,16 +198,20 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 	})
 	started, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
-	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "s", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+	b.register(t, onceflow.Workflow{Name: "w", Steps: []onceflow.Step{{ID: "s", Do: func(ctx context.Context, _ *onceflow.StepContext) (any, error) {
 		if calls.Add(1) == 1 {
 			close(started)
 		}
-		<-release
+		select {
+		case <-release:
+		case <-ctx.Done(): // interrupted after the grace period: the test failed
+			return nil, ctx.Err()
+		}
 		return nil, nil
 	}}}})
 	run := b.start(t, "w", "k", nil)
 	stop := serve(t, b.client)
-	<-started
+	waitStarted(t, "s", started, nil)
 	first := b.steps(t, run.ID)["s"].LeaseExpiresAt
 	// Wait until the lease has been pushed past its original expiry and that moment has
 	// passed: without heartbeats the reaper would have taken the step by then.

@@ -129,10 +129,18 @@ type RetryPolicy struct {
 	Max time.Duration
 	// Multiplier is the growth per attempt (default 2).
 	Multiplier float64
+	// MaxRetryAfter is the longest wait a destination may ask for (RetryAfterError, an
+	// http step's Retry-After) and be honoured (default 1 h). A destination that asks for
+	// longer is not waited for in silence: the step goes to review with reason
+	// retry_after_too_long, the delay asked for in its audit event. An http step's 429
+	// holds back the other requests to a limited host (limits:) for no longer either.
+	// The cap belongs to the retry policy, not to a step kind: it bounds how long any step
+	// may be parked as retrying on a destination's word, as Max bounds the backoff.
+	MaxRetryAfter time.Duration
 }
 
 // DefaultRetryPolicy is the policy a zero RetryPolicy stands for.
-var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 6, Initial: 2 * time.Second, Max: 5 * time.Minute, Multiplier: 2}
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 6, Initial: 2 * time.Second, Max: 5 * time.Minute, Multiplier: 2, MaxRetryAfter: time.Hour}
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	d := DefaultRetryPolicy
@@ -148,8 +156,14 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Multiplier >= 1 {
 		d.Multiplier = p.Multiplier
 	}
+	if p.MaxRetryAfter > 0 {
+		d.MaxRetryAfter = p.MaxRetryAfter
+	}
 	return d
 }
+
+// RetryAfterCap is the MaxRetryAfter p stands for: its own, or the default's.
+func (p RetryPolicy) RetryAfterCap() time.Duration { return p.withDefaults().MaxRetryAfter }
 
 func (p RetryPolicy) curve() backoff.Policy {
 	return backoff.Policy{Initial: p.Initial, Max: p.Max, Multiplier: p.Multiplier}
@@ -250,7 +264,7 @@ func compile(w Workflow) (*workflowDef, error) {
 		default:
 			bad(s.ID, "on_unknown", "OnUnknown %q is not %q or %q", s.OnUnknown, RetrySameKey, ReviewUnknown)
 		}
-		if s.Retry.MaxAttempts < 0 || s.Retry.Initial < 0 || s.Retry.Max < 0 || s.Retry.Multiplier < 0 {
+		if s.Retry.MaxAttempts < 0 || s.Retry.Initial < 0 || s.Retry.Max < 0 || s.Retry.Multiplier < 0 || s.Retry.MaxRetryAfter < 0 {
 			bad(s.ID, "retry", "retry policy values must not be negative")
 		}
 		if s.Delay < 0 {

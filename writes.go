@@ -154,8 +154,11 @@ func (c *Client) insertRun(ctx context.Context, p store.RunInsertParams) (store.
 }
 
 // insertRunLater group-commits a start without waiting for it: the audit event of a
-// repeated start.
+// repeated start answered from a read. It is a store.RunInsertParams.Repeat: it never
+// creates a run, so a run deleted after the read (a purge) is not started again by the
+// repeat of a caller who was answered with it, or refused.
 func (c *Client) insertRunLater(p store.RunInsertParams) {
+	p.Repeat = true
 	if !c.startsInWrites {
 		c.starts.Go(p)
 		return

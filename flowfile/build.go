@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser/lexer"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/onceflow/onceflow"
@@ -118,6 +123,7 @@ func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
 		}
 		spec.Fields = deps.fields
 		spec.Limiter = deps.limiter
+		spec.MaxRetryAfter = s.Retry.policy().MaxRetryAfter
 		if s.Limits != nil {
 			spec.LimitKeys = []string{limit.StepKey(deps.workflow, s.ID)}
 		}
@@ -163,10 +169,7 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 		st := onceflow.Step{ID: s.ID, Needs: s.Needs, EffectKey: s.EffectKey, Do: do, Timeout: time.Duration(s.Timeout)}
 		st.Retention = retentionOf(s.Retention)
 		d.applyDelay(i, s, &st)
-		if s.Retry != nil {
-			st.Retry = onceflow.RetryPolicy{MaxAttempts: s.Retry.MaxAttempts, Initial: time.Duration(s.Retry.Initial),
-				Max: time.Duration(s.Retry.Max), Multiplier: s.Retry.Multiplier}
-		}
+		st.Retry = s.Retry.policy()
 		switch s.OnExhausted {
 		case "fail":
 			st.OnFailure = onceflow.Fail
@@ -223,7 +226,40 @@ func httpSpec(h *HTTPDef) (httpstep.Spec, error) {
 var whenEnv = map[string]any{"input": map[string]any{}, "steps": map[string]any{}, "run": map[string]any{}, "workflow": "", "step": ""}
 
 func compileWhen(src string) (*vm.Program, error) {
+	if err := checkWhenNumbers(src); err != nil {
+		return nil, err
+	}
 	return expr.Compile(src, expr.Env(whenEnv), expr.AsBool())
+}
+
+// checkWhenNumbers refuses a number literal that a condition would compare as another
+// number: expr-lang reads a literal with a point or an exponent as a float64, so
+// 9007199254740993.0 would be 9007199254740992 and true for that other id.
+func checkWhenNumbers(src string) error {
+	tokens, err := lexer.Lex(file.NewSource(src))
+	if err != nil {
+		return nil // expr.Compile reports it
+	}
+	for _, tok := range tokens {
+		if tok.Kind != lexer.Number {
+			continue
+		}
+		text := strings.ReplaceAll(tok.Value, "_", "")
+		lower := strings.ToLower(text)
+		if strings.HasPrefix(lower, "0x") || strings.HasPrefix(lower, "0o") || strings.HasPrefix(lower, "0b") || !strings.ContainsAny(lower, ".e") {
+			continue // an integer: exact, or refused by expr-lang beyond int64
+		}
+		v, ok := keytmpl.NumberValue(json.Number(text))
+		if i, isInt := v.(int64); isInt && (i > 1<<53 || i < -(1<<53)) {
+			ok = false
+		}
+		if !ok {
+			f, _ := strconv.ParseFloat(text, 64)
+			return fmt.Errorf("the number %s cannot be compared exactly: as a floating-point number it is %s; write an integer without a point or exponent, or a decimal of at most 15 significant digits",
+				tok.Value, strconv.FormatFloat(f, 'g', -1, 64))
+		}
+	}
+	return nil
 }
 
 // whenFunc evaluates a compiled condition against the run's data.
@@ -233,8 +269,13 @@ func whenFunc(prog *vm.Program) func(*onceflow.StepContext) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		v, err := expr.Run(prog, plain(data))
+		var wide []string
+		v, err := expr.Run(prog, plain(data, "", &wide))
 		if err != nil {
+			if len(wide) > 0 {
+				return false, fmt.Errorf("when: %w (%s cannot be held as a number without rounding: a condition compares it only for equality, with == or !=)",
+					err, strings.Join(wide, ", "))
+			}
 			return false, fmt.Errorf("when: %w", err)
 		}
 		b, ok := v.(bool)
@@ -245,29 +286,53 @@ func whenFunc(prog *vm.Program) func(*onceflow.StepContext) (bool, error) {
 	}
 }
 
-// plain turns json.Number leaves into int64 or float64 so that conditions can compare them.
-func plain(v any) any {
+// wideNumber is a JSON number a condition cannot hold as a Go number without rounding —
+// an integer beyond int64, a decimal with more digits than float64 keeps. It reaches the
+// condition as its text: equal to the same number in another field, unequal to every
+// other value, and an error when ordered (<, >) or computed with, never a rounded guess.
+type wideNumber string
+
+// plain turns the json.Number leaves of the run's data (keytmpl.Decode) into what a
+// condition compares exactly: an int for an integer within int64 (whatever its
+// notation), a float64 for a number float64 holds as written, and a wideNumber for the
+// rest, whose paths it appends to wide.
+func plain(v any, path string, wide *[]string) any {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = plain(e)
+			out[k] = plain(e, joinPath(path, k), wide)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = plain(e)
+			out[i] = plain(e, joinPath(path, strconv.Itoa(i)), wide)
 		}
 		return out
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return int(i)
+		n, _ := keytmpl.NumberValue(x)
+		switch n := n.(type) {
+		case int64:
+			return int(n)
+		case float64:
+			return n
 		}
-		f, _ := x.Float64()
-		return f
+		text := x.String()
+		if i, ok := new(big.Int).SetString(text, 10); ok {
+			text = i.String()
+		}
+		*wide = append(*wide, path+" = "+x.String())
+		return wideNumber(text)
 	}
 	return v
+}
+
+func joinPath(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
 }
 
 // DeriveRunKey derives a run key from a request body with the run_key template.

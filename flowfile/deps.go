@@ -2,6 +2,7 @@ package flowfile
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 
@@ -22,6 +23,11 @@ type Options struct {
 	AllowNet []netip.Prefix
 	// MaxRedirects is how many redirects an http step follows, each hop checked.
 	MaxRedirects int
+	// Listeners, when set, returns the addresses the process listens on (its API, web
+	// console and metrics); http and e-mail steps and fan-out list fetches never connect
+	// to them, also after a redirect and whatever AllowNet opens. It is asked at each
+	// connection, so listeners opened after StandardDeps count.
+	Listeners func() []net.Addr
 	// Env looks up {env.NAME} values, webhook secrets and the SMTP settings
 	// (ONCEFLOW_SMTP_ADDR, …). Required.
 	Env func(name string) (string, bool)
@@ -33,7 +39,7 @@ type Options struct {
 // behind the egress policy, e-mail through the SMTP server the environment names (if any),
 // transitions on the store.
 func StandardDeps(o Options) (Deps, error) {
-	policy := &egress.Policy{Allow: o.AllowNet, MaxRedirects: o.MaxRedirects}
+	policy := &egress.Policy{Allow: o.AllowNet, MaxRedirects: o.MaxRedirects, Own: o.Listeners}
 	deps := Deps{HTTPClient: policy.Client(0), Env: o.Env, Funcs: o.Funcs}
 	// One limiter for every workflow built with these deps, so that a host's limit holds
 	// for all of them; shared with other processes through the store when it can.

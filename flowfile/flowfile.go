@@ -213,6 +213,17 @@ type RetryDef struct {
 	Initial     Duration `yaml:"initial"`
 	Max         Duration `yaml:"max"`
 	Multiplier  float64  `yaml:"multiplier"`
+	// MaxRetryAfter is the longest Retry-After honoured (onceflow.RetryPolicy's).
+	MaxRetryAfter Duration `yaml:"max_retry_after"`
+}
+
+// policy is the retry policy r writes; nil is the default policy.
+func (r *RetryDef) policy() onceflow.RetryPolicy {
+	if r == nil {
+		return onceflow.RetryPolicy{}
+	}
+	return onceflow.RetryPolicy{MaxAttempts: r.MaxAttempts, Initial: time.Duration(r.Initial), Max: time.Duration(r.Max),
+		Multiplier: r.Multiplier, MaxRetryAfter: time.Duration(r.MaxRetryAfter)}
 }
 
 // RequestDef is a templated HTTP request.

@@ -131,9 +131,7 @@ func (d *Definition) scheduleSkeleton() onceflow.Schedule {
 		out.ForEach = &onceflow.FanOut{Fetch: func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error) {
 			return onceflow.FanOutPage{}, errors.New("not built")
 		}, Timeout: time.Duration(s.ForEach.Timeout)}
-		if r := s.ForEach.Retry; r != nil {
-			out.ForEach.Retry = onceflow.RetryPolicy{MaxAttempts: r.MaxAttempts, Initial: time.Duration(r.Initial), Max: time.Duration(r.Max), Multiplier: r.Multiplier}
-		}
+		out.ForEach.Retry = s.ForEach.Retry.policy()
 	}
 	return out
 }
@@ -296,8 +294,10 @@ func newListFetch(f *ForEachDef, deps Deps) (func(context.Context, onceflow.Tick
 
 // parseListPage reads the items and the next cursor from a page.
 func parseListPage(body []byte, f *ForEachDef) (onceflow.FanOutPage, error) {
-	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	// Numbers keep the text they were written with: an id above 2^53 is the customer it
+	// names, not its float64 neighbour.
+	doc, err := keytmpl.Decode(body)
+	if err != nil {
 		return onceflow.FanOutPage{}, onceflow.PermanentError(fmt.Errorf("the list is not JSON: %v", err))
 	}
 	items := doc
@@ -333,8 +333,8 @@ func parseListPage(body []byte, f *ForEachDef) (onceflow.FanOutPage, error) {
 		case nil:
 		case string:
 			page.Next = v
-		case float64:
-			page.Next = fmt.Sprint(v)
+		case json.Number:
+			page.Next = v.String()
 		default:
 			return onceflow.FanOutPage{}, onceflow.PermanentError(fmt.Errorf("%s is a %T, not a URL or cursor", p, v))
 		}

@@ -2,9 +2,11 @@ package onceflowhttp
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/onceflow/onceflow/internal/bodybudget"
 	"github.com/onceflow/onceflow/internal/jsondoc"
 )
 
@@ -23,14 +25,32 @@ type AbortMetrics interface {
 var errBodyIncomplete = errors.New("request body incomplete")
 
 // readBody reads at most MaxBody bytes; a larger body is a 413 before anything is parsed.
-// A body cut short is a 400 "body-incomplete", logged at debug level and counted: it is
-// the client's doing, not the server's.
+// Before it reads, it takes the body's size (MaxBody when the client does not announce
+// one) from the budget of MaxBodyMemory bytes that all requests' bodies share until they
+// are answered (package bodybudget); when the budget stays full, the request is answered
+// 503 "server-busy" with Retry-After, its body unread. A body cut short is a 400
+// "body-incomplete", logged at debug level and counted: it is the client's doing, not the
+// server's.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return s.readBodyLimit(w, r, s.cfg.MaxBody)
 }
 
-// readBodyLimit is readBody with limit in place of MaxBody.
+// readBodyLimit is readBody with limit in place of MaxBody (at most MaxBodyMemory).
 func (s *Server) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	if err := s.bodies.Take(r, limit); err != nil {
+		if !errors.Is(err, bodybudget.ErrFull) {
+			return nil, err // the client went away
+		}
+		s.log.Warn("request refused: the request bodies held in memory are at their limit", "method", r.Method, "route", r.Pattern,
+			"max_body_memory", s.cfg.MaxBodyMemory)
+		p := newProblem(http.StatusServiceUnavailable, "server-busy", "Server busy",
+			fmt.Sprintf("the server holds as many request bodies in memory as it may (%d bytes); try again after Retry-After. Nothing was read or stored", s.cfg.MaxBodyMemory))
+		p.RetryAfter = 1
+		return nil, p
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil {
 		return body, nil

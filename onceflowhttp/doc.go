@@ -14,7 +14,16 @@
 //	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: defs, Tokens: tokens})
 //	srv := onceflowhttp.HTTPServer(h)
 //	go client.Serve(ctx) // executes the steps
-//	srv.Serve(listener)
+//	srv.Serve(onceflowhttp.LimitListener(srv, listener, 0))
+//
+// # Bounded resources
+//
+// A client cannot make the server hold without bound what it sends: request bodies are
+// capped one by one (Options.MaxBody) and together (Options.MaxBodyMemory: a request that
+// finds no room is answered 503 with Retry-After, its body unread), HTTPServer bounds the
+// time a request may take and closes idle keep-alive connections after 30 s, and
+// LimitListener caps the connections open at once below the process's open-file limit
+// (DefaultMaxConns), closing idle ones to make room for new ones.
 //
 // The handler's routes live at the root: /v1/… (the API), /hooks/{name} (webhooks),
 // /healthz, /readyz and, with Options.MetricsHandler, /metrics. GET /v1/openapi.json

@@ -83,7 +83,7 @@ steps:
 	if err != nil {
 		log.Fatal(err)
 	}
-	// In production: onceflowhttp.HTTPServer(h).ListenAndServe() and go client.Serve(ctx).
+	// In production: hs := onceflowhttp.HTTPServer(h); hs.Serve(onceflowhttp.LimitListener(hs, ln, 0)) and go client.Serve(ctx).
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 

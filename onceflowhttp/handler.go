@@ -33,6 +33,14 @@ type Options struct {
 	Env func(name string) (string, bool)
 	// MaxBody caps request bodies, before anything is parsed or verified. Default: 1 MiB.
 	MaxBody int64
+	// MaxBodyMemory caps the request bodies held in memory at once, across requests: a
+	// request takes its body's announced size (MaxBody when it announces none) before
+	// reading it and gives it back when it is answered. One that finds no room within a
+	// second is answered 503 server-busy with Retry-After, its body unread, so that
+	// concurrent large bodies — webhooks are read before their signature is checked —
+	// cannot exhaust memory; what a body costs while it is parsed and stored is a small
+	// multiple of its size. Default: 8 × MaxBody (8 MiB), at least MaxBody.
+	MaxBodyMemory int64
 	// MaxDepth caps how deeply a request body's JSON may nest; a deeper body is a 400 that
 	// names the limit. Default: DefaultMaxDepth. In a batch start it caps each item's input.
 	MaxDepth int
@@ -41,7 +49,7 @@ type Options struct {
 	// client's default onceflow.Config.MaxStartMany. Each item's input is bounded by MaxBody.
 	MaxBatchItems int
 	// MaxBatchBody caps the body of a batch start, before anything is parsed. Default:
-	// DefaultMaxBatchBody (16 MiB).
+	// DefaultMaxBatchBody (16 MiB); never more than MaxBodyMemory, which holds it.
 	MaxBatchBody int64
 	// Logger receives one line per request and the errors that are answered with a 500,
 	// with the client's secrets masked. Default: nothing is logged.

@@ -100,8 +100,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkBody(body); err != nil {
 		return err
 	}
-	var payload map[string]any
-	if err := json.Unmarshal(body, &payload); err != nil {
+	tree, err := keytmpl.Decode(body)
+	payload, isObject := tree.(map[string]any)
+	if err != nil || !isObject {
 		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the delivery body is not a JSON object")
 	}
 	hook := def.Webhook

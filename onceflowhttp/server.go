@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/bodybudget"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
@@ -168,6 +169,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	inFlight map[string]bool // workflow + "\x00" + key of starts under way
+
+	// bodies is the budget of request-body bytes held in memory at once
+	// (Options.MaxBodyMemory; readBody).
+	bodies *bodybudget.Budget
 }
 
 // newServer returns a Server for cfg: the one place the routes are added.
@@ -175,6 +180,10 @@ func newServer(cfg config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
+	if cfg.MaxBodyMemory <= 0 {
+		cfg.MaxBodyMemory = 8 * cfg.MaxBody
+	}
+	cfg.MaxBodyMemory = max(cfg.MaxBodyMemory, cfg.MaxBody)
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
@@ -184,6 +193,7 @@ func newServer(cfg config) *Server {
 	if cfg.MaxBatchBody <= 0 {
 		cfg.MaxBatchBody = DefaultMaxBatchBody
 	}
+	cfg.MaxBatchBody = min(cfg.MaxBatchBody, cfg.MaxBodyMemory)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -195,7 +205,8 @@ func newServer(cfg config) *Server {
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
 	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and callers follow it index by index
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{},
+		bodies: bodybudget.New(cfg.MaxBodyMemory)}
 	for _, t := range cfg.Tokens {
 		s.digests = append(s.digests, sha256.Sum256([]byte(t.Secret)))
 		s.callers = append(s.callers, t.Caller())
@@ -221,7 +232,7 @@ func newServer(cfg config) *Server {
 	s.mux.Handle("/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusNotFound, "not-found", "Not found", r.Method+" "+r.URL.Path+" is not part of the API")
 	}))
-	s.h = s.logRequests(s.mux)
+	s.h = s.bodies.Hold(s.logRequests(s.mux)) // outside the log, which reads the route the mux sets on its request
 	return s
 }
 
@@ -342,15 +353,15 @@ func clockView(st onceflow.ClockStatus) map[string]string {
 }
 
 // HTTPServer returns the http.Server that serves h as onceflow serve does: bounded header,
-// body-read and write times, idle connections closed after two minutes, headers of at most
-// 64 KiB.
+// body-read and write times, keep-alive connections closed after 30 idle seconds, headers
+// of at most 64 KiB. Serve it on a LimitListener, which bounds the connections it holds.
 func HTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       30 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/bodybudget"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/reqlog"
 	"github.com/onceflow/onceflow/onceflowhttp"
@@ -44,6 +45,10 @@ type Config struct {
 	// expire (default: the client's, Client.Now, which is the database's clock on
 	// PostgreSQL, so that every process agrees).
 	Now func() time.Time
+	// MaxBodyMemory caps the form bodies held in memory at once, across requests (as
+	// onceflowhttp.Options.MaxBodyMemory does for the API): a request that finds no room
+	// within a second is answered 503 with Retry-After, its form unread. Default: 8 MiB.
+	MaxBodyMemory int64
 }
 
 // Console serves the web console.
@@ -53,6 +58,8 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	h     http.Handler
+	// bodies bounds the forms held in memory at once (Config.MaxBodyMemory; readForm).
+	bodies *bodybudget.Budget
 }
 
 // pageNames are the templates, each parsed with layout.html.
@@ -71,6 +78,9 @@ func New(public Config) *Console {
 		panic("onceflowui: Config.Client is required")
 	}
 	cfg := config{Config: public, Store: public.Client.Store(), Redact: redact.ClientPolicy(public.Client)}
+	if cfg.MaxBodyMemory <= 0 {
+		cfg.MaxBodyMemory = 8 << 20
+	}
 	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
 	if cfg.Prefix == "/" {
 		cfg.Prefix = "/ui"
@@ -85,12 +95,13 @@ func New(public Config) *Console {
 		cfg.Now = public.Client.Now
 	}
 	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
-	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
+		bodies: bodybudget.New(max(cfg.MaxBodyMemory, maxForm))}
 	for _, name := range pageNames {
 		c.pages[name] = template.Must(template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	c.routes()
-	c.h = c.logRequests(http.NewCrossOriginProtection().Handler(c.secure(c.mux)))
+	c.h = c.bodies.Hold(c.logRequests(http.NewCrossOriginProtection().Handler(c.secure(c.mux))))
 	return c
 }
 
@@ -158,6 +169,28 @@ type pageError struct {
 }
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Detail }
+
+// Form sizes: an action's form (a merge patch, a resolved output) and the sign-in form.
+const (
+	maxForm      = 1 << 20
+	maxLoginForm = 64 << 10
+)
+
+// readForm parses r's form, at most limit bytes, after taking its size from the budget of
+// forms held in memory; a full budget is a 503 with Retry-After, the form unread.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request, limit int64) error {
+	if err := c.bodies.Take(r, limit); err != nil {
+		if !errors.Is(err, bodybudget.ErrFull) {
+			return err
+		}
+		c.log.Warn("console request refused: the forms held in memory are at their limit", "route", r.Pattern)
+		w.Header().Set("Retry-After", "1")
+		return &pageError{Status: http.StatusServiceUnavailable, Title: "Busy",
+			Detail: "the console is reading as many forms as it may at once; try again in a moment. Nothing was changed."}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	return r.ParseForm()
+}
 
 // handlerFunc is a page handler that returns an error; errors become error pages.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error

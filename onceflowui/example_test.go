@@ -3,6 +3,7 @@ package onceflowui_test
 import (
 	"context"
 	"log"
+	"net"
 	"net/http"
 	"os"
 
@@ -37,5 +38,10 @@ func ExampleNew() {
 	}
 	mux.Handle("/", api)
 	mux.Handle("/ui/", onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens}))
-	log.Fatal(onceflowhttp.HTTPServer(mux).ListenAndServe())
+	hs := onceflowhttp.HTTPServer(mux)
+	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(hs.Serve(onceflowhttp.LimitListener(hs, ln, 0)))
 }

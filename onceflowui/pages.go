@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/jsondoc"
+	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/views"
 	"github.com/onceflow/onceflow/store"
@@ -471,8 +472,11 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 // than views.MaxIndentDepth levels deep (whose indentation would cost the square of its
 // depth), is returned as it is.
 func pretty(raw []byte) string {
-	var v any
-	if len(raw) == 0 || jsondoc.Depth(raw) > views.MaxIndentDepth || json.Unmarshal(raw, &v) != nil {
+	if len(raw) == 0 || jsondoc.Depth(raw) > views.MaxIndentDepth {
+		return string(raw)
+	}
+	v, err := keytmpl.Decode(raw) // numbers as stored: an id above 2^53 keeps its digits
+	if err != nil {
 		return string(raw)
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
@@ -484,9 +488,8 @@ func pretty(raw []byte) string {
 
 // diff lists the fields that differ between two JSON documents, by path.
 func diff(before, after []byte) []change {
-	var a, b any
-	_ = json.Unmarshal(before, &a)
-	_ = json.Unmarshal(after, &b)
+	a, _ := keytmpl.Decode(before)
+	b, _ := keytmpl.Decode(after)
 	fa, fb := map[string]string{}, map[string]string{}
 	flatten("", a, fa)
 	flatten("", b, fb)

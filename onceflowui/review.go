@@ -69,7 +69,7 @@ type itemRow struct {
 
 // reasons are the review reason codes offered in the filter.
 var reasons = []string{store.ReasonPermanentError, store.ReasonAttemptsExhausted, store.ReasonKeyConflict, store.ReasonOutcomeUnknown,
-	store.ReasonInvalidKey, store.ReasonDestinationBlocked, store.ReasonTransitionInvalid, store.ReasonOutputInvalid}
+	store.ReasonInvalidKey, store.ReasonDestinationBlocked, store.ReasonTransitionInvalid, store.ReasonOutputInvalid, store.ReasonRetryAfterTooLong}
 
 func (c *Console) review(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()

@@ -184,13 +184,12 @@ func (c *Console) view(h handlerFunc) http.Handler {
 // (or the X-CSRF-Token header) and, when admin is set, the admin scope.
 func (c *Console) act(admin bool, h handlerFunc) http.Handler {
 	return c.handle(func(w http.ResponseWriter, r *http.Request) error {
-		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		s := c.readSession(r)
 		if s == nil {
 			return &pageError{Status: http.StatusUnauthorized, Title: "Signed out", Detail: "sign in again; nothing was changed"}
 		}
 		r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, s))
-		if err := r.ParseForm(); err != nil {
+		if err := c.readForm(w, r, maxForm); err != nil {
 			return err
 		}
 		got := r.Header.Get("X-CSRF-Token")
@@ -237,8 +236,7 @@ func (c *Console) next(v string) string {
 
 // login is POST /ui/login: a token of scope read or admin starts a session.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
+	if err := c.readForm(w, r, maxLoginForm); err != nil {
 		return err
 	}
 	ck, err := r.Cookie(loginCookie)

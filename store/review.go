@@ -78,6 +78,9 @@ const (
 	ReasonDestinationBlocked = "destination_blocked"
 	ReasonTransitionInvalid  = "transition_invalid"
 	ReasonOutputInvalid      = "output_invalid"
+	// ReasonRetryAfterTooLong: the destination asked to be tried again later than the
+	// step's retry policy allows (RetryPolicy.MaxRetryAfter).
+	ReasonRetryAfterTooLong = "retry_after_too_long"
 )
 
 // Reasons of the steps that review actions change.

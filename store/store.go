@@ -287,6 +287,13 @@ type RunInsertParams struct {
 	Steps     []StepInsert
 	Actor     string
 	Now       time.Time
+	// Repeat records a start of a key the caller already found started, by a read
+	// outside the write path, and answered from that read: the store looks the run up and
+	// never creates one. It appends run.deduplicated for the run the key names once the
+	// batch's other params are inserted; when there is none (a purge deleted it since the
+	// read), the param's result is an error wrapping ErrNotFound and nothing is written
+	// for it.
+	Repeat bool
 }
 
 // RunInsertResult is what RunInsertMany did with one param.
@@ -517,7 +524,8 @@ type Store interface {
 	RunInsert(ctx context.Context, p RunInsertParams) (run *Run, created bool, err error)
 	// RunInsertMany is RunInsert for a batch, in one transaction: results has one entry per
 	// param, in order. Params naming the same (Workflow, RunKey) twice insert it once; the
-	// later ones are duplicates of the first (created=false, event run.deduplicated). A
+	// later ones are duplicates of the first (created=false, event run.deduplicated); a
+	// Repeat param never inserts (see RunInsertParams.Repeat). A
 	// param that is invalid on its own (see RunInsertParams.Validate) gets its own error
 	// and writes nothing, without failing the others. err is for a failure of the whole
 	// call: then nothing was committed and results is nil.

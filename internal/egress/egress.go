@@ -27,9 +27,20 @@ type BlockedError struct {
 	Host   string
 	Addr   netip.Addr
 	Reason string
+	// Own is set when the address is one of the process's own listeners (Policy.Own), on
+	// Port: refused whatever Allow opens.
+	Own  bool
+	Port uint16
 }
 
 func (e *BlockedError) Error() string {
+	if e.Own {
+		what := netip.AddrPortFrom(e.Addr, e.Port).String()
+		if e.Host != "" && e.Host != e.Addr.String() {
+			what = fmt.Sprintf("%s (%s)", e.Host, what)
+		}
+		return fmt.Sprintf("destination %s is blocked: it is one of onceflow's own listeners (its API, console or metrics), which steps never reach, whatever --allow-net allows", what)
+	}
 	what := e.Addr.String()
 	if e.Host != "" && e.Host != what {
 		what = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
@@ -89,6 +100,14 @@ type Policy struct {
 	MaxRedirects int
 	// LookupIP resolves host names (default net.DefaultResolver). Tests inject one.
 	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Own, when set, returns the addresses the process itself listens on — its API, web
+	// console and metrics: a connection to one of them is refused whatever Allow opens, so
+	// that a step (or a redirect it follows) cannot read the process's own answers, such
+	// as /metrics, into an attempt log. It is asked at every connection, so listeners
+	// opened after the Policy count too. A listener on an unspecified address (0.0.0.0,
+	// ::) is reached at its port through loopback and every address of the machine: all
+	// of them are refused there.
+	Own func() []net.Addr
 }
 
 // Check returns a *BlockedError if addr may not be reached.
@@ -113,10 +132,90 @@ func (p *Policy) Check(host string, addr netip.Addr) error {
 	return nil
 }
 
-// DialContext resolves address, refuses blocked IPs, and connects to the first allowed
-// one that answers. The Control hook checks the IP once more just before connect.
+// checkDial is Check for a connection to addr on port: also refused when it is one of the
+// process's own listeners.
+func (p *Policy) checkDial(host string, addr netip.Addr, port uint16) error {
+	addr = addr.Unmap().WithZone("")
+	if p.ownListener(addr, port) {
+		return &BlockedError{Host: host, Addr: addr, Reason: "own listener", Own: true, Port: port}
+	}
+	return p.Check(host, addr)
+}
+
+// ownListener reports whether a connection to addr:port would reach one of p.Own's
+// listeners.
+func (p *Policy) ownListener(addr netip.Addr, port uint16) bool {
+	if p.Own == nil {
+		return false
+	}
+	var local []netip.Addr // the machine's addresses, looked up when a listener needs them
+	for _, a := range p.Own() {
+		lap, ok := listenAddr(a)
+		if !ok || lap.Port() != port {
+			continue
+		}
+		lip := lap.Addr().Unmap().WithZone("")
+		switch {
+		case lip == addr:
+			return true
+		case addr.IsUnspecified():
+			// Connecting to 0.0.0.0 or :: reaches this machine, whatever it listens on.
+			return true
+		case lip.IsUnspecified():
+			if addr.IsLoopback() {
+				return true
+			}
+			if local == nil {
+				local = machineAddrs()
+			}
+			for _, l := range local {
+				if l == addr {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// listenAddr is a listener's TCP address as a netip.AddrPort.
+func listenAddr(a net.Addr) (netip.AddrPort, bool) {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.AddrPort(), true
+	}
+	if a == nil {
+		return netip.AddrPort{}, false
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	return ap, err == nil
+}
+
+// machineAddrs are the addresses of this machine's interfaces.
+func machineAddrs() []netip.Addr {
+	out := []netip.Addr{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return out
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// DialContext resolves address, refuses blocked IPs and the process's own listeners, and
+// connects to the first allowed one that answers. The Control hook checks the address
+// once more just before connect.
 func (p *Policy) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	portNum, err := net.LookupPort(network, port)
 	if err != nil {
 		return nil, err
 	}
@@ -142,11 +241,11 @@ func (p *Policy) DialContext(ctx context.Context, network, address string) (net.
 		if err != nil {
 			return fmt.Errorf("egress: cannot check address %q: %w", raddr, err)
 		}
-		return p.Check(host, ap.Addr())
+		return p.checkDial(host, ap.Addr(), ap.Port())
 	}}
 	var firstErr error
 	for _, a := range addrs {
-		if err := p.Check(host, a); err != nil {
+		if err := p.checkDial(host, a, uint16(portNum)); err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}

@@ -287,3 +287,27 @@ func TestDoMany(t *testing.T) {
 		t.Errorf("%d items committed in batches, want all 100", len(committed))
 	}
 }
+
+// A lone item whose commit fails gets the commit's error, not a result: a caller alone in
+// its batch is never told an item succeeded that the database refused. Its caller is the
+// only one waiting, so no retry item by item answers it.
+func TestALoneItemWhoseCommitFailsGetsTheError(t *testing.T) {
+	full := errors.New("database or disk is full")
+	var obs commits
+	c := New(func(_ context.Context, items []int) ([]int, error) {
+		return nil, full
+	}, Config{Observe: obs.observe})
+	v, err := c.Do(t.Context(), 7)
+	if !errors.Is(err, full) {
+		t.Fatalf("Do of a lone item whose commit failed = %d, %v; want the commit's error", v, err)
+	}
+	if v != 0 {
+		t.Errorf("Do of a lone item whose commit failed returned result %d, want none", v)
+	}
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if obs.batches != 1 || obs.failed != 1 {
+		t.Errorf("observed %d commits, %d failed; want the one failed commit, not retried", obs.batches, obs.failed)
+	}
+}

@@ -2,7 +2,8 @@
 // the step's effect key as its idempotency key, and a declarative table that classifies
 // the answer as success, retryable, permanent or unknown.
 //
-// Defaults: 2xx is success; 408, 425, 429 and 5xx are retryable (honouring Retry-After);
+// Defaults: 2xx is success; 408, 425, 429 and 5xx are retryable (honouring Retry-After, up
+// to the step's RetryPolicy.MaxRetryAfter);
 // other 4xx and unfollowed 3xx are permanent; an error before the request was written is
 // retryable; an error after it was written (a timeout, a dropped connection) leaves the
 // outcome unknown. When the previous attempt's outcome is unknown and a verify request is
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -23,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/egress"
@@ -77,6 +81,10 @@ type Spec struct {
 	Limiter *limit.Limiter
 	// LimitKeys are the step's own limits (limit.StepKey).
 	LimitKeys []string
+	// MaxRetryAfter is the step's onceflow.RetryPolicy.MaxRetryAfter (0: its default): a
+	// 429 holds back the Limiter's destinations for no longer, and a request that would
+	// wait longer for them is retried when the wait is over instead.
+	MaxRetryAfter time.Duration
 }
 
 // Env looks up an environment variable.
@@ -309,9 +317,36 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 		e.Class = onceflow.Unknown
 	default:
 		e.Class = onceflow.Retryable
-		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if v := resp.Header.Get("Retry-After"); v != "" {
+			// The engine honours it up to the step's cap, and parks the step for review
+			// beyond it: the header as written shows in the error why.
+			e.RetryAfter = retryAfter(v, time.Now())
+			e.Err = fmt.Errorf("%w (Retry-After: %s)", e.Err, clip(v, 64))
+		}
 	}
 	return nil, e
+}
+
+// clip cuts a header value from a destination to at most n bytes, on a rune boundary,
+// marking the cut, and replaces what is not printable with '?': it goes into an error.
+func clip(s string, n int) string {
+	cut := len(s) > n
+	if cut {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, s)
+	if cut {
+		s += "…"
+	}
+	return s
 }
 
 // check runs the verify request: exists reports that the effect is already there.
@@ -387,19 +422,32 @@ func (s *Step) send(ctx context.Context, req *http.Request) (*http.Response, []b
 		// within the step's time, not the request's.
 		release, err := l.Acquire(req.Context(), keys...)
 		if err != nil {
-			return nil, nil, &onceflow.StepError{Class: onceflow.Retryable,
+			se := &onceflow.StepError{Class: onceflow.Retryable,
 				Err: fmt.Errorf("%s %s: not sent: waiting for the destination's limit: %w", req.Method, redactURL(req), err)}
+			var we *limit.WaitError
+			if errors.As(err, &we) {
+				// Held back longer than the step may wait now (a 429 slowed the host
+				// down): tried again when the wait is over, without holding a worker.
+				se.RetryAfter = min(we.Wait, s.maxRetryAfter())
+			}
+			return nil, nil, se
 		}
 		defer release()
 	}
 	resp, body, err := s.sendNow(req)
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests && len(keys) > 0 {
-		// The destination asked to slow down: every request to it waits, not only ours.
+		// The destination asked to slow down: every request to it waits, not only ours —
+		// for no longer than the step's cap, whatever it asked for.
 		if d := retryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
-			_ = s.spec.Limiter.Slow(context.WithoutCancel(ctx), d, keys...)
+			_ = s.spec.Limiter.Slow(context.WithoutCancel(ctx), min(d, s.maxRetryAfter()), keys...)
 		}
 	}
 	return resp, body, err
+}
+
+// maxRetryAfter is the longest Retry-After the step honours.
+func (s *Step) maxRetryAfter() time.Duration {
+	return onceflow.RetryPolicy{MaxRetryAfter: s.spec.MaxRetryAfter}.RetryAfterCap()
 }
 
 // sendNow performs req, now.
@@ -472,20 +520,26 @@ func output(status int, body []byte) any {
 	return map[string]any{"status": status}
 }
 
-// retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when absent.
+// retryAfter parses a Retry-After header (RFC 9110 section 10.2.3): delay-seconds, one or
+// more digits, or an HTTP date. It returns 0 for anything else (absent, negative, signed,
+// fractional, garbage, a date in the past): the backoff decides. A delay too large for a
+// time.Duration — 9223372037 seconds and up, a date in year 9999 — is the longest
+// Duration, never one that wraps round to a short or negative delay: it is longer than
+// any cap, so the step goes to review.
 func retryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(v); err == nil {
-		if n < 0 {
-			return 0
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > int64(math.MaxInt64/time.Second) {
+			return math.MaxInt64 // out of range: digits only, so too large
 		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return t.Sub(now) // saturates at the longest Duration
 	}
 	return 0
 }

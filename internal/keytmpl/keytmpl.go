@@ -270,20 +270,6 @@ func (t *Template) Raw() bool {
 	return false
 }
 
-// Decode parses JSON into the tree Render reads, keeping numbers exact.
-func Decode(raw []byte) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // Value renders a template that is exactly one field, such as "{input.amount}", to the
 // field's own JSON value (a number stays a number, an object stays an object); any other
 // template renders to a string. A missing field is a *FieldError, as for Render.

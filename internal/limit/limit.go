@@ -182,6 +182,27 @@ func (l *Limiter) Acquire(ctx context.Context, keys ...string) (release func(), 
 	return done, nil
 }
 
+// WaitError is returned by Acquire when a request would have to wait for a destination
+// longer than its context allows — the destination was slowed down by a 429 for longer,
+// or its rate allows no request before then: nothing is held, and the request can be
+// tried again after Wait instead of waiting in vain.
+type WaitError struct {
+	Key  string
+	Wait time.Duration
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("%s is held back for another %s, longer than the request may wait", e.Key, e.Wait)
+}
+
+// pause waits d for key, or returns a *WaitError at once when ctx would end first.
+func (l *Limiter) pause(ctx context.Context, key string, d time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
+		return &WaitError{Key: key, Wait: d}
+	}
+	return l.wait(ctx, d)
+}
+
 func (l *Limiter) acquire(ctx context.Context, key string, d *dest) (func(), error) {
 	// Slowed down by a 429: wait it out.
 	for {
@@ -192,7 +213,7 @@ func (l *Limiter) acquire(ctx context.Context, key string, d *dest) (func(), err
 		if left <= 0 {
 			break
 		}
-		if err := l.wait(ctx, left); err != nil {
+		if err := l.pause(ctx, key, left); err != nil {
 			return nil, err
 		}
 	}
@@ -210,7 +231,7 @@ func (l *Limiter) acquire(ctx context.Context, key string, d *dest) (func(), err
 	}
 	if d.rate != nil {
 		r := d.rate.ReserveN(l.now(), 1)
-		if err := l.wait(ctx, r.DelayFrom(l.now())); err != nil {
+		if err := l.pause(ctx, key, r.DelayFrom(l.now())); err != nil {
 			r.Cancel()
 			free()
 			return nil, err
@@ -237,7 +258,7 @@ func (l *Limiter) acquireShared(ctx context.Context, key string, lim Limit) (fun
 		if wait <= 0 {
 			break
 		}
-		if err := l.wait(ctx, wait); err != nil {
+		if err := l.pause(ctx, key, wait); err != nil {
 			return nil, err
 		}
 	}
@@ -269,7 +290,9 @@ func (l *Limiter) acquireShared(ctx context.Context, key string, lim Limit) (fun
 }
 
 // Slow holds back every request to the destinations keys for d, in this process and,
-// with a Gate, in the others: a destination that answered 429 with Retry-After d.
+// with a Gate, in the others: a destination that answered 429 with Retry-After d. The
+// caller bounds d (the step's RetryPolicy.MaxRetryAfter): a destination's word alone must
+// not hold a host back for years.
 func (l *Limiter) Slow(ctx context.Context, d time.Duration, keys ...string) error {
 	if d <= 0 {
 		return nil

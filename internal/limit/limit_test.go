@@ -135,3 +135,35 @@ func TestRegisterAndHostKeys(t *testing.T) {
 		}
 	}
 }
+
+// A request that would wait for a slowed-down destination longer than its context allows
+// is told at once how long, holding nothing, rather than waiting in vain until it times
+// out; one that may wait that long waits.
+func TestAcquireReportsAWaitLongerThanItsContext(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var waited []time.Duration
+	l := New(Options{Now: func() time.Time { return now }, Wait: func(_ context.Context, d time.Duration) error {
+		waited = append(waited, d)
+		now = now.Add(d)
+		return nil
+	}})
+	key := HostKey("api.example")
+	if err := l.Register(key, Limit{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Slow(context.Background(), time.Hour, key); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := l.Acquire(ctx, key)
+	var we *WaitError
+	if !errors.As(err, &we) || we.Wait != time.Hour || we.Key != key || len(waited) != 0 {
+		t.Fatalf("acquire within a minute of a host held back an hour: %v (waited %v); want a *WaitError of 1h at once", err, waited)
+	}
+	release, err := l.Acquire(context.Background(), key) // nothing held by the refused one
+	if err != nil || len(waited) != 1 || waited[0] != time.Hour {
+		t.Fatalf("acquire without a deadline: %v, waited %v; want a wait of 1h", err, waited)
+	}
+	release()
+}

@@ -358,11 +358,10 @@ func run(ctx context.Context, tx *sql.Tx, c compiled, args []any) (StatementResu
 func bindValue(v any) any {
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		if f, err := x.Float64(); err == nil {
-			return f
+		// A number no Go number holds exactly (an integer beyond int64, more digits than
+		// float64 keeps) is bound as its text, which the database reads exactly.
+		if n, ok := keytmpl.NumberValue(x); ok {
+			return n
 		}
 		return x.String()
 	case map[string]any, []any:
@@ -481,7 +480,8 @@ func (d *DB) lookup(ctx context.Context, db *sql.DB, key string) (*Result, bool,
 		return nil, false, fmt.Errorf("look up effect key in %s: %w", Table, err)
 	}
 	res := &Result{}
-	if err := json.Unmarshal([]byte(raw), res); err != nil {
+	// The rows' numbers keep every digit: an id above 2^53 stays the row it names.
+	if err := keytmpl.DecodeInto([]byte(raw), res); err != nil {
 		return nil, false, fmt.Errorf("%s holds an unreadable result for the key: %w", Table, err)
 	}
 	res.Replayed = true

@@ -478,3 +478,39 @@ func TestRacingAttemptsApplyOnce(t *testing.T) {
 		})
 	}
 }
+
+// Integers beyond 2^53 keep every digit: bound as parameters (one beyond int64 too), read
+// back in the rows of the first attempt, and in the result a later attempt reads back from
+// onceflow_applied instead of running the statements again.
+func TestBigIntegersStayExact(t *testing.T) {
+	for _, dialect := range dialects {
+		t.Run(dialect, func(t *testing.T) {
+			s := newShop(t, dialect)
+			ctx := context.Background()
+			if _, err := s.db.ExecContext(ctx, "INSERT INTO orders (id, status) VALUES (9007199254740993, 'pending'), (9007199254740992, 'pending')"); err != nil {
+				t.Fatal(err)
+			}
+			q := sqlstep.Statement{Query: "SELECT id, CAST($2 AS NUMERIC(30, 0)) AS wide FROM orders WHERE id = $1", Args: []string{"{input.order_id}", "{input.wide}"}}
+			if dialect == "mysql" {
+				q = sqlstep.Statement{Query: "SELECT id, CAST(? AS DECIMAL(30, 0)) AS wide FROM orders WHERE id = ?", Args: []string{"{input.wide}", "{input.order_id}"}}
+			}
+			st, db := s.step(t, sqlstep.Spec{Database: "SHOP_DB", Statements: []sqlstep.Statement{q}})
+			if err := db.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			key := "big:" + testsvc.Suffix()
+			sc := &onceflow.StepContext{RunID: 7, RunKey: "evt", Workflow: "w", Step: "s", EffectKey: key, Attempt: 1,
+				Input: json.RawMessage(`{"order_id": 9007199254740993, "wide": 18446744073709551617}`)}
+			for _, attempt := range []string{"first attempt", "replayed from onceflow_applied"} {
+				out, err := st.Do(ctx, sc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := json.Marshal(out.(*sqlstep.Result).Rows)
+				if !strings.Contains(string(b), `"id":9007199254740993`) || !strings.Contains(string(b), `18446744073709551617`) {
+					t.Errorf("%s: rows %s; want id 9007199254740993 and wide 18446744073709551617", attempt, b)
+				}
+			}
+		})
+	}
+}

@@ -4,32 +4,43 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 )
 
 // faultProxy is a TCP proxy between the engine and PostgreSQL that can delay traffic, drop
 // every connection (a reset on both sides) and half-close them (the database's side stops
-// sending while the engine's writes still arrive).
+// sending while the engine's writes still arrive). It follows the protocol's messages in
+// both directions and forwards whole messages, so that it can lose one COMMIT or its
+// answer exactly.
 type faultProxy struct {
 	ln     net.Listener
 	target string
 	delay  atomic.Int64 // nanoseconds added before each chunk is forwarded
-	// lose counts COMMITs whose answer the proxy loses: the database commits, the
-	// connection is reset before the client hears so. drop counts COMMITs the proxy
-	// loses on the way to the database, resetting the connection instead.
-	loseAnswers, dropCommits atomic.Int64
-	lost                     atomic.Int64 // answers and COMMITs lost so far
+	// loseAnswers counts COMMITs whose answer the proxy loses: the database commits, the
+	// connection is reset before the client hears so. dropCommits counts COMMITs the proxy
+	// loses on the way to the database, resetting the connection instead (with whatever
+	// the chunk holding them held). holdCommits counts COMMITs sent in a pipelined batch
+	// that the proxy keeps from the database while it forwards the batch's other
+	// statements and their answers; it resets the connection where the answer to COMMIT
+	// would come: the client heard every statement succeed, and the database rolls the
+	// transaction back.
+	loseAnswers, dropCommits, holdCommits atomic.Int64
+	lost                                  atomic.Int64 // answers and COMMITs lost so far
+	held                                  atomic.Int64 // COMMITs held so far
 	// refuse, while set, resets every new connection as soon as it is accepted, as a
 	// server restarting does; refused counts them.
 	refuse  atomic.Bool
@@ -43,7 +54,17 @@ type faultProxy struct {
 type proxyConn struct {
 	client, server *net.TCPConn
 	swallow        atomic.Bool // the next answer from the database is lost
-	fe             frontendScanner
+	// holding is set once a COMMIT of this connection is held: the connection is reset
+	// before the ReadyForQuery that ends its batch reaches the client.
+	holding atomic.Bool
+	// dropping is set while the messages of a held COMMIT (its Bind to its Execute) are
+	// left out; only the client-to-database direction uses it.
+	dropping bool
+	fe       frontendScanner
+	be       backendScanner
+	// encryption counts the SSL or GSS encryption requests whose one-byte answer the
+	// database has not sent yet.
+	encryption atomic.Int32
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -99,7 +120,7 @@ func (p *faultProxy) accept() {
 }
 
 // pipe copies from src to dst, delayed as set, and half-closes dst when src ends. toServer
-// says the direction; COMMITs and their answers are lost on it as set.
+// says the direction; COMMITs and their answers are lost or held on it as set.
 func (p *faultProxy) pipe(pc *proxyConn, dst, src *net.TCPConn, toServer bool) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -108,20 +129,20 @@ func (p *faultProxy) pipe(pc *proxyConn, dst, src *net.TCPConn, toServer bool) {
 			if d := time.Duration(p.delay.Load()); d > 0 {
 				time.Sleep(d) // the injected latency itself
 			}
-			commit := toServer && pc.fe.commits(buf[:n])
-			switch {
-			case commit && take(&p.dropCommits):
-				p.lost.Add(1)
-				reset(pc)
-				return
-			case commit && take(&p.loseAnswers):
-				pc.swallow.Store(true)
-			case !toServer && pc.swallow.Load():
-				p.lost.Add(1)
-				reset(pc)
-				return
+			var out []byte
+			var cut bool
+			if toServer {
+				out, cut = p.fromClient(pc, buf[:n])
+			} else {
+				out, cut = p.fromServer(pc, buf[:n])
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if len(out) > 0 {
+				if _, werr := dst.Write(out); werr != nil {
+					return
+				}
+			}
+			if cut {
+				reset(pc)
 				return
 			}
 		}
@@ -134,51 +155,161 @@ func (p *faultProxy) pipe(pc *proxyConn, dst, src *net.TCPConn, toServer bool) {
 	}
 }
 
-// frontendScanner follows the messages a client sends PostgreSQL to tell which chunks
-// execute a COMMIT: a simple query, or the extended protocol's Bind of a statement whose
-// text is COMMIT (a COMMIT sent in a pipelined batch, prepared once per connection).
+// fromClient returns the whole messages of a chunk from the client to forward, and whether
+// the connection is to be reset after them.
+func (p *faultProxy) fromClient(pc *proxyConn, chunk []byte) (out []byte, cut bool) {
+	msgs := pc.fe.feed(chunk, &pc.encryption)
+	commit := false
+	for _, m := range msgs {
+		commit = commit || m.commit
+	}
+	switch {
+	case commit && take(&p.dropCommits):
+		p.lost.Add(1)
+		return nil, true
+	case commit && take(&p.loseAnswers):
+		pc.swallow.Store(true)
+	}
+	for _, m := range msgs {
+		switch {
+		case pc.dropping:
+			pc.dropping = m.typ != 'E'
+			continue
+		case m.commit && m.typ == 'B' && take(&p.holdCommits):
+			// Its Describe and Execute follow; the Sync that ends the batch is forwarded,
+			// so the database answers the statements before COMMIT.
+			pc.dropping = true
+			pc.holding.Store(true)
+			p.held.Add(1)
+			continue
+		}
+		out = append(out, m.data...)
+	}
+	return out, false
+}
+
+// fromServer returns the whole messages of a chunk from the database to forward, and
+// whether the connection is to be reset after them.
+func (p *faultProxy) fromServer(pc *proxyConn, chunk []byte) (out []byte, cut bool) {
+	if pc.swallow.Load() {
+		p.lost.Add(1)
+		return nil, true
+	}
+	for _, m := range pc.be.feed(chunk, &pc.encryption) {
+		if m.typ == 'Z' && pc.holding.Load() {
+			// The batch whose COMMIT was held is answered up to here: every statement
+			// before COMMIT, and not COMMIT.
+			return out, true
+		}
+		out = append(out, m.data...)
+	}
+	return out, false
+}
+
+// wireMsg is one protocol message.
+type wireMsg struct {
+	typ  byte   // its type; 0 for the untyped startup, encryption request and encryption answer
+	data []byte // the whole message
+	// commit is set for a client's message that executes a COMMIT: a simple query, or the
+	// Bind of a statement whose text is COMMIT.
+	commit bool
+}
+
+// frontendScanner follows the messages a client sends PostgreSQL to tell which execute a
+// COMMIT: a simple query, or the extended protocol's Bind of a statement whose text is
+// COMMIT (a COMMIT sent in a pipelined batch, prepared once per connection).
 type frontendScanner struct {
 	buf     []byte
 	started bool            // the startup message, which has no type byte, was read
 	commit  map[string]bool // prepared statement name -> whether its text is COMMIT
 }
 
-// commits adds a chunk and reports whether the messages it completes execute a COMMIT.
-func (f *frontendScanner) commits(chunk []byte) bool {
+// feed adds a chunk and returns the messages it completes. An encryption request counts
+// in encryption until the database's one-byte answer to it.
+func (f *frontendScanner) feed(chunk []byte, encryption *atomic.Int32) []wireMsg {
 	f.buf = append(f.buf, chunk...)
 	if f.commit == nil {
 		f.commit = map[string]bool{}
 	}
-	found := false
+	var msgs []wireMsg
 	for {
 		head := 5
 		if !f.started {
 			head = 4
 		}
 		if len(f.buf) < head {
-			return found
+			return msgs
 		}
 		size := int(binary.BigEndian.Uint32(f.buf[head-4:head])) + head - 4
 		if len(f.buf) < size {
-			return found
+			return msgs
 		}
-		msg := f.buf[:size]
+		m := wireMsg{data: bytes.Clone(f.buf[:size])}
 		f.buf = f.buf[size:]
 		if !f.started {
 			// An SSL or GSS encryption request is followed by another startup message.
-			f.started = size != 8
+			if size == 8 {
+				encryption.Add(1)
+			} else {
+				f.started = true
+			}
+			msgs = append(msgs, m)
 			continue
 		}
-		fields := bytes.Split(msg[5:], []byte{0})
-		switch msg[0] {
+		m.typ = m.data[0]
+		fields := bytes.Split(m.data[5:], []byte{0})
+		switch m.typ {
 		case 'Q':
-			found = found || isCommitText(fields[0])
+			m.commit = isCommitText(fields[0])
 		case 'P':
 			f.commit[string(fields[0])] = len(fields) > 1 && isCommitText(fields[1])
 		case 'B':
-			found = found || len(fields) > 1 && f.commit[string(fields[1])]
+			m.commit = len(fields) > 1 && f.commit[string(fields[1])]
 		}
+		msgs = append(msgs, m)
 	}
+}
+
+// backendScanner splits what PostgreSQL sends a client into messages.
+type backendScanner struct {
+	buf []byte
+	// opaque is set once the database accepted an encryption request: what follows is
+	// encrypted and forwarded as it comes.
+	opaque bool
+}
+
+// feed adds a chunk and returns the messages it completes.
+func (b *backendScanner) feed(chunk []byte, encryption *atomic.Int32) []wireMsg {
+	if b.opaque {
+		return []wireMsg{{data: bytes.Clone(chunk)}}
+	}
+	b.buf = append(b.buf, chunk...)
+	var msgs []wireMsg
+	for len(b.buf) > 0 {
+		if encryption.Load() > 0 {
+			// The answer to an encryption request: one byte, N (no) or S/G (yes).
+			encryption.Add(-1)
+			m := wireMsg{data: bytes.Clone(b.buf[:1])}
+			b.buf = b.buf[1:]
+			msgs = append(msgs, m)
+			if m.data[0] != 'N' {
+				b.opaque = true
+				msgs = append(msgs, wireMsg{data: bytes.Clone(b.buf)})
+				b.buf = nil
+			}
+			continue
+		}
+		if len(b.buf) < 5 {
+			break
+		}
+		size := int(binary.BigEndian.Uint32(b.buf[1:5])) + 1
+		if len(b.buf) < size {
+			break
+		}
+		msgs = append(msgs, wireMsg{typ: b.buf[0], data: bytes.Clone(b.buf[:size])})
+		b.buf = b.buf[size:]
+	}
+	return msgs
 }
 
 // isCommitText reports whether a statement's text is COMMIT.
@@ -259,9 +390,11 @@ func TestProxyFaults(t *testing.T) {
 }
 
 // Through the proxy, COMMITs are lost: some answers never come back although the database
-// committed (the connection is reset first), and some COMMITs never reach the database.
-// Starts and step records whose commit is in doubt are retried; no acknowledged start is
-// lost, and nothing committed twice applies an effect twice.
+// committed (the connection is reset first), some COMMITs never reach the database, and
+// some COMMITs of pipelined batches are kept from the database alone while the batch's
+// other statements are answered. Starts and step records whose commit is in doubt are
+// retried; no acknowledged start is lost, and nothing committed twice applies an effect
+// twice.
 func TestProxyCommitsInDoubt(t *testing.T) {
 	t.Parallel()
 	proxyWorkload(t, func(proxy *faultProxy, progress func(what string, requests int)) {
@@ -271,11 +404,112 @@ func TestProxyCommitsInDoubt(t *testing.T) {
 			progress(fmt.Sprintf("work after commit answer %d was lost", i+1), 30)
 			proxy.dropCommits.Add(1)
 			progress(fmt.Sprintf("work after commit %d was lost", i+1), 30)
+			proxy.holdCommits.Add(1)
+			progress(fmt.Sprintf("work after commit %d of a batch was held", i+1), 30)
 		}
 		if n := proxy.lost.Load(); n < 10 {
 			t.Fatalf("%d commits or their answers lost, want 10", n)
 		}
+		if n := proxy.held.Load(); n != 5 {
+			t.Fatalf("%d commits of pipelined batches held, want 5", n)
+		}
 	})
+}
+
+// Through the proxy, the COMMIT sent in the same round trip as a transaction's last
+// statements never reaches the database, while those statements are answered: the
+// connection is reset where the answer to COMMIT would come, and the database rolls the
+// transaction back. The caller gets an error that says the outcome is unknown, never a
+// success for a start that was not stored, through the store and through the engine; a
+// retry stores it.
+func TestProxyCommitHeldAfterItsStatements(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := newSchema(t)
+	direct := openStore(t, schema) // creates the schema, and reads it without the proxy
+	proxy := newFaultProxy(t, u.Host)
+	proxied := *u
+	proxied.Host = proxy.ln.Addr().String()
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, proxied.String(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	params := func(key string) store.RunInsertParams {
+		return store.RunInsertParams{Workflow: "orders", RunKey: key, Entity: "order:" + key, Input: json.RawMessage(`{}`), InputHash: "h",
+			Now: base, Steps: []store.StepInsert{{Name: "a"}}}
+	}
+	notStored := func(what string, keys ...string) {
+		t.Helper()
+		for _, key := range keys {
+			if r, err := direct.RunGetByKey(ctx, "orders", key); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s: run %s is stored (%+v, %v), although its COMMIT never reached the database", what, key, r, err)
+			}
+		}
+	}
+	wantUnknown := func(what string, err error) {
+		t.Helper()
+		if err != nil && !strings.Contains(err.Error(), "may or may not have committed") {
+			t.Errorf("%s: %v, want an error that says the outcome is unknown", what, err)
+		}
+	}
+
+	proxy.holdCommits.Store(1)
+	res, err := s.RunInsertMany(ctx, []store.RunInsertParams{params("order-1"), params("order-2")})
+	if n := proxy.held.Load(); n != 1 {
+		t.Fatalf("the proxy held %d COMMITs, want the batch's", n)
+	}
+	if err == nil {
+		var ids []int64
+		for _, r := range res {
+			if r.Run != nil {
+				ids = append(ids, r.Run.ID)
+			}
+		}
+		t.Errorf("RunInsertMany acknowledged runs %v, whose COMMIT never reached the database", ids)
+	}
+	wantUnknown("RunInsertMany", err)
+	notStored("RunInsertMany", "order-1", "order-2")
+	res, err = s.RunInsertMany(ctx, []store.RunInsertParams{params("order-1"), params("order-2")})
+	if err != nil || !res[0].Created || !res[1].Created {
+		t.Fatalf("the retry: %+v, %v; want both runs created", res, err)
+	}
+
+	c, err := onceflow.New(onceflow.Config{Store: s, WorkerID: "held"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(onceflow.Workflow{Name: "orders", Steps: []onceflow.Step{{ID: "a", Do: func(context.Context, *onceflow.StepContext) (any, error) {
+		return nil, nil
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.holdCommits.Store(1)
+	run, err := c.Start(ctx, "orders", "order-3", map[string]any{})
+	if n := proxy.held.Load(); n != 2 {
+		t.Fatalf("the proxy held %d COMMITs, want the start's too", n)
+	}
+	if err == nil {
+		// Acknowledged: then it must be stored, whatever happened on the way.
+		if r, gerr := direct.RunGetByKey(ctx, "orders", "order-3"); gerr != nil || r.ID != run.ID {
+			t.Errorf("Start acknowledged run %d for order-3, which is not stored (%+v, %v)", run.ID, r, gerr)
+		}
+	} else {
+		t.Logf("Start whose COMMIT was held: %v", err)
+		wantUnknown("Start", err)
+		notStored("Start", "order-3")
+	}
+	again, err := c.Start(ctx, "orders", "order-3", map[string]any{})
+	if err != nil {
+		t.Fatalf("Start again: %v", err)
+	}
+	if r, err := direct.RunGetByKey(ctx, "orders", "order-3"); err != nil || r.ID != again.ID {
+		t.Fatalf("order-3 after the second start: %+v, %v; want run %d stored", r, err, again.ID)
+	}
 }
 
 // proxyWorkload starts and executes runs through a fault proxy in front of PostgreSQL
@@ -370,5 +604,5 @@ func proxyWorkload(t *testing.T, faults func(proxy *faultProxy, progress func(wh
 	mu.Lock()
 	defer mu.Unlock()
 	checkNoLossNoRepeat(t, s, schema, dest, acked, nil)
-	t.Logf("connections opened through the proxy: %d; commits or answers lost: %d", proxy.opened.Load(), proxy.lost.Load())
+	t.Logf("connections opened through the proxy: %d; commits or answers lost: %d; commits of batches held: %d", proxy.opened.Load(), proxy.lost.Load(), proxy.held.Load())
 }

@@ -142,18 +142,19 @@ func (s *Store) runInsertTx(ctx context.Context, sp pgx.Tx, p store.RunInsertPar
 	if _, err := sp.Exec(ctx, `SELECT set_config('search_path', $1, true)`, prev); err != nil {
 		return nil, false, err
 	}
-	return res[0].Run, res[0].Created, nil
+	return res[0].Run, res[0].Created, res[0].Err
 }
 
 // runKey names a run by (workflow, run key).
 type runKey struct{ workflow, key string }
 
 // runInsertMany inserts the valid params of ps (those whose results[i].Err is nil) and
-// fills their results. A key repeated in the batch is inserted once, for its first param;
-// the keys are inserted in sorted order, so that two batches inserting the same keys wait
-// for each other in one order and never in a cycle.
+// fills their results. A key repeated in the batch is inserted once, for its first param
+// that is not a Repeat; Repeat params are only looked up. The keys are inserted in sorted
+// order, so that two batches inserting the same keys wait for each other in one order and
+// never in a cycle.
 func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, results []store.RunInsertResult) error {
-	first := map[runKey]int{} // key → index of its first valid param
+	first := map[runKey]int{} // key → index of its first valid param that is not a Repeat
 	var order []int           // those first params
 	for i := range ps {
 		if results[i].Err != nil {
@@ -161,7 +162,7 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 		}
 		results[i].Run, results[i].Created = nil, false
 		k := runKey{ps[i].Workflow, ps[i].RunKey}
-		if _, ok := first[k]; !ok {
+		if _, ok := first[k]; !ok && !ps[i].Repeat {
 			first[k] = i
 			order = append(order, i)
 		}
@@ -169,7 +170,83 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(strings.Compare(ps[a].Workflow, ps[b].Workflow), strings.Compare(ps[a].RunKey, ps[b].RunKey))
 	})
+	runs, err := insertRuns(ctx, t, ps, order)
+	if err != nil {
+		return err
+	}
+	if err := readRepeats(ctx, t, ps, results, runs); err != nil {
+		return err
+	}
+	isNew := make(map[int64]bool, len(runs))
+	for _, r := range runs {
+		if r.created {
+			isNew[r.ID] = true
+		}
+	}
+
+	// The steps of the new runs, in the params' order; the repeats' events follow the
+	// others'.
+	var sRun []int64
+	var sWorkflow, sName, sNeeds []string
+	var sWaiting []int32
+	var sNow []time.Time
+	for _, i := range slices.Concat(paramsWhere(ps, results, false), paramsWhere(ps, results, true)) {
+		p := &ps[i]
+		k := runKey{p.Workflow, p.RunKey}
+		run := runs[k].Run
+		results[i].Run = run
+		results[i].Created = isNew[run.ID] && !p.Repeat && first[k] == i
+		if !results[i].Created {
+			t.event(store.RunInsertEvent(p, run, false))
+			continue
+		}
+		for _, st := range p.Steps {
+			needs, err := json.Marshal(nonNil(st.Needs))
+			if err != nil {
+				return err
+			}
+			sRun, sWorkflow, sName = append(sRun, run.ID), append(sWorkflow, run.Workflow), append(sName, st.Name)
+			sNeeds, sWaiting, sNow = append(sNeeds, string(needs)), append(sWaiting, int32(len(st.Needs))), append(sNow, p.Now)
+		}
+		t.event(store.RunInsertEvent(p, run, true))
+		t.notify = true
+	}
+	if len(sRun) > 0 {
+		t.queue(`INSERT INTO steps (run_id, workflow, name, needs, waiting, state, next_at, created_at, updated_at)
+			SELECT u.run_id, u.workflow, u.name, ARRAY(SELECT jsonb_array_elements_text(u.needs::jsonb)), u.waiting, 'pending', u.now, u.now, u.now
+			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[]) WITH ORDINALITY
+				AS u(run_id, workflow, name, needs, waiting, now, ord)
+			ORDER BY u.ord`, sRun, sWorkflow, sName, sNeeds, sWaiting, sNow)
+	}
+	return nil
+}
+
+// paramsWhere lists, in order, the indexes of the params of ps without an error whose
+// Repeat is repeat.
+func paramsWhere(ps []store.RunInsertParams, results []store.RunInsertResult, repeat bool) []int {
+	var out []int
+	for i := range ps {
+		if results[i].Err == nil && ps[i].Repeat == repeat {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// storedRun is a run a batch of starts inserted or found, and whether it inserted it.
+type storedRun struct {
+	*store.Run
+	created bool
+}
+
+// insertRuns inserts the runs of the params order lists, in that order, or reads those
+// that exist.
+func insertRuns(ctx context.Context, t *txn, ps []store.RunInsertParams, order []int) (map[runKey]storedRun, error) {
 	n := len(order)
+	runs := make(map[runKey]storedRun, n)
+	if n == 0 {
+		return runs, nil
+	}
 	workflows, keys, entities, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	inputs, nows := make([][]byte, n), make([]time.Time, n)
 	for j, i := range order {
@@ -197,7 +274,7 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 			RETURNING `+runColumns+`)
 		SELECT true, * FROM ins UNION ALL SELECT false, * FROM old`, workflows, keys, entities, inputs, hashes, nows)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var created, existed []*store.Run
 	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
@@ -216,78 +293,75 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 		return struct{}{}, nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	runs := make(map[runKey]*store.Run, n)
-	for _, r := range slices.Concat(created, existed) {
-		runs[runKey{r.Workflow, r.RunKey}] = r
+	for _, r := range created {
+		runs[runKey{r.Workflow, r.RunKey}] = storedRun{r, true}
+	}
+	for _, r := range existed {
+		runs[runKey{r.Workflow, r.RunKey}] = storedRun{Run: r}
 	}
 	if len(created)+len(existed) < n {
 		// Other transactions hold or held these keys: ON CONFLICT waited for them to
 		// commit, and this statement's snapshot, taken now, sees their rows.
 		var ws, ks []string
 		for j := range order {
-			if runs[runKey{workflows[j], keys[j]}] == nil {
+			if runs[runKey{workflows[j], keys[j]}].Run == nil {
 				ws, ks = append(ws, workflows[j]), append(ks, keys[j])
 			}
 		}
-		rows, err := t.Query(ctx, `SELECT `+runColumns+` FROM runs r
-			JOIN unnest($1::text[], $2::text[]) AS u(workflow, run_key) ON r.workflow = u.workflow AND r.run_key = u.run_key`, ws, ks)
+		existing, err := runsByKey(ctx, t, ws, ks)
 		if err != nil {
-			return err
-		}
-		existing, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
-		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(existing) != len(ws) {
-			return errConflict // a run that conflicted was deleted since (retention): again
+			return nil, errConflict // a run that conflicted was deleted since (retention): again
 		}
 		for _, r := range existing {
-			runs[runKey{r.Workflow, r.RunKey}] = r
+			runs[runKey{r.Workflow, r.RunKey}] = storedRun{Run: r}
 		}
 	}
-	isNew := make(map[int64]bool, len(created))
-	for _, r := range created {
-		isNew[r.ID] = true
-	}
+	return runs, nil
+}
 
-	// The steps of the new runs, in the params' order.
-	var sRun []int64
-	var sWorkflow, sName, sNeeds []string
-	var sWaiting []int32
-	var sNow []time.Time
+// readRepeats reads the runs of the Repeat params whose keys the batch did not insert or
+// find, into runs; a Repeat param whose run is gone gets ErrNotFound.
+func readRepeats(ctx context.Context, t *txn, ps []store.RunInsertParams, results []store.RunInsertResult, runs map[runKey]storedRun) error {
+	var ws, ks []string
+	asked := map[runKey]bool{}
 	for i := range ps {
-		if results[i].Err != nil {
-			continue
+		k := runKey{ps[i].Workflow, ps[i].RunKey}
+		if results[i].Err == nil && ps[i].Repeat && runs[k].Run == nil && !asked[k] {
+			asked[k] = true
+			ws, ks = append(ws, k.workflow), append(ks, k.key)
 		}
-		p := &ps[i]
-		run := runs[runKey{p.Workflow, p.RunKey}]
-		results[i].Run = run
-		results[i].Created = isNew[run.ID] && first[runKey{p.Workflow, p.RunKey}] == i
-		if !results[i].Created {
-			t.event(store.RunInsertEvent(p, run, false))
-			continue
-		}
-		for _, st := range p.Steps {
-			needs, err := json.Marshal(nonNil(st.Needs))
-			if err != nil {
-				return err
-			}
-			sRun, sWorkflow, sName = append(sRun, run.ID), append(sWorkflow, run.Workflow), append(sName, st.Name)
-			sNeeds, sWaiting, sNow = append(sNeeds, string(needs)), append(sWaiting, int32(len(st.Needs))), append(sNow, p.Now)
-		}
-		t.event(store.RunInsertEvent(p, run, true))
-		t.notify = true
 	}
-	if len(sRun) > 0 {
-		t.queue(`INSERT INTO steps (run_id, workflow, name, needs, waiting, state, next_at, created_at, updated_at)
-			SELECT u.run_id, u.workflow, u.name, ARRAY(SELECT jsonb_array_elements_text(u.needs::jsonb)), u.waiting, 'pending', u.now, u.now, u.now
-			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[]) WITH ORDINALITY
-				AS u(run_id, workflow, name, needs, waiting, now, ord)
-			ORDER BY u.ord`, sRun, sWorkflow, sName, sNeeds, sWaiting, sNow)
+	if len(ws) == 0 {
+		return nil
+	}
+	found, err := runsByKey(ctx, t, ws, ks)
+	if err != nil {
+		return err
+	}
+	for _, r := range found {
+		runs[runKey{r.Workflow, r.RunKey}] = storedRun{Run: r}
+	}
+	for i := range ps {
+		if results[i].Err == nil && ps[i].Repeat && runs[runKey{ps[i].Workflow, ps[i].RunKey}].Run == nil {
+			results[i].Err = fmt.Errorf("postgres: run %q of workflow %q: %w", ps[i].RunKey, ps[i].Workflow, store.ErrNotFound)
+		}
 	}
 	return nil
+}
+
+// runsByKey reads the runs of the (workflow, run key) pairs ws and ks.
+func runsByKey(ctx context.Context, t *txn, ws, ks []string) ([]*store.Run, error) {
+	rows, err := t.Query(ctx, `SELECT `+runColumns+` FROM runs r
+		JOIN unnest($1::text[], $2::text[]) AS u(workflow, run_key) ON r.workflow = u.workflow AND r.run_key = u.run_key`, ws, ks)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
 }
 
 // RunGetByKey implements store.Store: one lookup in the unique (workflow, run_key) index,

@@ -72,27 +72,42 @@ func validateStarts(ps []store.RunInsertParams) (results []store.RunInsertResult
 }
 
 // insertAll inserts the runs of the valid params of ps in w (valid of them) and sets their
-// results.
+// results; the Repeat params are looked up after the others were inserted.
 func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsertResult, valid int) error {
 	type runKey struct{ workflow, key string }
 	seen := make(map[runKey]*store.Run, valid)
-	for i := range ps {
-		p, r := &ps[i], &results[i]
-		if r.Err != nil {
-			continue
-		}
-		r.Run, r.Created = nil, false
-		k := runKey{p.Workflow, p.RunKey}
-		run := seen[k]
-		if run == nil {
-			var err error
-			if run, r.Created, err = insertRun(w, p); err != nil {
-				return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
+	for _, repeats := range []bool{false, true} {
+		for i := range ps {
+			p, r := &ps[i], &results[i]
+			if r.Err != nil || p.Repeat != repeats {
+				continue
 			}
-			seen[k] = run
+			r.Run, r.Created = nil, false
+			k := runKey{p.Workflow, p.RunKey}
+			run := seen[k]
+			switch {
+			case run != nil:
+			case p.Repeat:
+				var err error
+				run, err = scanRun(w.queryRow(stmtRunByKey, p.Workflow, p.RunKey))
+				if errors.Is(err, sql.ErrNoRows) {
+					r.Err = fmt.Errorf("sqlite: run %s/%s: %w", p.Workflow, p.RunKey, store.ErrNotFound)
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
+				}
+				seen[k] = run
+			default:
+				var err error
+				if run, r.Created, err = insertRun(w, p); err != nil {
+					return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
+				}
+				seen[k] = run
+			}
+			r.Run = run
+			w.event(store.RunInsertEvent(p, run, r.Created))
 		}
-		r.Run = run
-		w.event(store.RunInsertEvent(p, run, r.Created))
 	}
 	return nil
 }

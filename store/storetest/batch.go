@@ -17,6 +17,7 @@ import (
 
 var batchTests = []subtest{
 	{"StartMixed", testBatchStartMixed},
+	{"StartRepeatsCreateNothing", testBatchStartRepeats},
 	{"StartFailedCommitsNothing", testBatchStartFailed},
 	{"GetByKey", testBatchGetByKey},
 	{"ClaimMixed", testBatchClaimMixed},
@@ -88,6 +89,62 @@ func testBatchStartMixed(h *harness) {
 		h.t.Fatal(err)
 	}
 	wantEqual(h.t, "runs", len(runs), 3)
+}
+
+// A Repeat param records the repeat of a key its caller found started: it is looked up
+// after the batch's other params, never inserted, and one whose run is gone (a purge
+// since the caller's read) gets ErrNotFound and writes nothing.
+func testBatchStartRepeats(h *harness) {
+	repeat := func(key string) store.RunInsertParams {
+		p := insertParams(key, step("a"))
+		p.Repeat = true
+		return p
+	}
+	old := h.run("old", step("a"))
+	res, err := h.s.RunInsertMany(h.ctx, []store.RunInsertParams{repeat("old"), repeat("gone"), repeat("made"), insertParams("made", step("a"))})
+	if err != nil {
+		h.t.Fatalf("RunInsertMany: %v", err)
+	}
+	if len(res) != 4 {
+		h.t.Fatalf("RunInsertMany returned %d results for 4 params", len(res))
+	}
+	if r := res[0]; r.Err != nil || r.Created || r.Run == nil || r.Run.ID != old.ID {
+		h.t.Errorf("the repeat of a known key: %+v, want run %d, not created", r, old.ID)
+	}
+	if r := res[1]; !errors.Is(r.Err, store.ErrNotFound) || r.Run != nil || r.Created {
+		h.t.Errorf("the repeat of a key without a run: %+v, want ErrNotFound and no run", r)
+	}
+	made := res[3]
+	if made.Err != nil || !made.Created || made.Run == nil {
+		h.t.Fatalf("the start of a new key: %+v, want it created", made)
+	}
+	if r := res[2]; r.Err != nil || r.Created || r.Run == nil || r.Run.ID != made.Run.ID {
+		h.t.Errorf("the repeat of the key the batch started: %+v, want run %d, not created", r, made.Run.ID)
+	}
+	if r, err := h.s.RunGetByKey(h.ctx, defaultWorkflow, "gone"); !errors.Is(err, store.ErrNotFound) {
+		h.t.Errorf("the repeated key without a run after the batch: %+v, %v; want none", r, err)
+	}
+	h.wantTypes("the known run", h.runEvents(old.ID), store.EventRunCreated, store.EventRunDeduplicated)
+	h.wantTypes("the run the batch started", h.runEvents(made.Run.ID), store.EventRunCreated, store.EventRunDeduplicated)
+
+	if _, _, err := h.s.RunInsert(h.ctx, repeat("gone")); !errors.Is(err, store.ErrNotFound) {
+		h.t.Errorf("RunInsert of a repeat without a run: %v, want ErrNotFound", err)
+	}
+	if bw, ok := h.s.(store.BatchWriter); ok {
+		wb, err := bw.WriteBatch(h.ctx, store.WriteBatchParams{Starts: []store.RunInsertParams{repeat("gone"), repeat("old")}})
+		if err != nil {
+			h.t.Fatalf("WriteBatch: %v", err)
+		}
+		if r := wb.Starts[0]; !errors.Is(r.Err, store.ErrNotFound) || r.Run != nil {
+			h.t.Errorf("WriteBatch: the repeat of a key without a run: %+v, want ErrNotFound", r)
+		}
+		if r := wb.Starts[1]; r.Err != nil || r.Created || r.Run == nil || r.Run.ID != old.ID {
+			h.t.Errorf("WriteBatch: the repeat of a known key: %+v, want run %d", r, old.ID)
+		}
+	}
+	if r, err := h.s.RunGetByKey(h.ctx, defaultWorkflow, "gone"); !errors.Is(err, store.ErrNotFound) {
+		h.t.Errorf("the repeated key without a run at the end: %+v, %v; want none", r, err)
+	}
 }
 
 func testBatchStartFailed(h *harness) {

@@ -15,6 +15,7 @@ var leaseTests = []subtest{
 	{"RecordCompareAndSet", testRecordLeaseLost},
 	{"LostSuccessKeptWhileHeld", testLostSuccessKeptWhileHeld},
 	{"LostSuccessKeptAfterReap", testLostSuccessKeptAfterReap},
+	{"LostSuccessLeavesAnotherHoldersKey", testLostSuccessLeavesAnotherHoldersKey},
 	{"RecordBatchMixed", testRecordBatchMixed},
 	{"ReapExpired", testReapExpired},
 	{"ReapLimit", testReapLimit},
@@ -257,6 +258,61 @@ func testLostSuccessKeptAfterReap(h *harness) {
 	h.wantTypes("step a", h.stepEvents(a), store.EventStepClaimed, store.EventLeaseExpired, store.EventStepRetryPlanned,
 		store.EventLeaseLost, store.EventLeaseLostRecorded, store.EventEffectReused, store.EventStepCompleted)
 	h.wantRunState(run.ID, store.StateCompleted)
+}
+
+// A worker that lost its lease reports a success after its step's key passed to another
+// step: the reaper retried the step, the retry was refused by the destination (the key is
+// free again) and another run's step took the key. The late success is the first
+// worker's; it must not complete the row another step holds, and a later step reusing
+// the key gets the holder's result.
+func testLostSuccessLeavesAnotherHoldersKey(h *harness) {
+	const key = "charge:order-1001"
+	keys := map[string]string{"a": key}
+	runA := h.runWithKeys("rA", base, keys, step("a"))
+	slow := h.claimOne(base, "w1")
+	if slow.Step.RunID != runA.ID {
+		h.t.Fatalf("claimed run %d's step, want run A's (%d)", slow.Step.RunID, runA.ID)
+	}
+	if n, err := h.s.StepReapExpired(h.ctx, store.StepReapParams{Now: at(45 * time.Second), Decide: retryAt(at(time.Minute))}); err != nil || n != 1 {
+		h.t.Fatalf("StepReapExpired = %d, %v; want 1", n, err)
+	}
+	retried := h.claimOne(at(time.Minute), "w2")
+	if retried.Step.ID != slow.Step.ID || retried.Step.Attempt != 2 {
+		h.t.Fatalf("re-claim: step %d attempt %d, want step %d attempt 2", retried.Step.ID, retried.Step.Attempt, slow.Step.ID)
+	}
+	h.mustRecord(giveUp(retried, at(61*time.Second), store.OutcomePermanent, store.StateNeedsReview, store.ReasonPermanentError))
+	h.wantNoEffect(key)
+
+	runB := h.runWithKeys("rB", at(62*time.Second), keys, step("a"))
+	holder := h.claimOne(at(62*time.Second), "w3")
+	b := h.step(runB.ID, "a")
+	if holder.Step.ID != b.ID {
+		h.t.Fatalf("claimed step %d, want run B's step %d", holder.Step.ID, b.ID)
+	}
+	h.wantEffect(key, store.EffectInFlight, b)
+
+	// The first worker's success of attempt 1 arrives now.
+	h.wantLeaseLost(succeed(slow, at(63*time.Second), `{"charged_by": "w1"}`))
+	e := h.wantEffect(key, store.EffectInFlight, b)
+	if len(e.Result) != 0 && string(e.Result) != "null" {
+		h.t.Errorf("the row run B's step holds took the late result of run A's step: %s", e.Result)
+	}
+	a := h.step(runA.ID, "a")
+	if kept := ofType(h.stepEvents(a), store.EventLeaseLostRecorded); len(kept) != 0 {
+		h.t.Errorf("run A's step: %d lease.lost_result_kept events, want none (the key is another step's)", len(kept))
+	}
+	h.wantStep(runA.ID, "a", store.StateNeedsReview, 2, store.ReasonPermanentError)
+
+	// The holder completes the key with its own result, which a later step reuses.
+	h.mustRecord(succeed(holder, at(64*time.Second), `{"charged_by": "w3"}`))
+	e = h.wantEffect(key, store.EffectCompleted, b)
+	h.wantJSON("ledger result", e.Result, `{"charged_by": "w3"}`)
+	h.wantJSON("run B's output", h.step(runB.ID, "a").Output, `{"charged_by": "w3"}`)
+	runC := h.runWithKeys("rC", at(65*time.Second), keys, step("a"))
+	h.wantClaimed(h.claim(store.StepClaimParams{Now: at(65 * time.Second), Owner: "w4"}), 1, 0, 0)
+	c := h.step(runC.ID, "a")
+	wantEqual(h.t, "run C's step", c.State, store.StateCompleted)
+	h.wantJSON("run C's output, reused", c.Output, `{"charged_by": "w3"}`)
 }
 
 func testRecordBatchMixed(h *harness) {

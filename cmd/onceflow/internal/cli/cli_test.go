@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		os.Args = append([]string{"onceflow"}, list...)
+		setFileLimit(os.Getenv("ONCEFLOW_TEST_NOFILE"))
 		checkAPIInCommand()
 		Main()
 	}

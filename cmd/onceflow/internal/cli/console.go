@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -38,15 +37,16 @@ func (a *app) startConsole(ctx context.Context, f serveFlags, tokens []onceflowh
 		a.ui = ui
 		return stop, nil
 	}
-	ln, err := net.Listen("tcp", f.uiAddr)
+	ln, err := a.listeners.listen(f.uiAddr)
 	if err != nil {
 		return nil, fmt.Errorf("--ui-addr: %w", err)
 	}
+	_, maxConns := connLimits(f.maxConns)
 	hs := onceflowhttp.HTTPServer(ui)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+		if err := serveLimited(hs, ln, maxConns); err != nil {
 			a.log.Error("console server stopped", "error", err)
 		}
 	}()

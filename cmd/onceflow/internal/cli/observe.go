@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -120,19 +119,20 @@ func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
 // answer against the OpenAPI document.
 var wrapHandler = func(h http.Handler) http.Handler { return h }
 
-// serveMetrics serves m at /metrics on addr until stop is called.
-func serveMetrics(ctx context.Context, addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+// serveMetrics serves m at /metrics on addr, holding at most maxConns connections, until
+// stop is called. The address joins own: steps never reach it.
+func serveMetrics(ctx context.Context, own *listeners, addr string, maxConns int, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := own.listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	hs := onceflowhttp.HTTPServer(mux)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+		if err := serveLimited(hs, ln, maxConns); err != nil {
 			log.Error("metrics server stopped", "error", err)
 		}
 	}()

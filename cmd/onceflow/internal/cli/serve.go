@@ -34,6 +34,8 @@ type serveFlags struct {
 	metricsAddr  string
 	redact       []string
 	maxDepth     int
+	// maxConns caps the API's connections (--max-conns; 0: onceflowhttp.DefaultMaxConns).
+	maxConns int
 	// The web console (console.go).
 	uiAddr          string
 	uiSecureCookies bool
@@ -64,7 +66,13 @@ API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-sep
 scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
 ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
-opens a range (for example --allow-net 127.0.0.1/32 for services on this machine).
+opens a range (for example --allow-net 127.0.0.1/32 for services on this machine), and never
+the addresses serve itself listens on (--addr, --ui-addr, --metrics-addr).
+
+The API holds at most --max-conns connections at once (by default half the process's
+open-file limit), closing idle keep-alive connections to make room, and the request bodies
+it holds in memory together are bounded (8 MiB): a request that finds no room is answered
+503 with Retry-After.
 
 On SIGHUP, and on POST /v1/admin/reload (scope admin), serve reads the workflow files again:
 if every file is valid the new definitions replace the running ones at once; otherwise the
@@ -75,6 +83,8 @@ running ones stay and every problem is logged (and listed in the API's answer).`
 		},
 	}
 	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().IntVar(&f.maxConns, "max-conns", 0,
+		"most connections the API holds open at once; more wait until one closes, and idle ones are closed to make room (default: half the open-file limit, at most 4096; --ui-addr and --metrics-addr listeners get a quarter of it each, at most 256)")
 	stepFlags(cmd, &f)
 	consoleFlags(cmd, &f)
 	return cmd
@@ -118,6 +128,10 @@ type app struct {
 	deps flowfile.Deps
 	// reload reloads the workflow files (reload.go).
 	reload reloadState
+	// listeners are the addresses the app listens on, which its steps never reach.
+	listeners *listeners
+	// maxConns caps the connections of the API's listener (0: the default).
+	maxConns int
 }
 
 // close releases the connections the app's steps opened.
@@ -145,6 +159,8 @@ type appConfig struct {
 	clock *clientClock
 	// maxDepth caps the nesting of runs' inputs (--max-json-depth).
 	maxDepth int
+	// maxConns caps the connections of the API's listener (--max-conns).
+	maxConns int
 }
 
 // clientClock reads the clock of a client built after what reads it (the metrics, which
@@ -173,7 +189,7 @@ func newMetrics(st store.Store, log *slog.Logger) (*metrics.Metrics, *clientCloc
 // step and engine flags, on st.
 func (f *serveFlags) appConfig(st store.Store, log *slog.Logger, secrets []string, m *metrics.Metrics, clock *clientClock) appConfig {
 	return appConfig{store: st, workflows: f.workflows, allowNet: f.allowNet, redirects: f.maxRedirects, workers: f.workers, log: log,
-		redact: f.redact, secrets: secrets, metrics: m, clock: clock, tune: f.tuneEngine, maxDepth: f.maxDepth}
+		redact: f.redact, secrets: secrets, metrics: m, clock: clock, tune: f.tuneEngine, maxDepth: f.maxDepth, maxConns: f.maxConns}
 }
 
 // newApp loads and builds the workflow files and registers them on a new client.
@@ -207,7 +223,9 @@ func newApp(c appConfig) (*app, error) {
 	if c.env == nil {
 		c.env = os.LookupEnv
 	}
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: allow, MaxRedirects: c.redirects, Env: c.env, Funcs: c.funcs})
+	own := &listeners{}
+	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: allow, MaxRedirects: c.redirects, Env: c.env, Funcs: c.funcs,
+		Listeners: own.Addrs})
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +265,7 @@ func newApp(c appConfig) (*app, error) {
 		return nil, err
 	}
 	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps,
-		maxDepth: c.maxDepth}
+		maxDepth: c.maxDepth, listeners: own, maxConns: c.maxConns}
 	a.reload = newReloadState(c.workflows, deps, defs, notify)
 	if err := a.registerRejects(); err != nil {
 		return nil, err
@@ -255,13 +273,16 @@ func newApp(c appConfig) (*app, error) {
 	return a, nil
 }
 
-// run serves the API on ln and executes steps until ctx ends, then shuts both down.
+// run serves the API on ln and executes steps until ctx ends, then shuts both down. ln
+// holds at most the API's connection limit at once, and the app's steps never reach it.
 func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.Token) error {
 	h, err := a.handler(tokens)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	a.listeners.add(ln)
+	maxConns, _ := connLimits(a.maxConns)
 	hs := onceflowhttp.HTTPServer(a.withConsole(h))
 	engine := make(chan error, 1)
 	go func() { engine <- a.client.Serve(ctx) }()
@@ -270,7 +291,7 @@ func (a *app) run(ctx context.Context, ln net.Listener, tokens []onceflowhttp.To
 		go func() { consumers <- t.Run(ctx) }()
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- serveLimited(hs, ln, maxConns) }()
 	select {
 	case <-ctx.Done():
 	case err := <-served:
@@ -324,7 +345,8 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if f.metricsAddr == "" {
 		a.metricsOnAPI = true
 	} else {
-		stop, err := serveMetrics(ctx, f.metricsAddr, m, log)
+		_, side := connLimits(f.maxConns)
+		stop, err := serveMetrics(ctx, a.listeners, f.metricsAddr, side, m, log)
 		if err != nil {
 			return err
 		}
@@ -338,7 +360,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 	if a.triggers, err = a.newTriggers(); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.addr)
+	ln, err := net.Listen("tcp", f.addr) // run adds it to a.listeners
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,8 @@ as serve does.`,
 			defer a.close()
 			log = a.log
 			if m != nil {
-				stop, err := serveMetrics(ctx, f.metricsAddr, m, log)
+				_, side := connLimits(0)
+				stop, err := serveMetrics(ctx, a.listeners, f.metricsAddr, side, m, log)
 				if err != nil {
 					return err
 				}

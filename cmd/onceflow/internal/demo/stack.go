@@ -45,8 +45,16 @@ type stackConfig struct {
 // startStack builds the workflows and starts executing steps and serving the API.
 func startStack(c stackConfig) (*stack, error) {
 	lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Env: lookup})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		return nil, fmt.Errorf("demo: listen: %w", err)
+	}
+	// The steps reach the simulated services on loopback, never the stack's own API.
+	own := func() []net.Addr { return []net.Addr{ln.Addr()} }
+	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Env: lookup,
+		Listeners: own})
+	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	client, err := onceflow.New(onceflow.Config{
@@ -62,14 +70,12 @@ func startStack(c stackConfig) (*stack, error) {
 		Logger:         c.log,
 	})
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	if err := registerAll(client, c.defs, deps); err != nil {
+		ln.Close()
 		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
 	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
 	if err != nil {
@@ -78,21 +84,14 @@ func startStack(c stackConfig) (*stack, error) {
 	}
 	s := &stack{
 		client: client, url: "http://" + ln.Addr().String(), deps: deps,
-		hs: &http.Server{
-			Handler:           api,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-		},
+		hs:     onceflowhttp.HTTPServer(api),
 		engine: make(chan error, 1),
 		served: make(chan error, 1),
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go func() { s.engine <- client.Serve(ctx) }()
-	go func() { s.served <- s.hs.Serve(ln) }()
+	go func() { s.served <- s.hs.Serve(onceflowhttp.LimitListener(s.hs, ln, 0)) }()
 	return s, nil
 }
 
