@@ -128,9 +128,11 @@ type Config struct {
 	ScheduleLate time.Duration
 	// RecentKeysTTL is how long after a run was created a repeated start of its key may be
 	// answered in process, from what this client remembers of it (default
-	// DefaultRecentKeysTTL, 1 h; see Start). A purge of runs younger than that (store
-	// RetentionPurge with a RunsBefore less than RecentKeysTTL ago) could leave a repeated
-	// key answered with a run that no longer exists; onceflow purge refuses such a cutoff.
+	// DefaultRecentKeysTTL, 1 h; see Start). A purge through the client's store makes it
+	// forget what it remembers; a purge by another process of runs younger than that
+	// (RetentionPurge with a RunsBefore less than RecentKeysTTL ago) could leave a repeated
+	// key answered with a run that no longer exists, and onceflow purge refuses such a
+	// cutoff.
 	RecentKeysTTL time.Duration
 	// MaxStartMany is the most items one StartMany call takes (default DefaultMaxStartMany,
 	// 1,000); a longer list is an error and starts nothing.
@@ -254,7 +256,7 @@ func New(cfg Config) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
 		paused:    map[string]bool{},
-		recent:    newRecentKeys(cfg.RecentKeysTTL),
+		recent:    newRecentKeys(cfg.RecentKeysTTL, purgeCount(cfg.Store)),
 	}
 	c.clock = newEngineClock(cfg, c.log, cfg.Metrics)
 	gc := func(kind string) groupcommit.Config {
@@ -268,6 +270,14 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// purgeCount is st's count of purges, or nil for a store that keeps none.
+func purgeCount(st store.Store) func() uint64 {
+	if pc, ok := st.(store.PurgeCounter); ok {
+		return pc.Purges
+	}
+	return nil
 }
 
 func defaultWorkerID() string {

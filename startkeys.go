@@ -22,18 +22,24 @@ const DefaultRecentKeysTTL = time.Hour
 // A key it does not remember goes to the group commit, which decides new and repeated keys
 // alike by the unique constraint, so that a new run costs no extra read.
 //
-// An entry is answered only while its run is younger than the TTL, so that it never names
-// a run that retention purged: a purge deletes finished runs older than its cutoff, and
-// onceflow purge refuses a cutoff shorter than DefaultRecentKeysTTL. Entries are found by
+// An entry is answered only while its run is younger than the TTL, and every entry is
+// forgotten when a purge through the client's store begins or ends (store.PurgeCounter),
+// so that an answer never names a run that retention purged: a purge in another process
+// deletes finished runs older than its cutoff, and onceflow purge refuses a cutoff shorter
+// than DefaultRecentKeysTTL. Entries are found by
 // a 64-bit hash and compared by their full workflow and key, so a collision never answers
 // for another run. Memory stays bounded: the oldest entry is forgotten first.
 type recentKeys struct {
 	seed maphash.Seed
 	ttl  time.Duration
-	mu   sync.Mutex
-	set  map[uint64]*recentRun
-	ring []uint64
-	next int
+	// purges, when set, is the store's count of purges (store.PurgeCounter): when it
+	// changed since the entries were remembered, they are forgotten.
+	purges func() uint64
+	mu     sync.Mutex
+	gen    uint64 // purges() when the entries began
+	set    map[uint64]*recentRun
+	ring   []uint64
+	next   int
 }
 
 // recentRun is what recentKeys remembers of one run.
@@ -47,8 +53,25 @@ type recentRun struct {
 	updated          time.Time
 }
 
-func newRecentKeys(ttl time.Duration) *recentKeys {
-	return &recentKeys{seed: maphash.MakeSeed(), ttl: ttl, set: map[uint64]*recentRun{}}
+func newRecentKeys(ttl time.Duration, purges func() uint64) *recentKeys {
+	r := &recentKeys{seed: maphash.MakeSeed(), ttl: ttl, purges: purges, set: map[uint64]*recentRun{}}
+	if purges != nil {
+		r.gen = purges()
+	}
+	return r
+}
+
+// forgetPurged forgets every entry when a purge began or ended since they were
+// remembered. r.mu is held.
+func (r *recentKeys) forgetPurged() {
+	if r.purges == nil {
+		return
+	}
+	if gen := r.purges(); gen != r.gen {
+		r.gen = gen
+		clear(r.set)
+		r.ring, r.next = r.ring[:0], 0
+	}
 }
 
 func (r *recentKeys) hash(workflow, runKey string) uint64 {
@@ -66,6 +89,7 @@ func (r *recentKeys) hash(workflow, runKey string) uint64 {
 func (r *recentKeys) lookup(workflow, runKey string, now time.Time, input []byte) *store.Run {
 	h := r.hash(workflow, runKey)
 	r.mu.Lock()
+	r.forgetPurged()
 	e := r.set[h]
 	var run *store.Run
 	if e != nil && e.workflow == workflow && e.runKey == runKey && now.Sub(e.created) < r.ttl {
@@ -84,6 +108,7 @@ func (r *recentKeys) add(run *store.Run) {
 		created: run.CreatedAt, state: run.State, updated: run.UpdatedAt}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.forgetPurged()
 	if _, ok := r.set[h]; ok {
 		r.set[h] = e
 		return

@@ -16,7 +16,7 @@ func recentRunOf(workflow, key string, id int64) *store.Run {
 
 // The client remembers the last recentKeysSize keys and forgets the oldest first.
 func TestRecentKeysForgetOldestFirst(t *testing.T) {
-	r := newRecentKeys(time.Hour)
+	r := newRecentKeys(time.Hour, nil)
 	for i := range recentKeysSize + 10 {
 		r.add(recentRunOf("w", strconv.Itoa(i), int64(i+1)))
 	}
@@ -43,7 +43,7 @@ func TestRecentKeysForgetOldestFirst(t *testing.T) {
 // An entry answers with the run it remembers, for its own workflow and key only, and only
 // while the run is younger than the TTL.
 func TestRecentKeysAnswer(t *testing.T) {
-	r := newRecentKeys(time.Hour)
+	r := newRecentKeys(time.Hour, nil)
 	r.add(&store.Run{ID: 7, Workflow: "w", RunKey: "k", Entity: "lead:1", InputHash: "abc", CreatedAt: recentBase,
 		State: store.StateCompleted, UpdatedAt: recentBase.Add(time.Second)})
 	got := r.lookup("w", "k", recentBase.Add(59*time.Minute), []byte(`{"a":1}`))
@@ -59,5 +59,28 @@ func TestRecentKeysAnswer(t *testing.T) {
 	r.set[h] = &recentRun{workflow: "w", runKey: "other", id: 8, created: recentBase}
 	if got := r.lookup("w", "k", recentBase, nil); got != nil {
 		t.Fatalf("lookup of k found %+v, the entry of another key with the same hash", got)
+	}
+}
+
+// Every entry is forgotten when the store's count of purges changes.
+func TestRecentKeysForgetOnPurge(t *testing.T) {
+	var purges uint64
+	r := newRecentKeys(time.Hour, func() uint64 { return purges })
+	r.add(recentRunOf("w", "a", 1))
+	if r.lookup("w", "a", recentBase, nil) == nil {
+		t.Fatal("key a forgotten before any purge")
+	}
+	purges++ // a purge began
+	if got := r.lookup("w", "a", recentBase, nil); got != nil {
+		t.Fatalf("after a purge began, key a answers %+v; want it forgotten", got)
+	}
+	r.add(recentRunOf("w", "b", 2)) // seen while the purge runs
+	purges++                        // the purge ended
+	if got := r.lookup("w", "b", recentBase, nil); got != nil {
+		t.Fatalf("after the purge ended, key b (seen while it ran) answers %+v; want it forgotten", got)
+	}
+	r.add(recentRunOf("w", "c", 3))
+	if r.lookup("w", "c", recentBase, nil) == nil || len(r.set) != 1 || len(r.ring) != 1 {
+		t.Fatalf("after the purge: %d entries in a ring of %d, want c alone", len(r.set), len(r.ring))
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // leads is the workflow of the batch tests: one step, the entity from the input's id.
@@ -255,11 +257,16 @@ func TestRepeatedKeyAnsweredInProcess(t *testing.T) {
 }
 
 // A remembered key is answered in process only while its run is younger than
-// RecentKeysTTL; after that the database answers, and a run it no longer holds (purged)
-// is started again.
+// RecentKeysTTL: once that has passed the database answers, and a run another process
+// purged meanwhile is started again.
 func TestRepeatedKeyAfterTTL(t *testing.T) {
-	st := openSQLite(t)
 	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "onceflow.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
 	clk := newClock()
 	c, err := onceflow.New(onceflow.Config{Store: st, Clock: clk.Now, ClockSync: -1, RecentKeysTTL: time.Minute})
 	if err != nil {
@@ -276,7 +283,13 @@ func TestRepeatedKeyAfterTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(2 * time.Minute)
-	if r, err := st.RetentionPurge(ctx, store.RetentionPurgeParams{Now: clk.Now(), RunsBefore: clk.Now().Add(-time.Minute), Actor: "test"}); err != nil || r.Runs.Count != 1 {
+	// Another process purges the run: this client is not told.
+	other, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if r, err := other.RetentionPurge(ctx, store.RetentionPurgeParams{Now: clk.Now(), RunsBefore: clk.Now().Add(-time.Minute), Actor: "test"}); err != nil || r.Runs.Count != 1 {
 		t.Fatalf("purge: %+v, %v; want the run purged", r, err)
 	}
 	again, err := c.Start(ctx, "leads", "k", lead(1))

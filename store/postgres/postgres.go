@@ -136,6 +136,9 @@ const DefaultRetryFor = 5 * time.Second
 
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
+	// purges counts the purges made through the store (store.PurgeCounter).
+	purges store.Purges
+
 	pool   *pgxpool.Pool
 	config *pgxpool.Config
 	// schema is the schema the tables live in (current_schema() of a pooled connection).
