@@ -37,7 +37,9 @@ func batchAnswerOf(t *testing.T, a answer) (results []map[string]any, counts map
 // same batch again answers the created items as duplicates, with the same runs, byte for
 // byte. On both stores.
 func TestStartBatch(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testStartBatch(t, setup(t)) })
+	t.Run("sqlite", func(t *testing.T) {
+		testStartBatch(t, setupWith(t, func(o *Options) { o.MaxBodyMemory = 4 << 20 })) // room for an input over MaxBody
+	})
 	t.Run("postgres", func(t *testing.T) {
 		u, schema := testsvc.PostgresSchema(t, "onceflow_http_batch_")
 		st, err := postgres.Open(context.Background(), u, postgres.Options{Schema: schema})
