@@ -29,6 +29,7 @@ import (
 // the ledger, attempts and events through an index condition, never by reading them
 // whole.
 func TestWritePathPlans(t *testing.T) {
+	t.Parallel()
 	url := testsvc.Postgres(t)
 	log := &statementLog{}
 	_, schema := testsvc.PostgresSchema(t, "onceflow_plans_")
@@ -253,7 +254,7 @@ func grow(t *testing.T, s *Store, steps int) {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const batch = 1000
+	const batch = 2000
 	chain := []store.StepInsert{{Name: "a"}, {Name: "b", Needs: []string{"a"}}}
 	for r := 0; r < steps/2; r += batch {
 		ps := make([]store.RunInsertParams, 0, batch)
@@ -263,10 +264,10 @@ func grow(t *testing.T, s *Store, steps int) {
 		if _, err := s.RunInsertMany(ctx, ps); err != nil {
 			t.Fatalf("RunInsertMany: %v", err)
 		}
-		if r%(4*batch) != 0 {
+		if r%(5*batch) != 0 {
 			continue
 		}
-		// One batch in four is executed, so that the ledger, the attempts and the events
+		// One batch in five is executed, so that the ledger, the attempts and the events
 		// grow as well.
 		res, err := s.StepClaim(ctx, planClaim(now, 2*batch))
 		if err != nil {
