@@ -29,23 +29,84 @@ type AuditQuery struct {
 }
 
 // AuditEntry is one audit event with a sentence saying what it means: why a retry
-// happened or was skipped, with the policy that decided, who acted and why.
+// happened or was skipped, with the policy that decided, who acted and why. What the
+// client reads is masked: the sentence and the detail carry no secret and no value of a
+// personal-data field of the event's run.
 type AuditEntry struct {
-	store.Event
+	// ID orders the events: IDs increase in commit order.
+	ID   int64
+	At   time.Time
+	Type string
+	// RunID, StepID, Workflow, Entity, StepName, EffectKey and Attempt name what the
+	// event is about; zero where it is about no run or step.
+	RunID     int64
+	StepID    int64
+	Workflow  string
+	Entity    string
+	StepName  string
+	EffectKey string
+	Attempt   int
+	// Actor is who acted: a worker, api, token:NAME, cli:NAME, the scheduler.
+	Actor  string
+	Reason string
+	// Detail is a JSON object with the facts specific to the event's type.
+	Detail json.RawMessage
+	// Why says what the event means, in a sentence (see Explain).
 	Why string
 }
 
 // Audit answers who did what, when and why: the audit events q selects, in the order they
-// were committed, each explained.
+// were committed, each explained and masked with the secrets and the personal data of its
+// run.
 func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error) {
-	evs, err := c.store.EventList(ctx, store.EventListParams{RunID: q.RunID, Entity: q.Entity, EffectKey: q.EffectKey,
+	return c.masked().Audit(ctx, q)
+}
+
+func (r reader) Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error) {
+	if r.unmasked {
+		if err := r.record(ctx, q.RunID, "", "audit events"+q.about()); err != nil {
+			return nil, err
+		}
+	}
+	return r.audit(ctx, q, r.maskers(ctx))
+}
+
+// about says which events q selects, for the record of an unmasked read: " of run 7",
+// " of entity order:1001 since …", "" for every event.
+func (q AuditQuery) about() string {
+	var parts []string
+	if q.RunID > 0 {
+		parts = append(parts, fmt.Sprintf("run %d", q.RunID))
+	}
+	if q.Entity != "" {
+		parts = append(parts, "entity "+q.Entity)
+	}
+	if q.EffectKey != "" {
+		parts = append(parts, "key "+q.EffectKey)
+	}
+	s := ""
+	if len(parts) > 0 {
+		s = " of " + strings.Join(parts, ", ")
+	}
+	if !q.Since.IsZero() {
+		s += " since " + q.Since.UTC().Format(time.RFC3339)
+	}
+	if !q.Until.IsZero() {
+		s += " until " + q.Until.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// audit reads the events q selects, masking each with the masker of its run from ms.
+func (r reader) audit(ctx context.Context, q AuditQuery, ms *maskers) ([]*AuditEntry, error) {
+	evs, err := r.c.store.EventList(ctx, store.EventListParams{RunID: q.RunID, Entity: q.Entity, EffectKey: q.EffectKey,
 		Since: q.Since, Until: q.Until, AfterID: q.AfterID, Limit: q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: audit: %w", err)
 	}
 	out := make([]*AuditEntry, len(evs))
 	for i, e := range evs {
-		out[i] = &AuditEntry{Event: *e, Why: Explain(e)}
+		out[i] = auditEntry(e, ms.of(e.RunID, e.Workflow))
 	}
 	return out, nil
 }
@@ -59,11 +120,28 @@ type KeyReport struct {
 	// after the destination refused).
 	State string
 	// Effect is the ledger row; nil when the key is free.
-	Effect *store.Effect
+	Effect *EffectInfo
 	// Uses lists the steps that used the key, in the order they first did.
 	Uses []KeyUse
 	// Events are the key's audit events, explained (at most 1000, oldest first).
 	Events []*AuditEntry
+}
+
+// EffectInfo is the ledger row of an effect key: which step holds or completed it, when,
+// and the result it completed with, masked as its run is.
+type EffectInfo struct {
+	Key   string
+	State EffectState
+	// Result is the output the key completed with, reused by every other step with the
+	// key.
+	Result json.RawMessage
+	// RunID, StepID, Workflow and StepName name the step that holds or completed the key.
+	RunID       int64
+	StepID      int64
+	Workflow    string
+	StepName    string
+	CreatedAt   time.Time
+	CompletedAt time.Time
 }
 
 // KeyUse is one step that used an effect key.
@@ -82,23 +160,43 @@ type KeyUse struct {
 // records were purged by retention).
 func (r *KeyReport) Seen() bool { return r.Effect != nil || len(r.Events) > 0 }
 
-// Key reports on one effect key. An unknown key is not an error: its State is free and
-// it has no events.
+// Key reports on one effect key, its result and events masked as their runs are. An
+// unknown key is not an error: its State is free and it has no events.
 func (c *Client) Key(ctx context.Context, key string) (*KeyReport, error) {
-	r := &KeyReport{Key: key, State: "free"}
-	eff, err := c.store.EffectGetByKey(ctx, key)
+	return c.masked().Key(ctx, key)
+}
+
+func (r reader) Key(ctx context.Context, key string) (*KeyReport, error) {
+	rep := &KeyReport{Key: key, State: "free"}
+	eff, err := r.c.store.EffectGetByKey(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		eff = nil
 	case err != nil:
 		return nil, fmt.Errorf("onceflow: key %q: %w", key, err)
-	default:
-		r.Effect, r.State = eff, string(eff.State)
 	}
-	entries, err := c.Audit(ctx, AuditQuery{EffectKey: key})
+	var runID int64
+	var workflow string
+	if eff != nil {
+		runID, workflow = eff.RunID, eff.Workflow
+	}
+	if err := r.record(ctx, runID, workflow, "effect key "+key); err != nil {
+		return nil, err
+	}
+	ms := r.maskers(ctx)
+	if eff != nil {
+		rep.State = string(eff.State)
+		rep.Effect = &EffectInfo{Key: eff.Key, State: eff.State, Result: eff.Result, RunID: eff.RunID, StepID: eff.StepID,
+			Workflow: eff.Workflow, StepName: eff.StepName, CreatedAt: eff.CreatedAt, CompletedAt: eff.CompletedAt}
+		if len(eff.Result) > 0 {
+			rep.Effect.Result = ms.of(eff.RunID, eff.Workflow).JSON(eff.Result)
+		}
+	}
+	entries, err := r.audit(ctx, AuditQuery{EffectKey: key}, ms)
 	if err != nil {
 		return nil, err
 	}
-	r.Events = entries
+	rep.Events = entries
 	index := map[string]int{}
 	for _, e := range entries {
 		if e.StepName == "" {
@@ -107,13 +205,13 @@ func (c *Client) Key(ctx context.Context, key string) (*KeyReport, error) {
 		id := fmt.Sprintf("%d/%s", e.RunID, e.StepName)
 		i, ok := index[id]
 		if !ok {
-			i = len(r.Uses)
+			i = len(rep.Uses)
 			index[id] = i
-			r.Uses = append(r.Uses, KeyUse{RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName})
+			rep.Uses = append(rep.Uses, KeyUse{RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName})
 		}
-		r.Uses[i].Last = e.Type
+		rep.Uses[i].Last = e.Type
 	}
-	return r, nil
+	return rep, nil
 }
 
 // Explain says in a sentence what an audit event records, reading its detail: why a step

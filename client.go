@@ -368,13 +368,14 @@ func runFrom(r *store.Run, dup bool) *Run {
 // The run is durably stored when Start returns.
 //
 // A key this client started or found started recently (the last 65,536 keys, whose runs
-// are younger than Config.RecentKeysTTL) is answered in process, without a round trip to
-// the database: the same input (by its SHA-256 digest) is the duplicate, another a
-// *RunConflictError; the run.deduplicated audit event of that decision is appended by the
-// next group commit. Such a duplicate carries the run's State and UpdatedAt as this client
-// last saw them; GetRun reads them fresh. Other keys, new ones above all, are written
-// together with the starts that arrive concurrently, one transaction for all that arrive
-// while the previous one commits (see Config.MaxBatch); a key another process started is
+// are younger than Config.RecentKeysTTL) with the same input (by its SHA-256 digest) is
+// answered in process, without a round trip to the database; the run.deduplicated audit
+// event of that decision is appended by the next group commit. Such a duplicate carries
+// the run's State and UpdatedAt as this client last saw them; GetRun reads them fresh.
+// Another input under such a key is a *RunConflictError returned once the refusal's audit
+// event is committed. Other keys, new ones above all, are written together with the
+// starts that arrive concurrently, one transaction for all that arrive while the previous
+// one commits (see Config.MaxBatch); a key another process started is
 // found there by the unique constraint.
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
 	return c.startAs(ctx, nil, workflow, runKey, input, "api")
@@ -388,9 +389,28 @@ func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey strin
 		return nil, err
 	}
 	p.Actor = actor
-	if known := c.recent.lookup(workflow, runKey, p.Now, p.Input); known != nil {
+	switch known := c.recent.lookup(workflow, runKey, p.Now, p.Input); {
+	case known == nil:
+	case known.InputHash == p.InputHash:
 		c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
 		return c.started(p, known, false)
+	default:
+		// Another input under a known key: the refusal's run.deduplicated event is
+		// committed before the caller hears of it, so that what the caller does about it
+		// (a queue keeps the message for review) follows it in the audit trail.
+		rp := p
+		rp.Repeat = true
+		res, err := c.insertRun(ctx, rp)
+		if err == nil {
+			err = res.Err
+		}
+		switch {
+		case err == nil:
+			return c.started(p, res.Run, false)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
+		}
+		// A purge deleted the run since it was remembered: start it as a new key.
 	}
 	res, err := c.insertRun(ctx, p)
 	if err == nil {
@@ -513,7 +533,9 @@ func (c *Client) started(p store.RunInsertParams, run *store.Run, created bool) 
 	return runFrom(run, !created), nil
 }
 
-// GetRun returns a run by ID; errors.Is(err, ErrNotFound) for an unknown ID.
+// GetRun returns a run by ID as stored, its input unmasked: the program's own look at a run
+// it started. What is shown to people is read with RunGet, which masks. errors.Is(err,
+// ErrNotFound) for an unknown ID.
 func (c *Client) GetRun(ctx context.Context, id int64) (*Run, error) {
 	r, err := c.store.RunGetByID(ctx, id)
 	if err != nil {

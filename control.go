@@ -133,9 +133,18 @@ func (c *Client) workflowKnown(ctx context.Context, name string) (bool, error) {
 	return len(runs) > 0, nil
 }
 
-// PausedWorkflows lists the paused workflows, by name.
-func (c *Client) PausedWorkflows(ctx context.Context) ([]store.WorkflowPause, error) {
-	return c.store.WorkflowPauseList(ctx)
+// PausedWorkflows lists the paused workflows, by name, with who paused each and why, the
+// client's secrets masked in both.
+func (c *Client) PausedWorkflows(ctx context.Context) ([]WorkflowPause, error) {
+	list, err := c.store.WorkflowPauseList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: paused workflows: %w", err)
+	}
+	m := c.redact.Secrets()
+	for i := range list {
+		list[i].Actor, list[i].Note = m.Text(list[i].Actor), m.Text(list[i].Note)
+	}
+	return list, nil
 }
 
 // refreshPauses reads the paused workflows: one query, made when Serve or Work starts and

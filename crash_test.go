@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 	"go.uber.org/goleak"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	case "fanout", "delay":
 		os.Exit(childScheduled(os.Getenv("ONCEFLOW_TEST_CHILD")))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testsvc.Report(m))
 }
 
 func crashWorkflow(url string) onceflow.Workflow {

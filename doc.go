@@ -125,4 +125,16 @@
 // attempt. Config.Redact and Workflow.Redact name secrets and personal-data fields, which
 // the engine masks in attempt records, audit details and logs before they are written
 // (see Redaction).
+//
+// # Reading what happened
+//
+// The client is a Reader: RunList, RunGet (a run with its steps, attempts — those in
+// flight too — and input revisions), ReviewList, ReviewGet, ReviewDetail, Audit and Key
+// answer what a front-end shows, masked by the client's policy: its secrets wherever they
+// appear, and the values each run holds at its personal-data fields, in inputs, outputs,
+// errors, responses, sentences and details. Replay previews and plans, and the errors of
+// review actions, are masked the same way. Unmasked(actor) reads as stored, each read
+// first recorded in the audit trail as a data.unmasked event by actor. Stats, Ping,
+// RecordOperatorEvent (sign-ins and sign-outs), MaskSecrets and LogHandler are what a
+// front-end needs besides; packages onceflowhttp and onceflowui use nothing else.
 package onceflow

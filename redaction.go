@@ -16,9 +16,10 @@ import (
 // Redaction says what is sensitive (Config.Redact). The engine masks it, with
 // "[redacted]", in everything it writes about runs — attempt errors and response excerpts,
 // audit event details, log lines — before they are stored or logged. It never masks the
-// stored input and step outputs, which replays need; whoever shows them masks them (the
-// onceflow API does). Run keys, entities and effect keys are identifiers and are never
-// masked: build them from business ids, not from personal data.
+// stored input and step outputs, which replays need; the client masks them when they are
+// read (see Reader), and the API, the console and the onceflow command read through it.
+// Run keys, entities and effect keys are identifiers and are never masked: build them from
+// business ids, not from personal data.
 type Redaction struct {
 	// Secrets are values masked wherever they appear: API tokens, passwords, signing
 	// secrets, the values of the environment variables steps read. Values shorter than 4
@@ -154,8 +155,4 @@ func (c *Client) reaped(ctx context.Context, r *reapLog, n int) {
 		c.stepLog(run, &e.step).Warn("lease expired without a result; the step's outcome is unknown",
 			"lease_owner", e.step.LeaseOwner, "next_state", e.dec.State, "reason", e.dec.Reason)
 	}
-}
-
-func init() {
-	redact.ClientPolicy = func(client any) *redact.Policy { return client.(*Client).redact }
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -141,13 +142,54 @@ type prepared struct {
 // reuse, run, wait, blocked, review or skipped — without changing anything. It renders
 // effect keys with the code the workers use, against the corrected input when req
 // corrects it, and consults the ledger. It refuses what ReviewReplay would refuse, with
-// the same errors.
-func (c *Client) ReviewPreview(ctx context.Context, req ReplayRequest) (*ReplayPlan, error) {
+// the same errors. The plan is masked: its input, diff and sentences carry no secret and
+// no value of a personal-data field of the run, corrected or not. It reads the run and
+// its steps once.
+func (c *Client) ReviewPreview(ctx context.Context, a ReplayRequest) (*ReplayPlan, error) {
+	res, err := c.reviewPreview(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewPreview(ctx context.Context, req ReplayRequest) (*ReplayPlan, error) {
 	p, err := c.prepareReplay(ctx, "preview", req)
 	if err != nil {
 		return nil, err
 	}
-	return p.plan, nil
+	return maskPlan(p.plan, p.masker(c)), nil
+}
+
+// masker returns the masker of what a replay shows of its run: the secrets, and the
+// values the run's input, its corrected input and its steps' outputs hold at personal-data
+// fields.
+func (p *prepared) masker(c *Client) *redact.Masker {
+	docs := [][]byte{p.run.Input}
+	if p.input != nil {
+		docs = append(docs, p.input)
+	}
+	for _, st := range p.steps {
+		if len(st.Output) > 0 {
+			docs = append(docs, st.Output)
+		}
+	}
+	return c.redact.ForRun(p.run.Workflow, docs...)
+}
+
+// maskPlan returns a copy of p with its input, diff and sentences masked by m.
+func maskPlan(p *ReplayPlan, m *redact.Masker) *ReplayPlan {
+	out := *p
+	if len(out.Input) > 0 {
+		out.Input = m.JSON(out.Input)
+	}
+	if len(out.Diff) > 0 {
+		out.Diff = m.JSON(out.Diff)
+	}
+	out.Steps = make([]*ReplayStep, len(p.Steps))
+	for i, s := range p.Steps {
+		ms := *s
+		ms.Why = m.Text(s.Why)
+		out.Steps[i] = &ms
+	}
+	return &out
 }
 
 // ReviewReplay corrects a run's input (when req carries a correction, validated against
@@ -156,13 +198,22 @@ func (c *Client) ReviewPreview(ctx context.Context, req ReplayRequest) (*ReplayP
 // become pending with a fresh attempt budget; completed steps are never repeated, even
 // where the corrected input would change their request. The correction, the reset steps
 // and their audit events (run.input_corrected, review.replayed, with actor and note)
-// commit together. The result carries the plan, which ReviewPreview shows beforehand.
-func (c *Client) ReviewReplay(ctx context.Context, req ReplayRequest) (*ReplayResult, error) {
+// commit together. The result carries the plan, which ReviewPreview shows beforehand,
+// masked as ReviewPreview masks it. The run and its steps are read once, before the
+// store's transaction, which acts only if they are still as read (the input and the
+// states of the steps it resets).
+func (c *Client) ReviewReplay(ctx context.Context, a ReplayRequest) (*ReplayResult, error) {
+	res, err := c.reviewReplay(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewReplay(ctx context.Context, req ReplayRequest) (*ReplayResult, error) {
 	p, err := c.prepareReplay(ctx, "replay", req)
 	if err != nil {
 		return nil, err
 	}
-	note := c.redact.ForRun(p.run.Workflow, p.run.Input, p.input).Text(req.Note)
+	m := p.masker(c)
+	note := m.Text(req.Note)
 	sp := store.RunReplayParams{RunID: req.RunID, Step: req.Step, Actor: req.Actor, Note: note, Now: c.now(ctx)}
 	if p.input != nil {
 		sp.Input, sp.BaseInput, sp.Entity, sp.Diff = p.input, p.run.Input, p.plan.Entity, p.diff
@@ -171,7 +222,7 @@ func (c *Client) ReviewReplay(ctx context.Context, req ReplayRequest) (*ReplayRe
 	if err != nil {
 		return nil, reviewError("replay", req.RunID, req.Step, err)
 	}
-	out := &ReplayResult{Plan: p.plan, Revision: res.Revision, RunState: res.Run.State}
+	out := &ReplayResult{Plan: maskPlan(p.plan, m), Revision: res.Revision, RunState: res.Run.State}
 	for _, st := range res.Reset {
 		out.Reset = append(out.Reset, st.Name)
 	}

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/store"
 )
 
 // Errors of the review actions; the *ReviewError of every failed action matches one of
-// them (or ErrNotFound, ErrInvalidInput) with errors.Is.
+// them (or ErrNotFound, ErrInvalidInput) with errors.Is. What an error says is masked with
+// the secrets and the personal data of its run.
 var (
 	// ErrNotInReview: the step is not in needs_review; only a parked step can be acted on.
 	ErrNotInReview = store.ErrNotInReview
@@ -75,6 +77,16 @@ const (
 	hintNotFound = "list the review queue to find the run and step"
 	hintConflict = "nothing was changed; look at the run again and repeat the action"
 )
+
+// maskError masks err, an action's refusal about run runID, with the secrets and the
+// personal data of the run: what an action says goes to people, as what the client reads
+// does. The error still matches what it matched (errors.Is, errors.As).
+func (c *Client) maskError(ctx context.Context, runID int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return c.masked().maskers(ctx).of(runID, "").Error(err)
+}
 
 // reviewError wraps a failure of action on (runID, step), adding the hint its cause calls
 // for. A *ReviewError, *InputError or *PatchError passes through.
@@ -139,10 +151,12 @@ type ReviewItem struct {
 	EffectMayExist bool
 }
 
-func (c *Client) reviewItem(it *store.ReviewItem) *ReviewItem {
+// reviewItem is the caller's view of it, its last error and response excerpt masked by
+// m.
+func (c *Client) reviewItem(it *store.ReviewItem, m *redact.Masker) *ReviewItem {
 	return &ReviewItem{RunID: it.RunID, StepID: it.StepID, Workflow: it.Workflow, Step: it.StepName, RunKey: it.RunKey, Entity: it.Entity,
-		State: it.State, EffectKey: it.EffectKey, Reason: it.Reason, LastError: it.LastError, LastOutcome: it.LastOutcome,
-		Attempts: it.Attempts, AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: it.ResponseExcerpt,
+		State: it.State, EffectKey: it.EffectKey, Reason: it.Reason, LastError: m.Text(it.LastError), LastOutcome: it.LastOutcome,
+		Attempts: it.Attempts, AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0),
 		Since: it.Since, Age: max(c.clock.now().Sub(it.Since), 0), EffectMayExist: it.EffectMayExist()}
 }
 
@@ -171,27 +185,43 @@ func (c *Client) listParams(ctx context.Context, f ReviewFilter) store.ReviewLis
 }
 
 // ReviewList returns the steps waiting in needs_review that match f, in step ID order
-// (roughly oldest first).
+// (roughly oldest first), their last errors and response excerpts masked with the secrets
+// and the personal data of their runs.
 func (c *Client) ReviewList(ctx context.Context, f ReviewFilter) ([]*ReviewItem, error) {
-	list, err := c.store.ReviewList(ctx, c.listParams(ctx, f))
+	return c.masked().ReviewList(ctx, f)
+}
+
+func (r reader) ReviewList(ctx context.Context, f ReviewFilter) ([]*ReviewItem, error) {
+	if err := r.record(ctx, f.RunID, f.Workflow, "review items"); err != nil {
+		return nil, err
+	}
+	list, err := r.c.store.ReviewList(ctx, r.c.listParams(ctx, f))
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: review list: %w", err)
 	}
+	ms := r.maskers(ctx)
 	out := make([]*ReviewItem, 0, len(list))
 	for _, it := range list {
-		out = append(out, c.reviewItem(it))
+		out = append(out, r.c.reviewItem(it, ms.of(it.RunID, it.Workflow)))
 	}
 	return out, nil
 }
 
-// ReviewGet returns the step of a run as a review item, whatever its state; a
-// *ReviewError matching ErrNotFound for an unknown run or step.
+// ReviewGet returns the step of a run as a review item, whatever its state, masked as
+// ReviewList masks; a *ReviewError matching ErrNotFound for an unknown run or step.
 func (c *Client) ReviewGet(ctx context.Context, runID int64, step string) (*ReviewItem, error) {
-	it, err := c.store.ReviewGetByStep(ctx, runID, step)
+	return c.masked().ReviewGet(ctx, runID, step)
+}
+
+func (r reader) ReviewGet(ctx context.Context, runID int64, step string) (*ReviewItem, error) {
+	it, err := r.c.store.ReviewGetByStep(ctx, runID, step)
 	if err != nil {
 		return nil, reviewError("show", runID, step, err)
 	}
-	return c.reviewItem(it), nil
+	if err := r.record(ctx, runID, it.Workflow, fmt.Sprintf("review item of run %d step %s", runID, step)); err != nil {
+		return nil, err
+	}
+	return r.c.reviewItem(it, r.maskers(ctx).of(it.RunID, it.Workflow)), nil
 }
 
 // ReviewAction is a person's decision about one review item.
@@ -283,6 +313,11 @@ func (c *Client) logDecision(action string, a ReviewAction, res *ReviewResult) {
 // item whose effect may have happened is retried only with SendAgain. The action and its
 // audit event (review.retried, with actor and note) commit together.
 func (c *Client) ReviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
+	res, err := c.reviewRetry(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
 	it, err := c.reviewTarget(ctx, "retry", a)
 	if err != nil {
 		return nil, err
@@ -305,6 +340,11 @@ func (c *Client) ReviewRetry(ctx context.Context, a ReviewAction) (*ReviewResult
 // with the key reuse the output), and the steps that need it are released. An item whose
 // effect may have happened is resolved only with ItHappened. Event review.resolved.
 func (c *Client) ReviewResolve(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
+	res, err := c.reviewResolve(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewResolve(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
 	var out json.RawMessage
 	if a.Output != nil {
 		b, err := encodeOutput(a.Output)
@@ -341,6 +381,11 @@ func (c *Client) ReviewResolve(ctx context.Context, a ReviewAction) (*ReviewResu
 // cancelled, and the run ends failed once nothing else of it is active or parked. Event
 // review.abandoned. An item whose effect may have happened is refused: decide first.
 func (c *Client) ReviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
+	res, err := c.reviewAbandon(ctx, a)
+	return res, c.maskError(ctx, a.RunID, err)
+}
+
+func (c *Client) reviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResult, error) {
 	it, err := c.reviewTarget(ctx, "abandon", a)
 	if err != nil {
 		return nil, err

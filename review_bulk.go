@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/onceflow/onceflow/store"
 )
 
 // BulkAction is the action ReviewBulk applies to every item of a filter.
@@ -42,7 +44,8 @@ type BulkItem struct {
 	Reason string
 	// OK is set when the action was applied (or, for a dry run, would be).
 	OK bool
-	// Err is why it was refused or failed; nothing was written for the item.
+	// Err is why it was refused or failed; nothing was written for the item. Its text is
+	// masked with the secrets and the personal data of the item's run.
 	Err error
 	// RunState is the run's state after the action.
 	RunState State
@@ -68,6 +71,7 @@ func (c *Client) ReviewBulk(ctx context.Context, req BulkRequest) ([]*BulkItem, 
 	}
 	var out []*BulkItem
 	replayed := map[int64]string{} // run → the item that replayed it
+	ms := c.masked().maskers(ctx)  // for the errors of refused items
 	f := req.Filter
 	want := f.Limit
 	for {
@@ -76,12 +80,12 @@ func (c *Client) ReviewBulk(ctx context.Context, req BulkRequest) ([]*BulkItem, 
 		if want > 0 {
 			page.Limit = min(100, want-len(out))
 		}
-		items, err := c.ReviewList(ctx, page)
+		items, err := c.store.ReviewList(ctx, c.listParams(ctx, page))
 		if err != nil {
-			return out, err
+			return out, fmt.Errorf("onceflow: review list: %w", err)
 		}
 		for _, it := range items {
-			out = append(out, c.bulkOne(ctx, req, it, replayed))
+			out = append(out, c.bulkOne(ctx, req, it, replayed, ms))
 		}
 		if len(items) < page.Limit || (want > 0 && len(out) >= want) || ctx.Err() != nil {
 			return out, ctx.Err()
@@ -90,9 +94,11 @@ func (c *Client) ReviewBulk(ctx context.Context, req BulkRequest) ([]*BulkItem, 
 	}
 }
 
-func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, replayed map[int64]string) *BulkItem {
-	bi := &BulkItem{RunID: it.RunID, Step: it.Step, Reason: it.Reason}
-	a := ReviewAction{RunID: it.RunID, Step: it.Step, Actor: req.Actor, Note: req.Note,
+// bulkOne applies req to one item; the error of a refusal is masked with the secrets and
+// the personal data of the item's run (from ms).
+func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *store.ReviewItem, replayed map[int64]string, ms *maskers) *BulkItem {
+	bi := &BulkItem{RunID: it.RunID, Step: it.StepName, Reason: it.Reason}
+	a := ReviewAction{RunID: it.RunID, Step: it.StepName, Actor: req.Actor, Note: req.Note,
 		SendAgain: req.SendAgain, ItHappened: req.ItHappened, Output: req.Output}
 	var res *ReviewResult
 	var err error
@@ -102,17 +108,17 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, r
 			bi.OK, bi.SameRunAs = true, first
 			return bi
 		}
-		rr := ReplayRequest{RunID: it.RunID, Step: it.Step, MergePatch: req.MergePatch, Actor: req.Actor, Note: req.Note}
+		rr := ReplayRequest{RunID: it.RunID, Step: it.StepName, MergePatch: req.MergePatch, Actor: req.Actor, Note: req.Note}
 		if req.DryRun {
-			bi.Plan, err = c.ReviewPreview(ctx, rr)
+			bi.Plan, err = c.reviewPreview(ctx, rr)
 		} else {
 			var r *ReplayResult
-			if r, err = c.ReviewReplay(ctx, rr); err == nil {
+			if r, err = c.reviewReplay(ctx, rr); err == nil {
 				bi.Plan, bi.RunState = r.Plan, r.RunState
 			}
 		}
 		if err == nil {
-			replayed[it.RunID] = it.Step
+			replayed[it.RunID] = it.StepName
 		}
 	case BulkRetry, BulkResolve, BulkAbandon:
 		if req.DryRun {
@@ -121,17 +127,20 @@ func (c *Client) bulkOne(ctx context.Context, req BulkRequest, it *ReviewItem, r
 		}
 		switch req.Action {
 		case BulkRetry:
-			res, err = c.ReviewRetry(ctx, a)
+			res, err = c.reviewRetry(ctx, a)
 		case BulkResolve:
-			res, err = c.ReviewResolve(ctx, a)
+			res, err = c.reviewResolve(ctx, a)
 		default:
-			res, err = c.ReviewAbandon(ctx, a)
+			res, err = c.reviewAbandon(ctx, a)
 		}
 		if err == nil {
 			bi.RunState = res.RunState
 		}
 	}
-	bi.OK, bi.Err = err == nil, err
+	bi.OK = err == nil
+	if err != nil {
+		bi.Err = ms.of(it.RunID, it.Workflow).Error(err)
+	}
 	return bi
 }
 

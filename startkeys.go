@@ -16,19 +16,19 @@ const DefaultRecentKeysTTL = time.Hour
 
 // recentKeys remembers the last run keys this client started or found already started,
 // with what a repeated start answers from them: the run's ID, entity and creation time,
-// the digest of its input, and its state as last seen. Start answers a remembered key in
-// process, without a round trip to the database: a duplicate when the input's digest is
-// the remembered one, a *RunConflictError otherwise (a run's input digest never changes).
-// A key it does not remember goes to the group commit, which decides new and repeated keys
+// the digest of its input, and its state as last seen. Start answers a remembered key
+// whose input has the remembered digest in process, without a round trip to the database:
+// the duplicate. Another input (a conflict, since a run's input digest never changes) and
+// a key it does not remember go to the group commit, which decides new and repeated keys
 // alike by the unique constraint, so that a new run costs no extra read.
 //
 // An entry is answered only while its run is younger than the TTL, and every entry is
 // forgotten when a purge through the client's store begins or ends (store.PurgeCounter),
 // so that an answer never names a run that retention purged: a purge in another process
 // deletes finished runs older than its cutoff, and onceflow purge refuses a cutoff shorter
-// than DefaultRecentKeysTTL. Entries are found by
-// a 64-bit hash and compared by their full workflow and key, so a collision never answers
-// for another run. Memory stays bounded: the oldest entry is forgotten first.
+// than DefaultRecentKeysTTL. Entries are found by a 64-bit hash and compared by their full
+// workflow and key, so a collision never answers for another run. Memory stays bounded:
+// the oldest entry is forgotten first.
 type recentKeys struct {
 	seed maphash.Seed
 	ttl  time.Duration
@@ -85,7 +85,7 @@ func (r *recentKeys) hash(workflow, runKey string) uint64 {
 
 // lookup returns the run the key started, as remembered, with input as its input, if it
 // is remembered and the run is younger than the TTL at now; nil otherwise. The input is
-// the caller's: it is the run's own when the digests match, and a conflict otherwise.
+// the caller's: it is the run's own when the digests match.
 func (r *recentKeys) lookup(workflow, runKey string, now time.Time, input []byte) *store.Run {
 	h := r.hash(workflow, runKey)
 	r.mu.Lock()

@@ -69,8 +69,9 @@ type StartResult struct {
 //
 // The valid items are written in one transaction on PostgreSQL; on SQLite they are
 // group-committed with the writes of the other callers, in transactions of at most
-// Config.MaxBatch items. Keys this client remembers are answered in process, as Start
-// answers them.
+// Config.MaxBatch items. A key this client remembers with the same input is answered in
+// process, as Start answers it; every other item, a conflict included, is decided by the
+// database in that transaction.
 func (c *Client) StartMany(ctx context.Context, workflow string, items []StartItem) ([]StartResult, error) {
 	return c.startMany(ctx, nil, workflow, items, "api")
 }
@@ -106,7 +107,7 @@ func (c *Client) startMany(ctx context.Context, by *Caller, workflow string, ite
 		}
 		p.Actor = actor
 		ps[i] = p
-		if known := c.recent.lookup(workflow, it.RunKey, now, p.Input); known != nil {
+		if known := c.recent.lookup(workflow, it.RunKey, now, p.Input); known != nil && known.InputHash == p.InputHash {
 			c.insertRunLater(p) // appends run.deduplicated, as Start does
 			out[i] = c.startResult(p, known, false)
 			continue

@@ -13,7 +13,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/store"
 )
 
 // Reloader reloads the workflow definitions a server runs: it reads and validates them,
@@ -100,7 +99,7 @@ func (s *Server) readNote(w http.ResponseWriter, r *http.Request) (string, error
 // cancelView is the answer to a cancel.
 type cancelView struct {
 	RunID     int64             `json:"run_id"`
-	RunState  store.State       `json:"run_state"`
+	RunState  onceflow.State    `json:"run_state"`
 	Cancelled []string          `json:"cancelled"`
 	Running   []string          `json:"running"`
 	Actor     string            `json:"actor"`
@@ -120,9 +119,9 @@ func (s *Server) runCancel(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := s.cfg.Client.CancelRun(r.Context(), id, actor(r), note)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, onceflow.ErrNotFound):
 		return newProblem(http.StatusNotFound, "run-not-found", "Run not found", fmt.Sprintf("there is no run %d", id))
-	case errors.Is(err, store.ErrRunFinished):
+	case errors.Is(err, onceflow.ErrRunFinished):
 		return newProblem(http.StatusConflict, "run-finished", "Nothing to cancel", fmt.Sprintf("every step of run %d has finished", id))
 	case err != nil:
 		return err

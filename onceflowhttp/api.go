@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // createdRun is the answer to a start: only what never changes, so that a replay is the
@@ -121,7 +120,7 @@ type runView struct {
 	Workflow  string          `json:"workflow"`
 	RunKey    string          `json:"run_key"`
 	Entity    string          `json:"entity,omitempty"`
-	State     store.State     `json:"state"`
+	State     onceflow.State  `json:"state"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
@@ -133,7 +132,7 @@ type runView struct {
 
 type stepView struct {
 	Name      string          `json:"name"`
-	State     store.State     `json:"state"`
+	State     onceflow.State  `json:"state"`
 	EffectKey string          `json:"effect_key,omitempty"`
 	Needs     []string        `json:"needs,omitempty"`
 	Attempt   int             `json:"attempts"`
@@ -141,69 +140,59 @@ type stepView struct {
 	LastError string          `json:"last_error,omitempty"`
 	NextAt    *time.Time      `json:"next_at,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
-	Tries     []views.Attempt `json:"attempt_log,omitempty"`
+	Tries     []apiv1.Attempt `json:"attempt_log,omitempty"`
 }
 
-func viewRun(r *store.Run) runView {
+func viewRun(r *onceflow.Run) runView {
 	return runView{ID: r.ID, Workflow: r.Workflow, RunKey: r.RunKey, Entity: r.Entity, State: r.State,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Links: links{Self: runLink(r.ID)}}
 }
 
-// getRun is GET /v1/runs/{id}: the run, its steps with their effect keys, and attempts.
+// getRun is GET /v1/runs/{id}: the run, its steps with their effect keys, and attempts,
+// masked by the client's policy.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		return newProblem(http.StatusBadRequest, "invalid-id", "Invalid run ID", "a run ID is a positive integer")
 	}
-	ctx := r.Context()
-	run, err := s.cfg.Store.RunGetByID(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	d, err := s.cfg.Client.RunGet(r.Context(), id)
+	if errors.Is(err, onceflow.ErrNotFound) {
 		return newProblem(http.StatusNotFound, "run-not-found", "Run not found", fmt.Sprintf("run %d does not exist", id))
 	}
 	if err != nil {
 		return err
 	}
-	steps, err := s.cfg.Store.StepListByRun(ctx, id)
-	if err != nil {
-		return err
-	}
-	attempts, err := s.cfg.Store.AttemptListByRun(ctx, id)
-	if err != nil {
-		return err
-	}
-	v := viewRun(run)
-	v.Input = run.Input
-	for _, st := range steps {
+	v := viewRun(d.Run)
+	v.Input = d.Run.Input
+	for _, st := range d.Steps {
 		sv := stepView{Name: st.Name, State: st.State, EffectKey: st.EffectKey, Needs: st.Needs, Attempt: st.Attempt,
 			Reason: st.Reason, LastError: st.LastError, Output: st.Output}
-		if st.State == store.StateRetrying || (st.State == store.StatePending && !st.NextAt.IsZero()) {
+		if st.State == onceflow.StateRetrying || (st.State == onceflow.StatePending && !st.NextAt.IsZero()) {
 			t := st.NextAt
 			sv.NextAt = &t
 		}
-		for _, a := range attempts {
-			if a.StepID != st.ID {
-				continue
+		for _, a := range d.Attempts {
+			if a.StepID == st.ID {
+				sv.Tries = append(sv.Tries, apiv1.NewAttempt(a))
 			}
-			sv.Tries = append(sv.Tries, views.NewAttempt(a, nil)) // masked below, with the rest
 		}
 		v.Steps = append(v.Steps, sv)
 	}
-	if due := store.WaitingUntil(steps); !due.IsZero() {
+	if due := d.WaitingUntil; !due.IsZero() {
 		v.WaitingUntil = &due
 	}
-	s.maskRun(run, steps, &v)
 	return writeJSON(w, http.StatusOK, v)
 }
 
 // listRuns is GET /v1/runs?workflow=&state=&entity=&key=&limit=&before=.
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	p := store.RunListParams{Workflow: q.Get("workflow"), Entity: q.Get("entity"), RunKey: q.Get("key"), Limit: 50}
+	p := onceflow.RunFilter{Workflow: q.Get("workflow"), Entity: q.Get("entity"), RunKey: q.Get("key"), Limit: 50}
 	if st := q.Get("state"); st != "" {
-		if !store.State(st).Valid() {
-			return newProblem(http.StatusBadRequest, "invalid-state", "Invalid state", fmt.Sprintf("state %q is not one of %v", st, store.States))
+		if !onceflow.State(st).Valid() {
+			return newProblem(http.StatusBadRequest, "invalid-state", "Invalid state", fmt.Sprintf("state %q is not one of %v", st, onceflow.States()))
 		}
-		p.State = store.State(st)
+		p.State = onceflow.State(st)
 	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -219,7 +208,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Limit = n
 	}
-	runs, err := s.cfg.Store.RunList(r.Context(), p)
+	runs, err := s.cfg.Client.RunList(r.Context(), p)
 	if err != nil {
 		return err
 	}

@@ -6,38 +6,14 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // auditView is an audit event as the API shows it, with the sentence that explains it.
-type auditView = views.AuditEntry
-
-func viewAudit(e *onceflow.AuditEntry, m *redact.Masker) auditView { return views.NewAuditEntry(e, m) }
-
-// maskers caches one masker per run for an answer about many runs.
-type maskers struct {
-	s    *Server
-	r    *http.Request
-	runs map[int64]*redact.Masker
-}
-
-// maskers returns an empty cache for an answer to r.
-func (s *Server) maskers(r *http.Request) *maskers {
-	return &maskers{s: s, r: r, runs: map[int64]*redact.Masker{}}
-}
-
-func (m *maskers) of(runID int64, workflow string) *redact.Masker {
-	if mk, ok := m.runs[runID]; ok {
-		return mk
-	}
-	mk := m.s.runMasker(m.r, runID, workflow)
-	m.runs[runID] = mk
-	return mk
-}
+type auditView = apiv1.AuditEntry
 
 // audit is GET /v1/audit?entity=&run=&key=&since=&until=&limit=&after=: events in commit
-// order, each explained.
+// order, each explained, masked by the client's policy.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	aq := onceflow.AuditQuery{Entity: q.Get("entity"), EffectKey: q.Get("key"), Limit: 100}
@@ -75,9 +51,8 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 		Events    []auditView `json:"events"`
 		NextAfter int64       `json:"next_after,omitempty"`
 	}{Events: []auditView{}}
-	ms := s.maskers(r)
 	for _, e := range entries {
-		out.Events = append(out.Events, viewAudit(e, ms.of(e.RunID, e.Workflow)))
+		out.Events = append(out.Events, apiv1.NewAuditEntry(e))
 	}
 	if len(entries) == aq.Limit {
 		out.NextAfter = entries[len(entries)-1].ID
@@ -96,7 +71,5 @@ func (s *Server) keyReport(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ms := s.maskers(r)
-	out := views.NewKey(rep, ms.of, itemLink)
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, apiv1.NewKey(rep, itemLink))
 }

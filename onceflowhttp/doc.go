@@ -74,9 +74,11 @@
 //
 // Errors are RFC 9457 problem documents (application/problem+json) whose type names the
 // problem, such as https://onceflow.dev/problems/workflow-not-found. A database that
-// cannot be reached (store.ErrUnavailable) is a 503 database-unavailable with
+// cannot be reached (onceflow.ErrUnavailable) is a 503 database-unavailable with
 // Retry-After, logged at warn level; other unexpected errors are a 500 that reveals
-// nothing, logged as errors. Runs, review items,
-// audit events and problems are masked as the client's onceflow.Config.Redact and each
-// workflow's Redact say; the stored data stays intact for replays.
+// nothing, logged as errors. What the API answers about runs — runs, review items, replay
+// plans, audit events, key reports — is read through the client's read API
+// (onceflow.Reader), masked as the client's onceflow.Config.Redact and each workflow's
+// Redact say, and problems are masked with its secrets; the stored data stays intact for
+// replays.
 package onceflowhttp

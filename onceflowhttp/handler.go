@@ -11,7 +11,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/redact"
 )
 
 // Options configures the handler NewHandler returns. The zero value serves the API with no
@@ -74,7 +73,7 @@ type Options struct {
 }
 
 // NewHandler returns the JSON API and the webhook endpoints of client as an http.Handler.
-// It reads and writes through the client's store and masks what the client's
+// It reads and acts through the client, whose read API masks what its
 // onceflow.Config.Redact and each workflow's Redact declare. Mount it at the root of a
 // server (its routes are /v1/…, /hooks/…, /healthz, /readyz and /metrics); serve it with
 // HTTPServer for bounded timeouts. The client executes the steps: call client.Serve
@@ -116,5 +115,5 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	if opts.Env == nil {
 		opts.Env = os.LookupEnv
 	}
-	return newServer(config{Options: opts, Client: client, Store: client.Store(), Redact: redact.ClientPolicy(client)}), nil
+	return newServer(config{Options: opts, Client: client}), nil
 }

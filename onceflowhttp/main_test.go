@@ -3,10 +3,11 @@ package onceflowhttp
 import (
 	"testing"
 
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"go.uber.org/goleak"
 )
 
 // TestMain fails the package's tests when one leaves a goroutine running.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testsvc.Report(m))
 }

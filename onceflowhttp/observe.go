@@ -4,8 +4,6 @@ import (
 	"net/http"
 
 	"github.com/onceflow/onceflow/internal/reqlog"
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
 )
 
 // logRequests logs one line per request after it is answered: the method, the route
@@ -21,40 +19,16 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	}}.Wrap(next)
 }
 
-// maskRun masks what GET /v1/runs/{id} shows of a run: its input, its steps' outputs and
-// errors, and its attempts' errors and response excerpts. The stored run is not changed.
-func (s *Server) maskRun(run *store.Run, steps []*store.Step, v *runView) {
-	m := views.RunMasker(s.cfg.Redact, run, steps)
-	if len(v.Input) > 0 {
-		v.Input = m.JSON(v.Input)
-	}
-	for i := range v.Steps {
-		sv := &v.Steps[i]
-		if len(sv.Output) > 0 {
-			sv.Output = m.JSON(sv.Output)
-		}
-		sv.LastError = m.Text(sv.LastError)
-		for j := range sv.Tries {
-			a := &sv.Tries[j]
-			a.Error = m.Text(a.Error)
-			a.ResponseExcerpt = m.Excerpt([]byte(a.ResponseExcerpt), 0)
-		}
-	}
-}
-
-// maskProblem masks secrets in a problem document's text.
+// maskProblem masks the client's secrets in a problem document's text.
 func (s *Server) maskProblem(p *problem) *problem {
-	m := s.cfg.Redact.Secrets()
-	if m.Empty() {
-		return p
-	}
+	mask := s.cfg.Client.MaskSecrets
 	out := *p
-	out.Title, out.Detail = m.Text(p.Title), m.Text(p.Detail)
+	out.Title, out.Detail = mask(p.Title), mask(p.Detail)
 	if p.Extra != nil {
 		out.Extra = map[string]any{}
 		for k, v := range p.Extra {
 			if str, ok := v.(string); ok {
-				v = m.Text(str)
+				v = mask(str)
 			}
 			out.Extra[k] = v
 		}

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow"
 )
 
 // problem is an RFC 9457 problem detail, returned as application/problem+json.
@@ -38,7 +38,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 const unavailableRetryAfter = 5
 
 // handle adapts h: a *problem is written as it is; a database that cannot be reached
-// (store.ErrUnavailable) is logged at warn level and answered 503 with Retry-After; any
+// (onceflow.ErrUnavailable) is logged at warn level and answered 503 with Retry-After; any
 // other error is logged and answered with a 500 that reveals nothing.
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +57,7 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 			} else if errors.As(err, &mbe) {
 				p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
 					"the body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
-			} else if errors.Is(err, store.ErrUnavailable) {
+			} else if errors.Is(err, onceflow.ErrUnavailable) {
 				// The database's condition (a restart, a lost network), not a fault of the
 				// server's: the client tries again later, and a start with the same key
 				// finds out whether it was stored.

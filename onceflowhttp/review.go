@@ -11,9 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // reviewRoutes adds the review queue, its actions, the audit answers and the key reports,
@@ -44,9 +42,9 @@ func (s *Server) reviewRoutes() {
 
 // reviewItemView is a review item as the API shows it: the command's --json shape, with
 // links.
-type reviewItemView = views.ReviewItem
+type reviewItemView = apiv1.ReviewItem
 
-type itemLinks = views.ItemLinks
+type itemLinks = apiv1.ItemLinks
 
 func itemLink(runID int64, step string) string {
 	return "/v1/review/" + strconv.FormatInt(runID, 10) + "/" + step
@@ -56,26 +54,8 @@ func itemLinksOf(runID int64, step string) itemLinks {
 	return itemLinks{Self: itemLink(runID, step), Run: runLink(runID)}
 }
 
-func viewItem(it *onceflow.ReviewItem, m *redact.Masker) reviewItemView {
-	return views.NewReviewItem(it, m, itemLinksOf)
-}
-
-// runMasker returns the masker for what is shown about a run, the same as its page's
-// (views.RunMasker): its secrets and the values its input and its steps' outputs hold at
-// personal-data fields. When the run cannot be read, secrets are still masked.
-func (s *Server) runMasker(r *http.Request, runID int64, workflow string) *redact.Masker {
-	if s.cfg.Redact == nil {
-		return s.cfg.Redact.ForRun(workflow)
-	}
-	run, err := s.cfg.Store.RunGetByID(r.Context(), runID)
-	if err != nil {
-		return s.cfg.Redact.ForRun(workflow)
-	}
-	steps, err := s.cfg.Store.StepListByRun(r.Context(), runID)
-	if err != nil {
-		return s.cfg.Redact.ForRun(workflow, run.Input)
-	}
-	return views.RunMasker(s.cfg.Redact, run, steps)
+func viewItem(it *onceflow.ReviewItem) reviewItemView {
+	return apiv1.NewReviewItem(it, itemLinksOf)
 }
 
 // filterFrom reads a review filter from query parameters.
@@ -137,9 +117,8 @@ func (s *Server) reviewList(w http.ResponseWriter, r *http.Request) error {
 		Items     []reviewItemView `json:"items"`
 		NextAfter int64            `json:"next_after,omitempty"`
 	}{Items: []reviewItemView{}}
-	ms := s.maskers(r)
 	for _, it := range items {
-		out.Items = append(out.Items, viewItem(it, ms.of(it.RunID, it.Workflow)))
+		out.Items = append(out.Items, viewItem(it))
 	}
 	if len(items) == f.Limit {
 		out.NextAfter = items[len(items)-1].StepID
@@ -162,34 +141,20 @@ func (s *Server) reviewShow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	it, err := s.cfg.Client.ReviewGet(r.Context(), runID, step)
+	d, err := s.cfg.Client.ReviewDetail(r.Context(), runID, step)
 	if err != nil {
 		return reviewProblem(err)
 	}
-	m := s.runMasker(r, runID, it.Workflow)
-	attempts, err := s.cfg.Store.AttemptListByRun(r.Context(), runID)
-	if err != nil {
-		return err
-	}
-	entries, err := s.cfg.Client.Audit(r.Context(), onceflow.AuditQuery{RunID: runID})
-	if err != nil {
-		return err
-	}
 	out := struct {
 		Item     reviewItemView  `json:"item"`
-		Attempts []views.Attempt `json:"attempts"`
+		Attempts []apiv1.Attempt `json:"attempts"`
 		Events   []auditView     `json:"events"`
-	}{Item: viewItem(it, m), Attempts: []views.Attempt{}, Events: []auditView{}}
-	for _, a := range attempts {
-		if a.StepName != step {
-			continue
-		}
-		out.Attempts = append(out.Attempts, views.NewAttempt(a, m))
+	}{Item: viewItem(d.Item), Attempts: []apiv1.Attempt{}, Events: []auditView{}}
+	for _, a := range d.Attempts {
+		out.Attempts = append(out.Attempts, apiv1.NewAttempt(a))
 	}
-	for _, e := range entries {
-		if e.StepName == step {
-			out.Events = append(out.Events, viewAudit(e, m))
-		}
+	for _, e := range d.Events {
+		out.Events = append(out.Events, apiv1.NewAuditEntry(e))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -254,14 +219,14 @@ func dryRun(r *http.Request) (bool, error) {
 
 // resultView is the answer to an action on one item.
 type resultView struct {
-	RunID     int64       `json:"run_id"`
-	Step      string      `json:"step"`
-	Action    string      `json:"action"`
-	StepState store.State `json:"step_state"`
-	RunState  store.State `json:"run_state"`
-	Ledger    string      `json:"ledger,omitempty"`
-	Actor     string      `json:"actor"`
-	Links     itemLinks   `json:"links"`
+	RunID     int64          `json:"run_id"`
+	Step      string         `json:"step"`
+	Action    string         `json:"action"`
+	StepState onceflow.State `json:"step_state"`
+	RunState  onceflow.State `json:"run_state"`
+	Ledger    string         `json:"ledger,omitempty"`
+	Actor     string         `json:"actor"`
+	Links     itemLinks      `json:"links"`
 }
 
 // reviewAct is POST /v1/review/{run}/{step}/{retry|resolve|abandon|replay}.
@@ -317,12 +282,12 @@ func (s *Server) runReplay(w http.ResponseWriter, r *http.Request) error {
 
 // planView is a replay plan as the API shows it, with a link to its run.
 type planView struct {
-	views.Plan
+	apiv1.Plan
 	Links map[string]string `json:"links"`
 }
 
-func viewPlan(p *onceflow.ReplayPlan, m *redact.Masker) planView {
-	return planView{Plan: views.NewPlan(p, m), Links: map[string]string{"run": runLink(p.RunID)}}
+func viewPlan(p *onceflow.ReplayPlan) planView {
+	return planView{Plan: apiv1.NewPlan(p), Links: map[string]string{"run": runLink(p.RunID)}}
 }
 
 // replay previews (?dry_run=true) or performs the replay of a run, for one item if step is
@@ -338,26 +303,26 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, runID int64, ste
 	}
 	req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: body.MergePatch, Input: body.Input, Actor: actor(r), Note: body.Note}
 	out := struct {
-		DryRun   bool        `json:"dry_run"`
-		Plan     planView    `json:"plan"`
-		Revision int         `json:"revision,omitempty"`
-		Reset    []string    `json:"reset,omitempty"`
-		RunState store.State `json:"run_state,omitempty"`
-		Actor    string      `json:"actor,omitempty"`
+		DryRun   bool           `json:"dry_run"`
+		Plan     planView       `json:"plan"`
+		Revision int            `json:"revision,omitempty"`
+		Reset    []string       `json:"reset,omitempty"`
+		RunState onceflow.State `json:"run_state,omitempty"`
+		Actor    string         `json:"actor,omitempty"`
 	}{DryRun: dry}
 	if dry {
 		plan, err := s.cfg.Client.ReviewPreview(r.Context(), req)
 		if err != nil {
 			return reviewProblem(err)
 		}
-		out.Plan = viewPlan(plan, s.runMasker(r, runID, plan.Workflow))
+		out.Plan = viewPlan(plan)
 		return writeJSON(w, http.StatusOK, out)
 	}
 	res, err := s.cfg.Client.ReviewReplay(r.Context(), req)
 	if err != nil {
 		return reviewProblem(err)
 	}
-	out.Plan = viewPlan(res.Plan, s.runMasker(r, runID, res.Plan.Workflow))
+	out.Plan = viewPlan(res.Plan)
 	out.Revision, out.Reset, out.RunState, out.Actor = res.Revision, res.Reset, res.RunState, actor(r)
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -392,20 +357,14 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && len(items) == 0 {
 		return reviewProblem(err)
 	}
-	out := views.Bulk[planView]{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []views.BulkItem[planView]{}}
+	out := apiv1.Bulk[planView]{Action: string(req.Action), DryRun: dry, Matched: len(items), Items: []apiv1.BulkItem[planView]{}}
 	if err != nil {
-		out.Error = s.cfg.Redact.Secrets().Text(err.Error())
+		out.Error = s.cfg.Client.MaskSecrets(err.Error())
 	}
-	ms := s.maskers(r)
 	for _, it := range items {
-		workflow := ""
-		if it.Plan != nil {
-			workflow = it.Plan.Workflow
-		}
-		m := ms.of(it.RunID, workflow)
-		v := views.NewBulkItem[planView](it)
+		v := apiv1.NewBulkItem[planView](it)
 		if it.Err != nil {
-			v.Error = m.Text(it.Err.Error())
+			v.Error = it.Err.Error() // masked by the client
 			if p, ok := reviewProblem(it.Err).(*problem); ok {
 				v.Problem = p.Type
 			}
@@ -414,7 +373,7 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 			out.OK++
 		}
 		if it.Plan != nil {
-			pv := viewPlan(it.Plan, m)
+			pv := viewPlan(it.Plan)
 			v.Plan = &pv
 		}
 		out.Items = append(out.Items, v)
@@ -435,7 +394,7 @@ func reviewProblem(err error) error {
 		return p(http.StatusBadRequest, "invalid-review-request", "Invalid review request")
 	case errors.Is(err, onceflow.ErrWorkflowNotFound):
 		return p(http.StatusConflict, "workflow-not-loaded", "Workflow not loaded")
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, onceflow.ErrNotFound):
 		return p(http.StatusNotFound, "review-item-not-found", "Run or step not found")
 	case errors.Is(err, onceflow.ErrNotInReview):
 		return p(http.StatusConflict, "not-in-review", "Step not in review")

@@ -52,6 +52,12 @@ func (b *reviewBundle) count(step string) int {
 
 func setupReview(t *testing.T) *reviewBundle {
 	t.Helper()
+	return setupReviewOn(t, nil)
+}
+
+// setupReviewOn is setupReview with the client's store wrapped by wrap (nil: as it is).
+func setupReviewOn(t *testing.T, wrap func(store.Store) store.Store) *reviewBundle {
+	t.Helper()
 	ctx := context.Background()
 	rb := &reviewBundle{calls: map[string]int{}}
 	b := &bundle{t: t, path: filepath.Join(t.TempDir(), "onceflow.db"), now: time.Unix(1700000000, 0)}
@@ -61,7 +67,11 @@ func setupReview(t *testing.T) *reviewBundle {
 	}
 	t.Cleanup(func() { st.Close() })
 	b.store = st
-	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "w"})
+	var cs store.Store = st
+	if wrap != nil {
+		cs = wrap(st)
+	}
+	c, err := onceflow.New(onceflow.Config{Store: cs, WorkerID: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}

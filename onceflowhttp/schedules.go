@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // listSchedules serves GET /v1/schedules: every registered schedule, its next ticks in its
@@ -19,15 +19,15 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) error {
 		n = k
 	}
 	out := struct {
-		Schedules []views.Schedule `json:"schedules"`
-	}{Schedules: []views.Schedule{}}
+		Schedules []apiv1.Schedule `json:"schedules"`
+	}{Schedules: []apiv1.Schedule{}}
 	if s.cfg.Client != nil {
 		infos, err := s.cfg.Client.Schedules(r.Context(), n)
 		if err != nil {
 			return err
 		}
 		for _, in := range infos {
-			out.Schedules = append(out.Schedules, views.NewSchedule(in))
+			out.Schedules = append(out.Schedules, apiv1.NewSchedule(in))
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)

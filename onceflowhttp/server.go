@@ -16,8 +16,6 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/bodybudget"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/store"
 )
 
 // Scope is what a token may do.
@@ -125,14 +123,11 @@ func ParseTokens(s string) ([]Token, error) {
 }
 
 // config is what a Server serves: the options NewHandler was given, with its defaults
-// applied, and what it takes from the client.
+// applied, and the client it reads and acts through (whose policy masks what it reads,
+// the log lines and the problem documents).
 type config struct {
 	Options
 	Client *onceflow.Client
-	Store  store.Store
-	// Redact masks secrets in log lines and problem documents, and secrets and personal
-	// data in the runs the API shows (default: the secret-looking fields only).
-	Redact *redact.Policy
 }
 
 // Metrics receives what the server measures. Its labels are workflow names and outcomes
@@ -203,7 +198,7 @@ func newServer(cfg config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = func(string) (string, bool) { return "", false }
 	}
-	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
+	cfg.Logger = slog.New(cfg.Client.LogHandler(cfg.Logger.Handler()))
 	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and callers follow it index by index
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{},
 		bodies: bodybudget.New(cfg.MaxBodyMemory)}
@@ -329,7 +324,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := s.cfg.Store.RunList(ctx, store.RunListParams{Limit: 1}); err != nil {
+	if err := s.cfg.Client.Ping(ctx); err != nil {
 		s.log.Warn("readiness check failed", "error", err)
 		return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready", "the database cannot be reached")
 	}

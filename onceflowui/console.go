@@ -14,10 +14,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/bodybudget"
-	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/internal/reqlog"
 	"github.com/onceflow/onceflow/onceflowhttp"
-	"github.com/onceflow/onceflow/store"
 )
 
 //go:embed templates/*.html
@@ -29,7 +27,8 @@ var staticFS embed.FS
 // Config configures a Console.
 type Config struct {
 	// Client is the client the API serves (required): the console reads and acts through
-	// its store and masks what it masks (its Config.Redact and each workflow's Redact).
+	// it, and what it reads is masked by the client's policy (its Config.Redact and each
+	// workflow's Redact).
 	Client *onceflow.Client
 	// Tokens are the API tokens people sign in with: scope read views, admin acts.
 	Tokens []onceflowhttp.Token
@@ -53,7 +52,7 @@ type Config struct {
 
 // Console serves the web console.
 type Console struct {
-	cfg   config
+	cfg   Config
 	log   *slog.Logger
 	pages map[string]*template.Template
 	mux   *http.ServeMux
@@ -65,19 +64,11 @@ type Console struct {
 // pageNames are the templates, each parsed with layout.html.
 var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "error"}
 
-// config is a Config with the client's store and redaction policy.
-type config struct {
-	Config
-	Store  store.Store
-	Redact *redact.Policy
-}
-
-// New returns a Console for cfg. It panics when cfg.Client is missing.
-func New(public Config) *Console {
-	if public.Client == nil {
-		panic("onceflowui: Config.Client is required")
+// New returns a Console for cfg; the error says what is wrong with cfg.
+func New(cfg Config) (*Console, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("onceflowui: Config.Client is required (onceflow.New)")
 	}
-	cfg := config{Config: public, Store: public.Client.Store(), Redact: redact.ClientPolicy(public.Client)}
 	if cfg.MaxBodyMemory <= 0 {
 		cfg.MaxBodyMemory = 8 << 20
 	}
@@ -92,17 +83,21 @@ func New(public Config) *Console {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
-		cfg.Now = public.Client.Now
+		cfg.Now = cfg.Client.Now
 	}
-	cfg.Logger = slog.New(redact.Handler(cfg.Logger.Handler(), cfg.Redact.Secrets()))
+	cfg.Logger = slog.New(cfg.Client.LogHandler(cfg.Logger.Handler()))
 	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		bodies: bodybudget.New(max(cfg.MaxBodyMemory, maxForm))}
 	for _, name := range pageNames {
-		c.pages[name] = template.Must(template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("onceflowui: page %s: %w", name, err)
+		}
+		c.pages[name] = t
 	}
 	c.routes()
 	c.h = c.bodies.Hold(c.logRequests(http.NewCrossOriginProtection().Handler(c.secure(c.mux))))
-	return c
+	return c, nil
 }
 
 // Handler returns the console's routes, all under Config.Prefix.
@@ -196,7 +191,7 @@ func (c *Console) readForm(w http.ResponseWriter, r *http.Request, limit int64) 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // handle adapts h: a *pageError is shown as it is; a database that cannot be reached
-// (store.ErrUnavailable) is logged at warn level and shown as a 503 with Retry-After; any
+// (onceflow.ErrUnavailable) is logged at warn level and shown as a 503 with Retry-After; any
 // other error is logged and shown as a 500 that reveals nothing.
 func (c *Console) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -209,7 +204,7 @@ func (c *Console) handle(h handlerFunc) http.Handler {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				pe = &pageError{Status: http.StatusRequestEntityTooLarge, Title: "Request too large", Detail: fmt.Sprintf("the form is larger than %d bytes", mbe.Limit)}
-			} else if errors.Is(err, store.ErrUnavailable) {
+			} else if errors.Is(err, onceflow.ErrUnavailable) {
 				c.log.Warn("database unavailable; answered 503", "method", r.Method, "route", r.Pattern, "error", err)
 				w.Header().Set("Retry-After", "5")
 				pe = &pageError{Status: http.StatusServiceUnavailable, Title: "Database unavailable",
@@ -219,8 +214,8 @@ func (c *Console) handle(h handlerFunc) http.Handler {
 				pe = &pageError{Status: http.StatusInternalServerError, Title: "Internal error", Detail: "the page could not be shown; nothing was changed"}
 			}
 		}
-		m := c.cfg.Redact.Secrets()
-		pe = &pageError{Status: pe.Status, Title: m.Text(pe.Title), Detail: m.Text(pe.Detail)}
+		mask := c.cfg.Client.MaskSecrets
+		pe = &pageError{Status: pe.Status, Title: mask(pe.Title), Detail: mask(pe.Detail)}
 		c.render(w, r, pe.Status, "error", pe)
 	})
 }

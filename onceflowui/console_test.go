@@ -424,7 +424,7 @@ func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: b.client, Tokens: toks, Now: clock, SessionTTL: time.Hour}))
+		srv := httptest.NewServer(newConsole(t, onceflowui.Config{Client: b.client, Tokens: toks, Now: clock, SessionTTL: time.Hour}))
 		t.Cleanup(srv.Close)
 		return srv
 	}
@@ -471,7 +471,7 @@ func TestConsoleReadsTheClientsClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(onceflowui.New(onceflowui.Config{Client: client, Tokens: toks, SessionTTL: time.Hour}))
+	srv := httptest.NewServer(newConsole(t, onceflowui.Config{Client: client, Tokens: toks, SessionTTL: time.Hour}))
 	t.Cleanup(srv.Close)
 	br := b.browser()
 	br.base = srv.URL
@@ -502,7 +502,7 @@ func TestTLSCookieAndRequestLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewTLSServer(onceflowui.New(onceflowui.Config{Client: b.client, Tokens: toks, Logger: log}))
+	srv := httptest.NewTLSServer(newConsole(t, onceflowui.Config{Client: b.client, Tokens: toks, Logger: log}))
 	t.Cleanup(srv.Close)
 	br := b.browser()
 	br.base = srv.URL

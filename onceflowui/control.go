@@ -9,14 +9,13 @@ import (
 	"strings"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/store"
 )
 
 // cancellable reports whether a step in state s is still to be done or decided, so that
 // cancelling its run changes it.
-func cancellable(s store.State) bool {
+func cancellable(s onceflow.State) bool {
 	switch s {
-	case store.StatePending, store.StateProcessing, store.StateRetrying, store.StateNeedsReview:
+	case onceflow.StatePending, onceflow.StateProcessing, onceflow.StateRetrying, onceflow.StateNeedsReview:
 		return true
 	}
 	return false
@@ -33,9 +32,9 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 	actor := sessionFrom(r).Actor()
 	res, err := c.cfg.Client.CancelRun(r.Context(), id, actor, strings.TrimSpace(r.PostForm.Get("note")))
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, onceflow.ErrNotFound):
 		return &pageError{Status: http.StatusNotFound, Title: "Run not found", Detail: fmt.Sprintf("run %d does not exist", id)}
-	case errors.Is(err, store.ErrRunFinished):
+	case errors.Is(err, onceflow.ErrRunFinished):
 		return &pageError{Status: http.StatusConflict, Title: "Nothing to cancel", Detail: fmt.Sprintf("every step of run %d has finished", id)}
 	case err != nil:
 		return err

@@ -1,6 +1,7 @@
 // Package onceflowui is onceflow's web console: server-rendered pages over the same
-// *onceflow.Client and store.Store the JSON API (package onceflowhttp) uses, for the people
-// who look after runs and act on the review queue.
+// *onceflow.Client the JSON API (package onceflowhttp) uses, for the people who look after
+// runs and act on the review queue. It reads and acts through the client alone, whose read
+// API masks what the pages show.
 //
 // # Pages
 //
@@ -28,7 +29,7 @@
 // CSRF token bound to the session and is checked against cross-origin requests as well.
 // Pages are sent with a Content-Security-Policy that admits only the console's own script
 // and style sheet, embedded in the binary: nothing is loaded from another host. Every
-// action, and every sign-in and sign-out (store.EventConsoleSignedIn, EventConsoleSignedOut),
+// action, and every sign-in and sign-out (onceflow.EventConsoleSignedIn, EventConsoleSignedOut),
 // is written to the audit trail with the actor token:NAME, as the API does, and
 // everything shown about a run is masked by the same redaction policy as the API's answers.
 package onceflowui

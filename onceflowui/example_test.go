@@ -37,7 +37,11 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	mux.Handle("/", api)
-	mux.Handle("/ui/", onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens}))
+	console, err := onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux.Handle("/ui/", console)
 	hs := onceflowhttp.HTTPServer(mux)
 	ln, err := net.Listen("tcp", "127.0.0.1:8080")
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow"
 )
 
 // funcs are the helpers the templates use.
@@ -30,7 +30,7 @@ func (c *Console) funcs() template.FuncMap {
 		"itemURL": func(id int64, step string) string {
 			return p + "/review/" + strconv.FormatInt(id, 10) + "/" + url.PathEscape(step)
 		},
-		"runsURL": func(workflow string, state store.State) string {
+		"runsURL": func(workflow string, state onceflow.State) string {
 			v := url.Values{}
 			if workflow != "" {
 				v.Set("workflow", workflow)
@@ -70,6 +70,6 @@ func (c *Console) funcs() template.FuncMap {
 		"mul":    func(a, b int) int { return a * b },
 		"add":    func(a, b int) int { return a + b },
 		"sub":    func(a, b int) int { return a - b },
-		"cell":   func(m map[store.State]int64, s store.State) int64 { return m[s] },
+		"cell":   func(m map[onceflow.State]int64, s onceflow.State) int64 { return m[s] },
 	}
 }

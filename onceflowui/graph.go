@@ -1,8 +1,6 @@
 package onceflowui
 
-import (
-	"github.com/onceflow/onceflow/store"
-)
+import "github.com/onceflow/onceflow"
 
 // graph is a run's steps laid out for drawing: one column per depth (a step sits one
 // column right of the deepest step it needs), edges from each need to its step.
@@ -14,7 +12,7 @@ type graph struct {
 
 type node struct {
 	Name  string
-	State store.State
+	State onceflow.State
 	X, Y  int
 	W, H  int
 	// TX, TY place the labels.
@@ -35,7 +33,7 @@ const (
 )
 
 // layout places ordered (in dependency order) in columns by depth.
-func layout(ordered []*store.Step) graph {
+func layout(ordered []*onceflow.StepInfo) graph {
 	depth := map[string]int{}
 	rows := map[int]int{}
 	pos := map[string]*node{}

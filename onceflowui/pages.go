@@ -15,9 +15,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/jsondoc"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // overviewData is the overview page.
@@ -25,12 +23,12 @@ type overviewData struct {
 	// Workflows are the registered workflows, those with runs and the paused ones.
 	Workflows []string
 	// Paused are the paused workflows' pauses, by name, their notes masked.
-	Paused map[string]store.WorkflowPause
-	States []store.State
+	Paused map[string]onceflow.WorkflowPause
+	States []onceflow.State
 	// Runs counts runs by workflow and state.
-	Runs     map[string]map[store.State]int64
+	Runs     map[string]map[onceflow.State]int64
 	RunTotal map[string]int64
-	Review   []store.ReviewCount
+	Review   []onceflow.ReviewCount
 	ReviewN  int64
 	Due      map[string]int64
 	// Hour is the last hour's activity, Buckets the same in 5-minute slices, oldest
@@ -39,7 +37,7 @@ type overviewData struct {
 	Buckets  []bucket
 	MaxBar   int
 	Capped   bool
-	Failures []views.AuditEntry
+	Failures []apiv1.AuditEntry
 }
 
 func (overviewData) title() string { return "Overview" }
@@ -59,7 +57,7 @@ const recentEvents = 20000
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	now := c.cfg.Now()
-	st, err := c.cfg.Store.StatsGet(ctx, store.StatsGetParams{Now: now})
+	st, err := c.cfg.Client.Stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,7 +65,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := overviewData{States: store.States, Paused: map[string]store.WorkflowPause{}, Runs: map[string]map[store.State]int64{},
+	d := overviewData{States: onceflow.States(), Paused: map[string]onceflow.WorkflowPause{}, Runs: map[string]map[onceflow.State]int64{},
 		RunTotal: map[string]int64{}, Due: map[string]int64{}}
 	seen := map[string]bool{}
 	addWF := func(wf string) {
@@ -79,16 +77,14 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	for _, wf := range c.cfg.Client.Workflows() {
 		addWF(wf)
 	}
-	secrets := c.cfg.Redact.Secrets()
 	for _, wp := range paused {
 		addWF(wp.Workflow)
-		wp.Actor, wp.Note = secrets.Text(wp.Actor), secrets.Text(wp.Note)
 		d.Paused[wp.Workflow] = wp
 	}
 	for _, rc := range st.Runs {
 		addWF(rc.Workflow)
 		if d.Runs[rc.Workflow] == nil {
-			d.Runs[rc.Workflow] = map[store.State]int64{}
+			d.Runs[rc.Workflow] = map[onceflow.State]int64{}
 		}
 		d.Runs[rc.Workflow][rc.State] += rc.Count
 		d.RunTotal[rc.Workflow] += rc.Count
@@ -121,16 +117,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 			}
 			b := &d.Buckets[i].activity
 			switch e.Type {
-			case store.EventRunCreated:
+			case onceflow.EventRunCreated:
 				b.Started++
-			case store.EventStepCompleted:
+			case onceflow.EventStepCompleted:
 				b.Completed++
-			case store.EventStepRetryPlanned:
+			case onceflow.EventStepRetryPlanned:
 				b.Retried++
-			case store.EventStepNeedsReview:
+			case onceflow.EventStepNeedsReview:
 				b.Parked++
 				failures = append(failures, e)
-			case store.EventStepFailed:
+			case onceflow.EventStepFailed:
 				b.Failed++
 				failures = append(failures, e)
 			}
@@ -150,10 +146,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 		d.Hour.Failed += b.Failed
 		d.MaxBar = max(d.MaxBar, b.Completed, b.Parked+b.Failed)
 	}
-	ms := c.maskers(ctx)
 	for i := len(failures) - 1; i >= 0 && len(d.Failures) < 10; i-- {
-		e := failures[i]
-		d.Failures = append(d.Failures, views.NewAuditEntry(e, ms.of(e.RunID, e.Workflow)))
+		d.Failures = append(d.Failures, apiv1.NewAuditEntry(failures[i]))
 	}
 	c.render(w, r, http.StatusOK, "overview", d)
 	return nil
@@ -163,8 +157,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 type runsData struct {
 	Filter     runFilter
 	Workflows  []string
-	States     []store.State
-	Runs       []*store.Run
+	States     []onceflow.State
+	Runs       []*onceflow.Run
 	NextBefore int64
 	Error      string
 }
@@ -180,17 +174,17 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := runFilter{Workflow: q.Get("workflow"), State: q.Get("state"), Entity: strings.TrimSpace(q.Get("entity")),
 		Key: strings.TrimSpace(q.Get("key")), Since: q.Get("since"), Until: q.Get("until")}
-	d := runsData{Filter: f, Workflows: c.cfg.Client.Workflows(), States: store.States}
-	p := store.RunListParams{Workflow: f.Workflow, Entity: f.Entity, RunKey: f.Key, Limit: 50}
+	d := runsData{Filter: f, Workflows: c.cfg.Client.Workflows(), States: onceflow.States()}
+	p := onceflow.RunFilter{Workflow: f.Workflow, Entity: f.Entity, RunKey: f.Key, Limit: 50}
 	status := http.StatusOK
 	bad := func(msg string) {
 		d.Error, status = msg, http.StatusBadRequest
 	}
 	if f.State != "" {
-		if !store.State(f.State).Valid() {
-			bad(fmt.Sprintf("state %q is not one of %v", f.State, store.States))
+		if !onceflow.State(f.State).Valid() {
+			bad(fmt.Sprintf("state %q is not one of %v", f.State, onceflow.States()))
 		}
-		p.State = store.State(f.State)
+		p.State = onceflow.State(f.State)
 	}
 	var err error
 	if p.CreatedSince, err = formTime(f.Since); err != nil {
@@ -205,7 +199,7 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if d.Error == "" {
-		if d.Runs, err = c.cfg.Store.RunList(r.Context(), p); err != nil {
+		if d.Runs, err = c.cfg.Client.RunList(r.Context(), p); err != nil {
 			return err
 		}
 		if len(d.Runs) == p.Limit {
@@ -233,11 +227,11 @@ func formTime(v string) (time.Time, error) {
 
 // runData is a run's page.
 type runData struct {
-	Run       *store.Run
+	Run       *onceflow.Run
 	Input     string
 	Graph     graph
 	Steps     []stepRow
-	Events    []views.AuditEntry
+	Events    []apiv1.AuditEntry
 	Revisions []revisionRow
 	Live      bool
 	// Cancellable is set while a step of the run is still to be done or decided.
@@ -247,7 +241,7 @@ type runData struct {
 func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
 
 type stepRow struct {
-	Step      *store.Step
+	Step      *onceflow.StepInfo
 	LastError string
 	Output    string
 	Attempts  []attemptRow
@@ -255,14 +249,14 @@ type stepRow struct {
 }
 
 type attemptRow struct {
-	A        *store.Attempt
+	A        *onceflow.AttemptInfo
 	Error    string
 	Excerpt  string
 	Duration string
 }
 
 type revisionRow struct {
-	Rev     *store.RunRevision
+	Rev     *onceflow.Revision
 	Note    string
 	Changes []change
 	Patch   string
@@ -281,32 +275,6 @@ func pathID(r *http.Request, name string) (int64, error) {
 	return id, nil
 }
 
-// runRecords are a run's steps, attempts and audit entries, and the masker for what they
-// show.
-type runRecords struct {
-	steps    []*store.Step
-	attempts []*store.Attempt
-	entries  []*onceflow.AuditEntry
-	m        *redact.Masker
-}
-
-// readRecords reads run's records; their masker masks as the API masks GET /v1/runs/{id}.
-func (c *Console) readRecords(ctx context.Context, run *store.Run) (runRecords, error) {
-	var rec runRecords
-	var err error
-	if rec.steps, err = c.cfg.Store.StepListByRun(ctx, run.ID); err != nil {
-		return rec, err
-	}
-	if rec.attempts, err = c.cfg.Store.AttemptListByRun(ctx, run.ID); err != nil {
-		return rec, err
-	}
-	if rec.entries, err = c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: run.ID}); err != nil {
-		return rec, err
-	}
-	rec.m = c.runMasker(run, rec.steps)
-	return rec, nil
-}
-
 // pathRun reads the run the path's {id} names.
 func (c *Console) pathRun(r *http.Request) (*runData, error) {
 	id, err := pathID(r, "id")
@@ -316,38 +284,33 @@ func (c *Console) pathRun(r *http.Request) (*runData, error) {
 	return c.loadRun(r.Context(), id)
 }
 
-// loadRun reads everything a run's page shows, masked as the API masks GET /v1/runs/{id}.
+// loadRun reads everything a run's page shows through the client, masked as the API
+// masks GET /v1/runs/{id}.
 func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
-	run, err := c.cfg.Store.RunGetByID(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	rd, err := c.cfg.Client.RunGet(ctx, id)
+	if errors.Is(err, onceflow.ErrNotFound) {
 		return nil, &pageError{Status: http.StatusNotFound, Title: "Run not found", Detail: fmt.Sprintf("run %d does not exist", id)}
 	}
 	if err != nil {
 		return nil, err
 	}
-	rec, err := c.readRecords(ctx, run)
+	entries, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{RunID: id})
 	if err != nil {
 		return nil, err
 	}
-	revs, err := c.cfg.Store.RunRevisionList(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	steps, attempts, entries, m := rec.steps, rec.attempts, rec.entries, rec.m
-	d := &runData{Run: run, Input: pretty(m.JSON(run.Input))}
-	ordered := store.DependencyOrder(steps)
-	d.Graph = layout(ordered)
-	for _, st := range ordered {
-		row := stepRow{Step: st, LastError: m.Text(st.LastError)}
+	d := &runData{Run: rd.Run, Input: pretty(rd.Run.Input)}
+	d.Graph = layout(rd.Steps)
+	for _, st := range rd.Steps {
+		row := stepRow{Step: st, LastError: st.LastError}
 		if len(st.Output) > 0 {
-			row.Output = pretty(m.JSON(st.Output))
+			row.Output = pretty(st.Output)
 		}
-		if st.State == store.StateRetrying || (st.State == store.StatePending && !st.NextAt.IsZero() && st.Waiting == 0) {
+		if st.State == onceflow.StateRetrying || (st.State == onceflow.StatePending && !st.NextAt.IsZero() && st.Waiting == 0) {
 			row.NextAt = st.NextAt
 		}
-		for _, a := range attempts {
+		for _, a := range rd.Attempts {
 			if a.StepID == st.ID {
-				row.Attempts = append(row.Attempts, viewAttempt(a, m))
+				row.Attempts = append(row.Attempts, viewAttempt(a))
 			}
 		}
 		d.Steps = append(d.Steps, row)
@@ -359,62 +322,30 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 		}
 	}
 	for _, e := range entries {
-		d.Events = append(d.Events, views.NewAuditEntry(e, m))
+		d.Events = append(d.Events, apiv1.NewAuditEntry(e))
 	}
-	for _, rv := range revs {
-		d.Revisions = append(d.Revisions, revisionRow{Rev: rv, Note: m.Text(rv.Note), Patch: pretty(m.JSON(rv.Diff)),
-			Changes: diff(m.JSON(rv.InputBefore), m.JSON(rv.InputAfter))})
+	for _, rv := range rd.Revisions {
+		d.Revisions = append(d.Revisions, revisionRow{Rev: rv, Note: rv.Note, Patch: pretty(rv.Diff),
+			Changes: diff(rv.InputBefore, rv.InputAfter)})
 	}
 	return d, nil
 }
 
-func viewAttempt(a *store.Attempt, m *redact.Masker) attemptRow {
-	row := attemptRow{A: a, Error: m.Text(a.Error), Excerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0)}
-	if !a.EndedAt.IsZero() {
+func viewAttempt(a *onceflow.AttemptInfo) attemptRow {
+	row := attemptRow{A: a, Error: a.Error, Excerpt: a.ResponseExcerpt}
+	if !a.InFlight() {
 		row.Duration = a.EndedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
 	}
 	return row
 }
 
 // finished reports whether a step's state will not change without a person.
-func finished(s store.State) bool {
+func finished(s onceflow.State) bool {
 	switch s {
-	case store.StateCompleted, store.StateFailed, store.StateSkipped, store.StateCancelled, store.StateNeedsReview:
+	case onceflow.StateCompleted, onceflow.StateFailed, onceflow.StateSkipped, onceflow.StateCancelled, onceflow.StateNeedsReview:
 		return true
 	}
 	return false
-}
-
-// runMasker masks what is shown about a run: its secrets and the values its input and its
-// steps' outputs hold at personal-data fields.
-func (c *Console) runMasker(run *store.Run, steps []*store.Step) *redact.Masker {
-	return views.RunMasker(c.cfg.Redact, run, steps)
-}
-
-// maskerCache caches one masker per run for a page about many runs.
-type maskerCache struct {
-	c    *Console
-	ctx  context.Context
-	runs map[int64]*redact.Masker
-}
-
-func (c *Console) maskers(ctx context.Context) *maskerCache {
-	return &maskerCache{c: c, ctx: ctx, runs: map[int64]*redact.Masker{}}
-}
-
-func (mc *maskerCache) of(runID int64, workflow string) *redact.Masker {
-	if m, ok := mc.runs[runID]; ok {
-		return m
-	}
-	m := mc.c.cfg.Redact.ForRun(workflow)
-	if runID > 0 {
-		if run, err := mc.c.cfg.Store.RunGetByID(mc.ctx, runID); err == nil {
-			steps, _ := mc.c.cfg.Store.StepListByRun(mc.ctx, runID)
-			m = mc.c.runMasker(run, steps)
-		}
-	}
-	mc.runs[runID] = m
-	return m
 }
 
 func (c *Console) run(w http.ResponseWriter, r *http.Request) error {
@@ -439,8 +370,7 @@ func (c *Console) runLive(w http.ResponseWriter, r *http.Request) error {
 type keysData struct {
 	Key    string
 	Error  string
-	Report *views.Key
-	Effect *store.Effect
+	Report *apiv1.Key
 }
 
 func (keysData) title() string { return "Effect keys" }
@@ -457,11 +387,10 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return err
 			}
-			ms := c.maskers(r.Context())
-			v := views.NewKey(rep, ms.of, func(runID int64, step string) string {
+			v := apiv1.NewKey(rep, func(runID int64, step string) string {
 				return c.cfg.Prefix + "/runs/" + strconv.FormatInt(runID, 10) + "#step-" + url.PathEscape(step)
 			})
-			d.Report, d.Effect = &v, rep.Effect
+			d.Report = &v
 		}
 	}
 	c.render(w, r, status, "keys", d)
@@ -469,10 +398,10 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) error {
 }
 
 // pretty indents a JSON document for reading; anything else, and a document nested more
-// than views.MaxIndentDepth levels deep (whose indentation would cost the square of its
+// than jsondoc.MaxIndentDepth levels deep (whose indentation would cost the square of its
 // depth), is returned as it is.
 func pretty(raw []byte) string {
-	if len(raw) == 0 || jsondoc.Depth(raw) > views.MaxIndentDepth {
+	if len(raw) == 0 || jsondoc.Depth(raw) > jsondoc.MaxIndentDepth {
 		return string(raw)
 	}
 	v, err := keytmpl.Decode(raw) // numbers as stored: an id above 2^53 keeps its digits

@@ -14,8 +14,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 // reviewFilter is the review queue's filter as the form holds it.
@@ -67,13 +66,9 @@ type itemRow struct {
 	Age       string
 }
 
-// reasons are the review reason codes offered in the filter.
-var reasons = []string{store.ReasonPermanentError, store.ReasonAttemptsExhausted, store.ReasonKeyConflict, store.ReasonOutcomeUnknown,
-	store.ReasonInvalidKey, store.ReasonDestinationBlocked, store.ReasonTransitionInvalid, store.ReasonOutputInvalid, store.ReasonRetryAfterTooLong}
-
 func (c *Console) review(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	d := reviewData{Workflows: c.cfg.Client.Workflows(), Reasons: reasons}
+	d := reviewData{Workflows: c.cfg.Client.Workflows(), Reasons: onceflow.ReviewReasons()}
 	f, of, err := readFilter(q.Get)
 	d.Filter, d.Query = f, f.query()
 	status := http.StatusOK
@@ -88,11 +83,9 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		ms := c.maskers(r.Context())
 		for _, it := range items {
-			m := ms.of(it.RunID, it.Workflow)
-			d.Items = append(d.Items, itemRow{It: it, LastError: redact.Trim(m.Text(it.LastError), 160),
-				Excerpt: m.Excerpt([]byte(it.ResponseExcerpt), 160), Age: age(it.Age)})
+			d.Items = append(d.Items, itemRow{It: it, LastError: redact.Trim(it.LastError, 160),
+				Excerpt: redact.Trim(it.ResponseExcerpt, 160), Age: age(it.Age)})
 		}
 		if len(items) == of.Limit {
 			d.NextAfter = items[len(items)-1].StepID
@@ -121,15 +114,13 @@ type itemData struct {
 	Excerpt   string
 	Input     string
 	Attempts  []attemptRow
-	Events    []views.AuditEntry
-	RunState  store.State
+	Events    []apiv1.AuditEntry
+	RunState  onceflow.State
 	// Form holds what the person typed, to show it again after a refusal or a preview.
 	Form    itemForm
-	Preview *views.Plan
+	Preview *apiv1.Plan
 	Error   string
 	Live    bool
-	// m masks what the page shows of the item's run.
-	m *redact.Masker
 }
 
 type itemForm struct {
@@ -154,32 +145,21 @@ func (c *Console) pathItem(r *http.Request) (*itemData, error) {
 	return c.loadItem(r.Context(), runID, step)
 }
 
-// loadItem reads an item's page, masked as the API masks GET /v1/review/{run}/{step}.
+// loadItem reads an item's page through the client, masked as the API masks GET
+// /v1/review/{run}/{step}.
 func (c *Console) loadItem(ctx context.Context, runID int64, step string) (*itemData, error) {
-	it, err := c.cfg.Client.ReviewGet(ctx, runID, step)
+	rd, err := c.cfg.Client.ReviewDetail(ctx, runID, step)
 	if err != nil {
 		return nil, actionError(err)
 	}
-	run, err := c.cfg.Store.RunGetByID(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := c.readRecords(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	attempts, entries, m := rec.attempts, rec.entries, rec.m
-	d := &itemData{m: m, It: it, LastError: m.Text(it.LastError), Excerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0), Input: pretty(m.JSON(run.Input)),
+	it, run := rd.Item, rd.Run
+	d := &itemData{It: it, LastError: it.LastError, Excerpt: it.ResponseExcerpt, Input: pretty(run.Input),
 		RunState: run.State, Live: !finished(it.State) || !finished(run.State)}
-	for _, a := range attempts {
-		if a.StepName == step {
-			d.Attempts = append(d.Attempts, viewAttempt(a, m))
-		}
+	for _, a := range rd.Attempts {
+		d.Attempts = append(d.Attempts, viewAttempt(a))
 	}
-	for _, e := range entries {
-		if e.StepName == step {
-			d.Events = append(d.Events, views.NewAuditEntry(e, m))
-		}
+	for _, e := range rd.Events {
+		d.Events = append(d.Events, apiv1.NewAuditEntry(e))
 	}
 	return d, nil
 }
@@ -231,7 +211,7 @@ func (c *Console) refuse(w http.ResponseWriter, r *http.Request, runID int64, st
 	if lerr != nil {
 		return pe
 	}
-	d.Form, d.Error = f, c.maskers(r.Context()).of(runID, d.It.Workflow).Text(pe.Title+": "+pe.Detail)
+	d.Form, d.Error = f, pe.Title+": "+pe.Detail // the client masked the error it answered with
 	c.render(w, r, pe.Status, "item", d)
 	return nil
 }
@@ -257,7 +237,7 @@ func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := views.NewPlan(plan, d.m)
+	v := apiv1.NewPlan(plan)
 	d.Form, d.Preview = f, &v
 	c.render(w, r, http.StatusOK, "item", d)
 	return nil
@@ -333,7 +313,7 @@ func (d bulkData) title() string { return "Bulk " + d.Action }
 type bulkRow struct {
 	It      *onceflow.BulkItem
 	Error   string
-	Plan    *views.Plan
+	Plan    *apiv1.Plan
 	ItemURL string
 }
 
@@ -368,20 +348,18 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 		return actionError(err)
 	}
 	if err != nil {
-		d.Error = c.cfg.Redact.Secrets().Text(err.Error())
+		d.Error = c.cfg.Client.MaskSecrets(err.Error())
 	}
-	ms := c.maskers(r.Context())
 	for _, it := range items {
-		m := ms.of(it.RunID, "")
 		row := bulkRow{It: it, ItemURL: c.cfg.Prefix + "/review/" + strconv.FormatInt(it.RunID, 10) + "/" + url.PathEscape(it.Step)}
 		if it.Err != nil {
-			row.Error = m.Text(it.Err.Error())
+			row.Error = it.Err.Error() // masked by the client
 			d.Refused++
 		} else {
 			d.OK++
 		}
 		if it.Plan != nil {
-			p := views.NewPlan(it.Plan, m)
+			p := apiv1.NewPlan(it.Plan)
 			row.Plan = &p
 		}
 		d.Items = append(d.Items, row)
@@ -409,7 +387,7 @@ func actionError(err error) error {
 		return p(http.StatusBadRequest, "Invalid review request")
 	case errors.Is(err, onceflow.ErrWorkflowNotFound):
 		return p(http.StatusConflict, "Workflow not loaded")
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, onceflow.ErrNotFound):
 		return p(http.StatusNotFound, "Run or step not found")
 	case errors.Is(err, onceflow.ErrNotInReview):
 		return p(http.StatusConflict, "Step not in review")

@@ -7,15 +7,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/onceflowhttp"
-	"github.com/onceflow/onceflow/store"
 )
 
 // Sessions are stateless: the cookie holds the token's name, an expiry and a random nonce,
@@ -266,7 +265,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The sign-in is in the audit trail before the session exists: a sign-in that cannot
 	// be recorded does not happen.
-	if err := c.recordSession(r.Context(), store.EventConsoleSignedIn, s, map[string]any{"scope": scope, "expires": exp}); err != nil {
+	if err := c.recordSession(r.Context(), onceflow.EventConsoleSignedIn, s, map[string]any{"scope": scope, "expires": exp}); err != nil {
 		return err
 	}
 	http.SetCookie(w, ck)
@@ -279,7 +278,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 // logout is POST /ui/logout.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 	http.SetCookie(w, c.cookie(r, sessionCookie, "", time.Time{}))
-	if err := c.recordSession(r.Context(), store.EventConsoleSignedOut, sessionFrom(r), nil); err != nil {
+	if err := c.recordSession(r.Context(), onceflow.EventConsoleSignedOut, sessionFrom(r), nil); err != nil {
 		// The cookie is cleared all the same: signing out never fails for the person.
 		c.log.Error("console sign-out not recorded in the audit trail", "token", sessionFrom(r).Name, "error", err)
 	}
@@ -291,13 +290,5 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 // recordSession appends the audit event of a sign-in or sign-out of s: the actor is the
 // session's (token:NAME), never the token's secret.
 func (c *Console) recordSession(ctx context.Context, typ string, s *session, detail map[string]any) error {
-	ap, ok := c.cfg.Store.(store.EventAppender)
-	if !ok {
-		return fmt.Errorf("onceflowui: the store cannot append audit events, so %s cannot be recorded", typ)
-	}
-	e := &store.Event{At: c.cfg.Now().UTC(), Type: typ, Actor: s.Actor(), Detail: store.EncodeDetail(detail)}
-	if err := ap.EventAppend(ctx, e); err != nil {
-		return fmt.Errorf("onceflowui: record %s: %w", typ, err)
-	}
-	return nil
+	return c.cfg.Client.RecordOperatorEvent(ctx, onceflow.OperatorEvent{Type: typ, Actor: s.Actor(), Detail: detail, At: c.cfg.Now()})
 }

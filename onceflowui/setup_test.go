@@ -222,8 +222,7 @@ func setupOn(t *testing.T, backend string) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui := onceflowui.New(onceflowui.Config{Client: client, Tokens: tokens})
-	b.srv = httptest.NewServer(ui)
+	b.srv = httptest.NewServer(newConsole(t, onceflowui.Config{Client: client, Tokens: tokens}))
 	t.Cleanup(b.srv.Close)
 	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Tokens: tokens})
 	if err != nil {
@@ -273,4 +272,14 @@ func (b *bundle) serve() {
 			b.t.Errorf("Serve: %v", err)
 		}
 	})
+}
+
+// newConsole returns the console for cfg.
+func newConsole(t *testing.T, cfg onceflowui.Config) *onceflowui.Console {
+	t.Helper()
+	c, err := onceflowui.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ONCEFLOW_TEST_CHILD") == "queue" {
 		os.Exit(child())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testsvc.Report(m))
 }
 
 func suffix() string {

@@ -596,8 +596,3 @@ func (p *Policy) ForRun(workflow string, docs ...[]byte) *Masker {
 	m.addValues(values)
 	return m
 }
-
-// ClientPolicy returns the Policy of an *onceflow.Client. Package onceflow sets it when it
-// is initialised, so that the HTTP API masks exactly what the client it serves masks,
-// without the Policy type becoming part of onceflow's public API.
-var ClientPolicy func(client any) *Policy

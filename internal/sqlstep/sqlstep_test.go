@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ONCEFLOW_TEST_CHILD") == "sql-worker" {
 		os.Exit(childWorker())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testsvc.Report(m))
 }
 
 // shop is a business database of one dialect, private to one test.

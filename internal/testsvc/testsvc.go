@@ -1,17 +1,28 @@
 // Package testsvc finds the real services that tests run against — PostgreSQL, MariaDB,
-// NATS JetStream and RabbitMQ — from the environment .ci/run exports. A test whose service
-// is not configured, or cannot be reached, is skipped; under CI=true it fails instead, so
-// that CI never passes by skipping.
+// NATS JetStream and RabbitMQ — from the environment .ci/run exports or, where a variable
+// is not set, at the service's default address on this machine (127.0.0.1 and the
+// service's standard port, with the credentials .ci/run uses) when something answers
+// there. A test whose service cannot be found is skipped; under CI=true it fails instead,
+// so that CI never passes by skipping.
+//
+// go test prints nothing of a package that passes, so a skipped test would go unseen: a
+// package's TestMain wraps its testing.M with Report, which writes one line per package
+// naming the services that were missing, how many tests each cost, and how to enable them
+// (to the terminal, where there is one).
 package testsvc
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +37,9 @@ const (
 	AMQPEnv     = "ONCEFLOW_TEST_AMQP_URL"
 )
 
-// examples say what to set, per variable.
-var examples = map[string]string{
+// defaults are each service's address on this machine, as .ci/run starts it; they also
+// say what to set.
+var defaults = map[string]string{
 	PostgresEnv: "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
 	MySQLEnv:    "root@tcp(127.0.0.1:3306)/test",
 	NATSEnv:     "nats://127.0.0.1:4222",
@@ -76,7 +88,7 @@ func need(t testing.TB, name string) string {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but %s is not set: these tests must run in CI", name)
 		}
-		t.Skipf("set %s=%s to run this test", name, examples[name])
+		return defaultFor(t, name)
 	}
 	if addr := hostPort(v); addr != "" {
 		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
@@ -84,11 +96,123 @@ func need(t testing.TB, name string) string {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("CI=true but the service of %s is unreachable: %v", name, err)
 			}
+			probeMu.Lock()
+			skips[name]++
+			probeMu.Unlock()
 			t.Skipf("the service of %s is unreachable: %v", name, err)
 		}
 		c.Close()
 	}
 	return v
+}
+
+// services names the services by their variables, for messages.
+var services = map[string]string{PostgresEnv: "PostgreSQL", MySQLEnv: "MariaDB/MySQL", NATSEnv: "NATS JetStream", AMQPEnv: "RabbitMQ"}
+
+// probes remembers, per variable, whether its default address answered: it is asked once
+// per test binary.
+var (
+	probeMu sync.Mutex
+	probes  = map[string]error{}
+	skips   = map[string]int{}
+)
+
+// defaultFor returns the default address of the service of name when something answers
+// there, setting name in the environment so that the child processes the test starts
+// find it too; otherwise it skips the test (fails it under CI=true).
+func defaultFor(t testing.TB, name string) string {
+	t.Helper()
+	v := defaults[name]
+	addr := hostPort(v)
+	probeMu.Lock()
+	err, asked := probes[name]
+	if !asked {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addr, 500*time.Millisecond); err == nil {
+			c.Close()
+			_ = os.Setenv(name, v)
+		}
+		probes[name] = err
+	}
+	if err != nil {
+		skips[name]++
+	}
+	probeMu.Unlock()
+	if err == nil {
+		return v
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true but %s is not set and nothing answers on %s: these tests must run in CI", name, addr)
+	}
+	t.Skipf("nothing answers on %s for %s: start it there, or set %s (e.g. %s)", addr, services[name], name, v)
+	return ""
+}
+
+// Report wraps a package's testing.M (goleak.VerifyTestMain(testsvc.Report(m))): after
+// the tests ran it writes one line saying which services were missing and how many tests
+// that skipped, to the terminal when there is one (go test shows nothing else of a
+// package that passes), else to standard error.
+func Report(m interface{ Run() int }) interface{ Run() int } { return reporter{m} }
+
+type reporter struct{ m interface{ Run() int } }
+
+func (r reporter) Run() int {
+	code := r.m.Run()
+	if line := skipLine(); line != "" {
+		out := os.Stderr
+		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+			defer tty.Close()
+			out = tty
+		}
+		fmt.Fprintln(out, line)
+	}
+	return code
+}
+
+// skipLine is the line Report writes, "" when no test was skipped for a missing service.
+func skipLine() string {
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if len(skips) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(skips))
+	for name := range skips {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var parts []string
+	total := 0
+	for _, name := range names {
+		total += skips[name]
+		where := hostPort(defaults[name])
+		if v := os.Getenv(name); v != "" && hostPort(v) != "" {
+			where = hostPort(v)
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d, nothing answers on %s; start it there or set %s)", services[name], skips[name], where, name))
+	}
+	return fmt.Sprintf("%s: %d tests skipped for want of %s", packageName(), total, strings.Join(parts, ", "))
+}
+
+// packageName is the package under test, relative to the module: go test runs a
+// package's tests in its directory.
+func packageName() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return filepath.Base(os.Args[0])
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if rel, err := filepath.Rel(dir, wd); err == nil {
+				return "./" + filepath.ToSlash(rel)
+			}
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	return wd
 }
 
 // hostPort finds the address in a URL or a MySQL DSN ("user@tcp(host:port)/db").

@@ -130,6 +130,10 @@ type Options struct {
 	RetryFor time.Duration
 }
 
+// testTracer, set only by this package's tests (SetQueryTracer) while no other store is
+// opened, traces the queries of the connections of the stores opened then.
+var testTracer pgx.QueryTracer
+
 // DefaultRetryFor is Options.RetryFor's default: a restart of PostgreSQL that takes a few
 // seconds fails no start.
 const DefaultRetryFor = 5 * time.Second
@@ -197,6 +201,9 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 		// scans, whose best plan depends on their parameters, are planned for them on
 		// every execution (lockingScan).
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
+	}
+	if testTracer != nil {
+		cfg.ConnConfig.Tracer = testTracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

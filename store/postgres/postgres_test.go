@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	case "scheduler":
 		os.Exit(childScheduler())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testsvc.Report(m))
 }
 
 // testURL returns the test database's URL. Without one, or when the database cannot be

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/onceflow/onceflow/store"
@@ -231,14 +232,24 @@ func openDB(dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sql.OpenDB(connector{c}), nil
+	return sql.OpenDB(connector{Connector: c, dsn: dsn}), nil
 }
 
 // connector is the driver's connector, its errors marked by unavailable.
-type connector struct{ driver.Connector }
+type connector struct {
+	driver.Connector
+	dsn string
+}
+
+// wrapConn, set only by this package's tests before they open a store, wraps each new
+// connection to dsn (to count the statements the store sends).
+var wrapConn atomic.Pointer[func(dsn string, c driver.Conn) driver.Conn]
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
+	if wrap := wrapConn.Load(); wrap != nil && err == nil {
+		conn = (*wrap)(c.dsn, conn)
+	}
 	return conn, unavailable(err)
 }
 

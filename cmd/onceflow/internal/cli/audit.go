@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"github.com/onceflow/onceflow/internal/views"
 	"io"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 type auditFlags struct {
@@ -17,6 +17,7 @@ type auditFlags struct {
 	run                       int64
 	limit                     int
 	json                      bool
+	mask                      maskFlags
 }
 
 func newAuditCommand(g *globals) *cobra.Command {
@@ -27,7 +28,9 @@ func newAuditCommand(g *globals) *cobra.Command {
 		Long: `audit prints the audit events of an entity (--entity order:1001), a run (--run ID) or an
 effect key (--key lead-create:8812), optionally within a time range (--since, --until, RFC
 3339), oldest first. Each event is explained: why a step was retried or not acted on, with
-the retry policy that decided, who acted on a review item and with which note.`,
+the retry policy that decided, who acted on a review item and with which note. Secrets and
+personal data are masked as the API masks them (--unmasked prints them, and the audit
+trail records who read them).`,
 		Example: `  onceflow audit --entity order:1001
   onceflow audit --key lead-create:8812 --json
   onceflow audit --since 2026-03-01T00:00:00Z --until 2026-03-02T00:00:00Z`,
@@ -44,6 +47,7 @@ the retry policy that decided, who acted on a review item and with which note.`,
 	fl.StringVar(&f.until, "until", "", "events before this time (RFC 3339)")
 	fl.IntVar(&f.limit, "limit", 1000, "print at most this many events")
 	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table")
+	f.mask.add(cmd)
 	return cmd
 }
 
@@ -73,15 +77,16 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 	if f.run < 0 || f.limit <= 0 {
 		return usagef("--run must be a positive run ID and --limit at least 1")
 	}
-	s, err := g.reviewSession(ctx, "")
+	s, err := g.reviewSession(ctx, f.mask.workflows)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	read := f.mask.reader(s.client)
 	var entries []*onceflow.AuditEntry
 	for len(entries) < f.limit {
 		q.Limit = min(1000, f.limit-len(entries))
-		page, err := s.client.Audit(ctx, q)
+		page, err := read.Audit(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -102,9 +107,9 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 }
 
 // auditView is an audit event as the command prints it in JSON, as the API does.
-type auditView = views.AuditEntry
+type auditView = apiv1.AuditEntry
 
-func viewAudit(e *onceflow.AuditEntry) auditView { return views.NewAuditEntry(e, nil) }
+func viewAudit(e *onceflow.AuditEntry) auditView { return apiv1.NewAuditEntry(e) }
 
 // writeAudit prints events as a table whose last column, the explanation, is never cut.
 func writeAudit(w io.Writer, entries []*onceflow.AuditEntry, withRun bool) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 		Main()
 	}
 	checkAPI() // every API request of these tests is checked against the OpenAPI document
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(reportAPIProblems(code)) }))
+	goleak.VerifyTestMain(testsvc.Report(m), goleak.Cleanup(func(code int) { os.Exit(reportAPIProblems(code)) }))
 }
 
 // result is what one in-process invocation produced.

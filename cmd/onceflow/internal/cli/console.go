@@ -31,8 +31,11 @@ func (a *app) startConsole(ctx context.Context, f serveFlags, tokens []onceflowh
 	if f.uiAddr == "off" {
 		return stop, nil
 	}
-	ui := onceflowui.New(onceflowui.Config{Client: a.client, Tokens: tokens, Logger: a.log,
+	ui, err := onceflowui.New(onceflowui.Config{Client: a.client, Tokens: tokens, Logger: a.log,
 		SecureCookies: f.uiSecureCookies, SessionTTL: f.uiSession})
+	if err != nil {
+		return nil, err
+	}
 	if f.uiAddr == "" {
 		a.ui = ui
 		return stop, nil

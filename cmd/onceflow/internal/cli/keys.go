@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/internal/jsondoc"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -69,42 +69,17 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskF
 	if err := onceflow.ValidateKey("effect key", key); err != nil {
 		return usagef("%v", err)
 	}
-	policy, err := mf.policy()
-	if err != nil {
-		return err
-	}
-	s, err := g.reviewSession(ctx, "")
+	s, err := g.reviewSession(ctx, mf.workflows)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rep, err := s.client.Key(ctx, key)
+	rep, err := mf.reader(s.client).Key(ctx, key)
 	if err != nil {
 		return err
 	}
-	mask := func(_ int64, workflow string) *redact.Masker { return policy.ForRun(workflow) }
-	if mf.unmasked {
-		mask = func(int64, string) *redact.Masker { return nil }
-		var runID int64
-		var workflow string
-		if rep.Effect != nil {
-			runID, workflow = rep.Effect.RunID, rep.Effect.Workflow
-		}
-		if err := recordUnmasked(ctx, s.store, mf.actor, runID, workflow, "effect key "+key); err != nil {
-			return err
-		}
-	} else {
-		if rep.Effect != nil && len(rep.Effect.Result) > 0 {
-			masked := *rep.Effect
-			masked.Result = mask(masked.RunID, masked.Workflow).JSON(masked.Result)
-			rep.Effect = &masked
-		}
-		for _, e := range rep.Events {
-			e.Why = policy.ForRun(e.Workflow).Text(e.Why)
-		}
-	}
 	status, code := keyStatus(rep)
-	if err := writeKey(g, key, rep, status, asJSON, mask); err != nil {
+	if err := writeKey(g, key, rep, status, asJSON); err != nil {
 		return err
 	}
 	if code != exitOK {
@@ -116,15 +91,15 @@ func keysShow(ctx context.Context, g *globals, key string, asJSON bool, mf maskF
 // keyJSON is keys show --json: the API's key view and the status the exit code gives.
 type keyJSON struct {
 	Status string `json:"status"`
-	*views.Key
+	*apiv1.Key
 }
 
-// writeKey prints what keys show answers, its outputs masked by mask.
-func writeKey(g *globals, key string, rep *onceflow.KeyReport, status string, asJSON bool, mask func(int64, string) *redact.Masker) error {
+// writeKey prints what keys show answers.
+func writeKey(g *globals, key string, rep *onceflow.KeyReport, status string, asJSON bool) error {
 	if asJSON {
-		out := views.NewKey(rep, mask, nil)
+		out := apiv1.NewKey(rep, nil)
 		if out.Effect != nil {
-			out.Effect.Result = views.Shallow(out.Effect.Result)
+			out.Effect.Result = jsondoc.Shallow(out.Effect.Result)
 		}
 		return writeJSON(g.stdout, keyJSON{Status: status, Key: &out})
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,9 +16,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/duration"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 func newReviewCommand(g *globals) *cobra.Command {
@@ -114,6 +113,7 @@ func reviewActor() string {
 }
 
 // reviewSession is an open store and a client that knows the workflow files, if given.
+// The client masks what the commands read as the API masks it (see cliRedaction).
 type reviewSession struct {
 	store  cliStore
 	client *onceflow.Client
@@ -124,17 +124,24 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 	if err != nil {
 		return nil, err
 	}
-	c, err := onceflow.New(onceflow.Config{Store: st})
+	var defs []*flowfile.Definition
+	if workflows != "" {
+		if defs, err = flowfile.Load(workflows); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	red, err := cliRedaction(defs)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c, err := onceflow.New(onceflow.Config{Store: st, Redact: red})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	if workflows != "" {
-		defs, err := flowfile.Load(workflows)
-		if err != nil {
-			st.Close()
-			return nil, err
-		}
 		wfs, err := flowfile.Outline(defs)
 		if err != nil {
 			st.Close()
@@ -202,26 +209,15 @@ func newReviewListCommand(g *globals) *cobra.Command {
 			if rf.Limit == 0 {
 				return usagef("--limit must be at least 1")
 			}
-			policy, err := mf.policy()
-			if err != nil {
-				return err
-			}
-			s, err := g.reviewSession(cmd.Context(), "")
+			s, err := g.reviewSession(cmd.Context(), mf.workflows)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			// Masked as the API masks the queue.
 			items, err := s.client.ReviewList(cmd.Context(), rf)
 			if err != nil {
 				return err
-			}
-			for _, it := range items {
-				// As the API: the values of the run input's secret fields are masked too.
-				run, err := s.store.RunGetByID(cmd.Context(), it.RunID)
-				if err != nil {
-					return err
-				}
-				maskItem(policy.ForRun(it.Workflow, run.Input), it)
 			}
 			if asJSON {
 				return writeJSONList(g.stdout, items, viewItem)
@@ -249,18 +245,12 @@ func newReviewListCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// maskItem masks, in place, what the review commands print of an item, as the API does.
-func maskItem(m *redact.Masker, it *onceflow.ReviewItem) {
-	it.LastError = m.Text(it.LastError)
-	it.ResponseExcerpt = m.Excerpt([]byte(it.ResponseExcerpt), 0)
-}
-
 // itemView is a review item as the command prints it in JSON: the API's shape, without
 // links.
-type itemView = views.ReviewItem
+type itemView = apiv1.ReviewItem
 
-// viewItem shapes it, already masked (maskItem).
-func viewItem(it *onceflow.ReviewItem) itemView { return views.NewReviewItem(it, nil, nil) }
+// viewItem shapes it, masked by the client that read it.
+func viewItem(it *onceflow.ReviewItem) itemView { return apiv1.NewReviewItem(it, nil) }
 
 func ageText(d time.Duration) string {
 	switch {
@@ -270,32 +260,6 @@ func ageText(d time.Duration) string {
 		return d.Round(time.Minute).String()
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
-// maskShown masks, in place, what review show prints, as the API does: with the run's
-// input and outputs, the fields ONCEFLOW_REDACT_FIELDS names and, with workflows, each
-// file's redact: fields and secret values.
-func maskShown(ctx context.Context, st store.Store, workflows string, it *onceflow.ReviewItem, attempts []*store.Attempt, entries []*onceflow.AuditEntry) error {
-	policy, err := (&maskFlags{workflows: workflows}).policy()
-	if err != nil {
-		return err
-	}
-	run, err := st.RunGetByID(ctx, it.RunID)
-	if err != nil {
-		return err
-	}
-	steps, err := st.StepListByRun(ctx, it.RunID)
-	if err != nil {
-		return err
-	}
-	m := views.RunMasker(policy, run, steps)
-	maskItem(m, it)
-	maskAttempts(m, attempts)
-	for _, e := range entries {
-		maskEvent(m, &e.Event)
-		e.Why = m.Text(e.Why)
-	}
-	return nil
 }
 
 func newReviewShowCommand(g *globals) *cobra.Command {
@@ -324,48 +288,29 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 		return err
 	}
 	defer s.Close()
-	it, err := s.client.ReviewGet(ctx, runID, step)
+	// Masked as the API masks the item: with the run's input and outputs, the fields
+	// ONCEFLOW_REDACT_FIELDS names and, with --workflows, each file's redact: fields and
+	// secret values.
+	d, err := s.client.ReviewDetail(ctx, runID, step)
 	if err != nil {
 		return err
 	}
-	attempts, err := s.store.AttemptListByRun(ctx, runID)
-	if err != nil {
-		return err
-	}
-	entries, err := s.client.Audit(ctx, onceflow.AuditQuery{RunID: runID})
-	if err != nil {
-		return err
-	}
-	if err := maskShown(ctx, s.store, a.workflows, it, attempts, entries); err != nil {
-		return err
-	}
+	it, mine, events := d.Item, d.Attempts, d.Events
 	var plan *onceflow.ReplayPlan
-	if a.workflows != "" && it.State == store.StateNeedsReview && !it.EffectMayExist {
+	if a.workflows != "" && it.State == onceflow.StateNeedsReview && !it.EffectMayExist {
 		if plan, err = s.client.ReviewPreview(ctx, onceflow.ReplayRequest{RunID: runID, Step: step}); err != nil {
 			return err
-		}
-	}
-	var mine []*store.Attempt
-	for _, at := range attempts {
-		if at.StepName == step {
-			mine = append(mine, at)
-		}
-	}
-	var events []*onceflow.AuditEntry
-	for _, e := range entries {
-		if e.StepName == step {
-			events = append(events, e)
 		}
 	}
 	if a.json {
 		out := struct {
 			Item     itemView        `json:"item"`
-			Attempts []views.Attempt `json:"attempts"`
+			Attempts []apiv1.Attempt `json:"attempts"`
 			Events   []auditView     `json:"events"`
 			Replay   *planView       `json:"replay,omitempty"`
-		}{Item: viewItem(it), Attempts: []views.Attempt{}, Events: []auditView{}}
+		}{Item: viewItem(it), Attempts: []apiv1.Attempt{}, Events: []auditView{}}
 		for _, at := range mine {
-			out.Attempts = append(out.Attempts, views.NewAttempt(at, nil)) // masked above
+			out.Attempts = append(out.Attempts, apiv1.NewAttempt(at))
 		}
 		for _, e := range events {
 			out.Events = append(out.Events, viewAudit(e))
@@ -397,7 +342,7 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 		return err
 	}
 	switch {
-	case it.State != store.StateNeedsReview:
+	case it.State != onceflow.StateNeedsReview:
 		outf(w, "\nThe step is %s: it is not in review.\n", it.State)
 	case it.EffectMayExist:
 		outf(w, "\nIts outcome is unknown: the effect may have happened. Decide:\n  onceflow review resolve %d %s --it-happened --note …   (it happened)\n  onceflow review retry %d %s --send-again --note …      (send again, same key)\n",
@@ -435,13 +380,13 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 func printResult(w io.Writer, verb string, a actionFlags, res *onceflow.ReviewResult) error {
 	if a.json {
 		return writeJSON(w, struct {
-			RunID     int64       `json:"run_id"`
-			Step      string      `json:"step"`
-			Action    string      `json:"action"`
-			StepState store.State `json:"step_state"`
-			RunState  store.State `json:"run_state"`
-			Ledger    string      `json:"ledger,omitempty"`
-			Actor     string      `json:"actor"`
+			RunID     int64          `json:"run_id"`
+			Step      string         `json:"step"`
+			Action    string         `json:"action"`
+			StepState onceflow.State `json:"step_state"`
+			RunState  onceflow.State `json:"run_state"`
+			Ledger    string         `json:"ledger,omitempty"`
+			Actor     string         `json:"actor"`
 		}{res.RunID, res.Step, verb, res.StepState, res.RunState, res.Ledger, a.actor})
 	}
 	outf(w, "%s run %d step %s: step %s, run %s", verb, res.RunID, res.Step, res.StepState, res.RunState)
@@ -462,10 +407,10 @@ func printBulk(w io.Writer, action onceflow.BulkAction, dry bool, a actionFlags,
 		}
 	}
 	if a.json {
-		out := views.Bulk[planView]{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused,
-			Items: []views.BulkItem[planView]{}}
+		out := apiv1.Bulk[planView]{Action: string(action), DryRun: dry, Matched: len(items), OK: len(items) - refused, Refused: refused,
+			Items: []apiv1.BulkItem[planView]{}}
 		for _, it := range items {
-			v := views.NewBulkItem[planView](it)
+			v := apiv1.NewBulkItem[planView](it)
 			if it.Err != nil {
 				v.Error = it.Err.Error()
 			}
@@ -689,7 +634,7 @@ that will not run), review, skipped. It needs --workflows, the workflow files.`,
 						Plan   planView `json:"plan"`
 					}{true, viewPlan(plan)})
 				}
-				outf(g.stdout, "replay of run %d (%s, run key %s)%s would:\n", plan.RunID, plan.Workflow, plan.RunKey, correctedText(plan))
+				outf(g.stdout, "replay of run %d (%s, run key %s)%s would:\n", plan.RunID, plan.Workflow, plan.RunKey, correctedText(plan, mergePatch))
 				if err := writePlan(g.stdout, plan, "NOW"); err != nil {
 					return err
 				}
@@ -702,15 +647,15 @@ that will not run), review, skipped. It needs --workflows, the workflow files.`,
 			}
 			if a.json {
 				return writeJSON(g.stdout, struct {
-					DryRun   bool        `json:"dry_run"`
-					Plan     planView    `json:"plan"`
-					Revision int         `json:"revision,omitempty"`
-					Reset    []string    `json:"reset"`
-					RunState store.State `json:"run_state"`
-					Actor    string      `json:"actor"`
+					DryRun   bool           `json:"dry_run"`
+					Plan     planView       `json:"plan"`
+					Revision int            `json:"revision,omitempty"`
+					Reset    []string       `json:"reset"`
+					RunState onceflow.State `json:"run_state"`
+					Actor    string         `json:"actor"`
 				}{false, viewPlan(res.Plan), res.Revision, res.Reset, res.RunState, a.actor})
 			}
-			outf(g.stdout, "replayed run %d%s (by %s): %s pending again, run %s\n", res.Plan.RunID, correctedText(res.Plan), a.actor,
+			outf(g.stdout, "replayed run %d%s (by %s): %s pending again, run %s\n", res.Plan.RunID, correctedText(res.Plan, mergePatch), a.actor,
 				strings.Join(res.Reset, ", "), res.RunState)
 			if res.Revision > 0 {
 				outf(g.stdout, "input revision %d kept with its diff\n", res.Revision)
@@ -759,9 +704,16 @@ func correction(patch, patchFile, inputFile string) (json.RawMessage, json.RawMe
 	return nil, nil, nil
 }
 
-func correctedText(p *onceflow.ReplayPlan) string {
+// correctedText says how a replay corrects the input: with the merge patch the operator
+// gave (their own words, shown as typed, compacted), or with the diff of the input they
+// gave, masked as the client masks the plan.
+func correctedText(p *onceflow.ReplayPlan, patch json.RawMessage) string {
 	if !p.Corrected {
 		return ""
+	}
+	var b bytes.Buffer
+	if len(patch) > 0 && json.Compact(&b, patch) == nil {
+		return " with the corrected input " + b.String()
 	}
 	return " with the corrected input " + string(p.Diff)
 }
@@ -815,9 +767,9 @@ func runBulk(ctx context.Context, g *globals, s *reviewSession, f filterFlags, a
 }
 
 // planView is a replay plan as the command prints it in JSON, as the API does.
-type planView = views.Plan
+type planView = apiv1.Plan
 
-func viewPlan(p *onceflow.ReplayPlan) planView { return views.NewPlan(p, nil) }
+func viewPlan(p *onceflow.ReplayPlan) planView { return apiv1.NewPlan(p) }
 
 // writePlan prints a plan; state names the column of the steps' states (NOW for a
 // preview, WAS after the replay).

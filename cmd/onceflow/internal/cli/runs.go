@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow/internal/views"
-	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/jsondoc"
 )
 
 func newRunsCommand(g *globals) *cobra.Command {
@@ -32,6 +32,7 @@ type runsListFlags struct {
 	workflow, state, entity, key string
 	limit                        int
 	json                         bool
+	mask                         maskFlags
 }
 
 func newRunsListCommand(g *globals) *cobra.Command {
@@ -53,31 +54,33 @@ func newRunsListCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.key, "key", "", "only the run with this run key")
 	fl.IntVar(&f.limit, "limit", 50, "show at most this many runs")
 	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table")
+	f.mask.add(cmd)
 	return cmd
 }
 
 func stateList() string {
-	names := make([]string, len(store.States))
-	for i, s := range store.States {
+	states := onceflow.States()
+	names := make([]string, len(states))
+	for i, s := range states {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
 }
 
 func runsList(ctx context.Context, g *globals, f runsListFlags) error {
-	if f.state != "" && !store.State(f.state).Valid() {
+	if f.state != "" && !onceflow.State(f.state).Valid() {
 		return usagef("--state %q is not a state; use one of %s", f.state, stateList())
 	}
 	if f.limit <= 0 {
 		return usagef("--limit must be at least 1, got %d", f.limit)
 	}
-	s, _, err := g.openStore(ctx, true)
+	s, err := g.reviewSession(ctx, f.mask.workflows)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	runs, err := s.RunList(ctx, store.RunListParams{
-		Workflow: f.workflow, State: store.State(f.state), Entity: f.entity, RunKey: f.key, Limit: f.limit,
+	runs, err := f.mask.reader(s.client).RunList(ctx, onceflow.RunFilter{
+		Workflow: f.workflow, State: onceflow.State(f.state), Entity: f.entity, RunKey: f.key, Limit: f.limit,
 	})
 	if err != nil {
 		return err
@@ -128,34 +131,23 @@ type runDetail struct {
 }
 
 func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFlags) error {
-	policy, err := mf.policy()
-	if err != nil {
-		return err
-	}
-	s, _, err := g.openStore(ctx, true)
+	s, err := g.reviewSession(ctx, mf.workflows)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	run, err := s.RunGetByID(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	read := mf.reader(s.client)
+	run, err := read.RunGet(ctx, id)
+	if errors.Is(err, onceflow.ErrNotFound) {
 		return fmt.Errorf("run %d not found", id)
 	}
 	if err != nil {
 		return err
 	}
-	steps, err := s.StepListByRun(ctx, id)
-	if err != nil {
-		return err
-	}
-	attempts, err := s.AttemptListByRun(ctx, id)
-	if err != nil {
-		return err
-	}
-	var events []*store.Event
+	var events []*onceflow.AuditEntry
 	const page = 1000
 	for after := int64(0); ; {
-		batch, err := s.EventList(ctx, store.EventListParams{RunID: id, AfterID: after, Limit: page})
+		batch, err := read.Audit(ctx, onceflow.AuditQuery{RunID: id, AfterID: after, Limit: page})
 		if err != nil {
 			return err
 		}
@@ -166,38 +158,31 @@ func runsShow(ctx context.Context, g *globals, id int64, asJSON bool, mf maskFla
 		after = batch[len(batch)-1].ID
 	}
 
-	if mf.unmasked {
-		if err := recordUnmasked(ctx, s, mf.actor, run.ID, run.Workflow, fmt.Sprintf("run %d", run.ID)); err != nil {
-			return err
-		}
-	} else {
-		maskRun(views.RunMasker(policy, run, steps), run, steps, attempts, events)
-	}
-
-	d := runDetail{Run: viewRun(run), Steps: []stepView{}, Attempts: []attemptView{}, Events: []eventView{}}
-	for _, st := range steps {
+	d := runDetail{Run: viewRun(run.Run), Steps: []stepView{}, Attempts: []attemptView{}, Events: []eventView{}}
+	for _, st := range run.Steps {
 		d.Steps = append(d.Steps, viewStep(st))
 	}
-	for _, a := range attempts {
+	for _, a := range run.Attempts {
 		d.Attempts = append(d.Attempts, viewAttempt(a))
 	}
 	for _, e := range events {
 		d.Events = append(d.Events, viewEvent(e))
 	}
-	if due := store.WaitingUntil(steps); !due.IsZero() {
+	if due := run.WaitingUntil; !due.IsZero() {
 		d.WaitingUntil = &due
 	}
 	if asJSON {
 		return writeJSON(g.stdout, d)
 	}
-	return writeRunDetail(g.stdout, run, steps, attempts, events)
+	return writeRunDetail(g.stdout, run, events)
 }
 
-func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts []*store.Attempt, events []*store.Event) error {
+func writeRunDetail(w io.Writer, d *onceflow.RunDetail, events []*onceflow.AuditEntry) error {
+	run, steps, attempts := d.Run, d.Steps, d.Attempts
 	outf(w, "run %d  %s  (run key %s)\n", run.ID, run.Workflow, run.RunKey)
 	tw := newTable(w)
 	outf(tw, "  state\t%s\n", run.State)
-	if due := store.WaitingUntil(steps); !due.IsZero() {
+	if due := d.WaitingUntil; !due.IsZero() {
 		outf(tw, "  waiting\tuntil %s, when a delayed step is due\n", timeText(due))
 	}
 	outf(tw, "  entity\t%s\n", dash(run.Entity))
@@ -232,10 +217,10 @@ func writeRunDetail(w io.Writer, run *store.Run, steps []*store.Step, attempts [
 				status = strconv.Itoa(a.ResponseStatus)
 			}
 			outcome := string(a.Outcome)
-			if outcome == "" {
+			if a.InFlight() {
 				outcome = "in flight"
 			}
-			outf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.StepName, a.Number, a.Worker, outcome, status,
+			outf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Step, a.Number, a.Worker, outcome, status,
 				timeText(a.StartedAt), timeText(a.EndedAt), dash(clip(a.Error, 80)))
 		}
 		if err := tw.Flush(); err != nil {
@@ -263,43 +248,42 @@ type runView struct {
 	Workflow  string          `json:"workflow"`
 	RunKey    string          `json:"run_key"`
 	Entity    string          `json:"entity"`
-	State     store.State     `json:"state"`
+	State     onceflow.State  `json:"state"`
 	Input     json.RawMessage `json:"input"`
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
 }
 
-func viewRun(r *store.Run) runView {
+func viewRun(r *onceflow.Run) runView {
 	return runView{ID: r.ID, Workflow: r.Workflow, RunKey: r.RunKey, Entity: r.Entity, State: r.State,
 		Input: rawOrNull(r.Input), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 type stepView struct {
-	ID          int64           `json:"id"`
-	Name        string          `json:"name"`
-	Needs       []string        `json:"needs"`
-	State       store.State     `json:"state"`
-	Attempt     int             `json:"attempt"`
-	EffectKey   string          `json:"effect_key"`
-	Reason      string          `json:"reason"`
-	LastOutcome store.Outcome   `json:"last_outcome"`
-	LastError   string          `json:"last_error"`
-	Output      json.RawMessage `json:"output"`
+	ID          int64            `json:"id"`
+	Name        string           `json:"name"`
+	Needs       []string         `json:"needs"`
+	State       onceflow.State   `json:"state"`
+	Attempt     int              `json:"attempt"`
+	EffectKey   string           `json:"effect_key"`
+	Reason      string           `json:"reason"`
+	LastOutcome onceflow.Outcome `json:"last_outcome"`
+	LastError   string           `json:"last_error"`
+	Output      json.RawMessage  `json:"output"`
 	// DueAt is when a step waiting for its delay, not_before time or retry becomes due.
 	DueAt     *time.Time `json:"due_at,omitempty"`
 	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // dueAt is when a step that waits for a time becomes due; nil for any other.
-func dueAt(st *store.Step) *time.Time {
-	if st.State == store.StateRetrying || (st.State == store.StatePending && st.Reason == store.ReasonDelayed) {
-		t := st.NextAt
-		return &t
+func dueAt(st *onceflow.StepInfo) *time.Time {
+	if due := st.Due(); !due.IsZero() {
+		return &due
 	}
 	return nil
 }
 
-func viewStep(st *store.Step) stepView {
+func viewStep(st *onceflow.StepInfo) stepView {
 	needs := st.Needs
 	if needs == nil {
 		needs = []string{}
@@ -309,22 +293,22 @@ func viewStep(st *store.Step) stepView {
 }
 
 type attemptView struct {
-	Step            string        `json:"step"`
-	Number          int           `json:"number"`
-	EffectKey       string        `json:"effect_key"`
-	Worker          string        `json:"worker"`
-	Outcome         store.Outcome `json:"outcome"`
-	Error           string        `json:"error"`
-	ResponseStatus  int           `json:"response_status"`
-	ResponseExcerpt string        `json:"response_excerpt"`
-	StartedAt       time.Time     `json:"started_at"`
-	EndedAt         *time.Time    `json:"ended_at"`
+	Step            string           `json:"step"`
+	Number          int              `json:"number"`
+	EffectKey       string           `json:"effect_key"`
+	Worker          string           `json:"worker"`
+	Outcome         onceflow.Outcome `json:"outcome"`
+	Error           string           `json:"error"`
+	ResponseStatus  int              `json:"response_status"`
+	ResponseExcerpt string           `json:"response_excerpt"`
+	StartedAt       time.Time        `json:"started_at"`
+	EndedAt         *time.Time       `json:"ended_at"`
 }
 
-func viewAttempt(a *store.Attempt) attemptView {
-	v := attemptView{Step: a.StepName, Number: a.Number, EffectKey: a.EffectKey, Worker: a.Worker, Outcome: a.Outcome,
+func viewAttempt(a *onceflow.AttemptInfo) attemptView {
+	v := attemptView{Step: a.Step, Number: a.Number, EffectKey: a.EffectKey, Worker: a.Worker, Outcome: a.Outcome,
 		Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt, StartedAt: a.StartedAt}
-	if !a.EndedAt.IsZero() {
+	if !a.InFlight() {
 		ended := a.EndedAt
 		v.EndedAt = &ended
 	}
@@ -343,7 +327,7 @@ type eventView struct {
 	Detail    json.RawMessage `json:"detail"`
 }
 
-func viewEvent(e *store.Event) eventView {
+func viewEvent(e *onceflow.AuditEntry) eventView {
 	return eventView{ID: e.ID, At: e.At, Type: e.Type, Step: e.StepName, EffectKey: e.EffectKey, Attempt: e.Attempt,
 		Reason: e.Reason, Actor: e.Actor, Detail: rawOrNull(e.Detail)}
 }
@@ -370,12 +354,12 @@ func writeJSONList[T, V any](w io.Writer, items []T, view func(T) V) error {
 }
 
 // rawOrNull is a stored document as --json prints it: null when there is none, and one
-// string holding it when it nests too deeply to indent (views.Shallow).
+// string holding it when it nests too deeply to indent (jsondoc.Shallow).
 func rawOrNull(b json.RawMessage) json.RawMessage {
 	if len(b) == 0 || !json.Valid(b) {
 		return json.RawMessage("null")
 	}
-	return views.Shallow(b)
+	return jsondoc.Shallow(b)
 }
 
 func timeText(t time.Time) string {

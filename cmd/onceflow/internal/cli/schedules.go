@@ -11,7 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/views"
+	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
 )
 
 type schedulesFlags struct {
@@ -93,7 +93,7 @@ func schedulesList(ctx context.Context, g *globals, f schedulesFlags) error {
 		return err
 	}
 	if f.json {
-		return writeJSONList(g.stdout, infos, views.NewSchedule)
+		return writeJSONList(g.stdout, infos, apiv1.NewSchedule)
 	}
 	if len(infos) == 0 {
 		outf(g.stdout, "no schedules in these workflow files\n")

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/cmd/onceflow/internal/demo"
+	"github.com/onceflow/onceflow/internal/testsvc"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ONCEFLOW_TEST_CHILD") == "queues-worker" {
 		os.Exit(queuesWorker())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testsvc.Report(m))
 }
 
 // The whole scenario, small: the example workflows through the API and the webhook

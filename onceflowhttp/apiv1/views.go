@@ -1,15 +1,17 @@
-// Package views holds the JSON shapes that the HTTP API and the command's --json output
-// share — replay plans, audit entries, effect-key reports and review items — so that both
-// print the same document for the same thing. A nil *redact.Masker masks nothing.
-package views
+// Package apiv1 holds JSON documents of version 1 of the onceflow HTTP API that the
+// onceflow command's --json output prints too — replay plans, audit entries, effect-key
+// reports, review items, attempts, bulk results and schedules — so that both show the same
+// document for the same thing, and a Go program can decode either.
+//
+// The constructors shape what the client's read API returns (onceflow.Reader), which is
+// already masked by the client's redaction policy; they mask nothing themselves.
+package apiv1
 
 import (
 	"encoding/json"
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/store"
 )
 
 // Plan is a replay plan.
@@ -26,29 +28,29 @@ type Plan struct {
 
 // PlanStep is what a replay would do to one step.
 type PlanStep struct {
-	Step         string      `json:"step"`
-	State        store.State `json:"state"`
-	Action       string      `json:"action"`
-	EffectKey    string      `json:"effect_key,omitempty"`
-	CorrectedKey string      `json:"corrected_key,omitempty"`
-	Reason       string      `json:"reason,omitempty"`
-	After        []string    `json:"after,omitempty"`
-	ByRun        int64       `json:"by_run,omitempty"`
-	ByStep       string      `json:"by_step,omitempty"`
-	At           *time.Time  `json:"at,omitempty"`
-	Why          string      `json:"why"`
+	Step         string         `json:"step"`
+	State        onceflow.State `json:"state"`
+	Action       string         `json:"action"`
+	EffectKey    string         `json:"effect_key,omitempty"`
+	CorrectedKey string         `json:"corrected_key,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
+	After        []string       `json:"after,omitempty"`
+	ByRun        int64          `json:"by_run,omitempty"`
+	ByStep       string         `json:"by_step,omitempty"`
+	At           *time.Time     `json:"at,omitempty"`
+	Why          string         `json:"why"`
 }
 
-// NewPlan shapes p, masked by m.
-func NewPlan(p *onceflow.ReplayPlan, m *redact.Masker) Plan {
+// NewPlan shapes p.
+func NewPlan(p *onceflow.ReplayPlan) Plan {
 	v := Plan{RunID: p.RunID, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Corrected: p.Corrected,
 		Steps: []PlanStep{}, Counts: map[string]int{}}
 	if len(p.Diff) > 0 {
-		v.Diff = m.JSON(p.Diff)
+		v.Diff = p.Diff
 	}
 	for _, ps := range p.Steps {
 		sv := PlanStep{Step: ps.Step, State: ps.State, Action: string(ps.Action), EffectKey: ps.EffectKey, CorrectedKey: ps.CorrectedKey,
-			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: timePtr(ps.At), Why: m.Text(ps.Why)}
+			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: timePtr(ps.At), Why: ps.Why}
 		v.Steps = append(v.Steps, sv)
 		v.Counts[string(ps.Action)]++
 	}
@@ -72,14 +74,14 @@ type AuditEntry struct {
 	Detail    json.RawMessage `json:"detail"`
 }
 
-// NewAuditEntry shapes e, masked by m.
-func NewAuditEntry(e *onceflow.AuditEntry, m *redact.Masker) AuditEntry {
+// NewAuditEntry shapes e; an event without detail shows {}.
+func NewAuditEntry(e *onceflow.AuditEntry) AuditEntry {
 	d := e.Detail
 	if len(d) == 0 {
 		d = json.RawMessage(`{}`)
 	}
 	return AuditEntry{ID: e.ID, At: e.At, Type: e.Type, RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName,
-		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: e.Reason, Why: m.Text(e.Why), Detail: m.JSON(d)}
+		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: e.Reason, Why: e.Why, Detail: d}
 }
 
 // Key is what is known of an effect key.
@@ -93,13 +95,13 @@ type Key struct {
 
 // Effect is the ledger row of a key.
 type Effect struct {
-	State       store.EffectState `json:"state"`
-	RunID       int64             `json:"run_id"`
-	Workflow    string            `json:"workflow"`
-	Step        string            `json:"step"`
-	Result      json.RawMessage   `json:"result,omitempty"`
-	CreatedAt   time.Time         `json:"created_at"`
-	CompletedAt *time.Time        `json:"completed_at,omitempty"`
+	State       onceflow.EffectState `json:"state"`
+	RunID       int64                `json:"run_id"`
+	Workflow    string               `json:"workflow"`
+	Step        string               `json:"step"`
+	Result      json.RawMessage      `json:"result,omitempty"`
+	CreatedAt   time.Time            `json:"created_at"`
+	CompletedAt *time.Time           `json:"completed_at,omitempty"`
 }
 
 // KeyUse is a step that uses a key.
@@ -112,14 +114,13 @@ type KeyUse struct {
 	Link     string `json:"link,omitempty"`
 }
 
-// NewKey shapes rep; mask gives the masker of a run (it may return nil), link the link
-// to a step of a run (nil for none).
-func NewKey(rep *onceflow.KeyReport, mask func(runID int64, workflow string) *redact.Masker, link func(runID int64, step string) string) Key {
+// NewKey shapes rep; link gives the link to a step of a run (nil for none).
+func NewKey(rep *onceflow.KeyReport, link func(runID int64, step string) string) Key {
 	out := Key{Key: rep.Key, State: rep.State, Uses: []KeyUse{}, Events: []AuditEntry{}}
 	if e := rep.Effect; e != nil {
 		ev := &Effect{State: e.State, RunID: e.RunID, Workflow: e.Workflow, Step: e.StepName, CreatedAt: e.CreatedAt, CompletedAt: timePtr(e.CompletedAt)}
 		if len(e.Result) > 0 {
-			ev.Result = mask(e.RunID, e.Workflow).JSON(e.Result)
+			ev.Result = e.Result
 		}
 		out.Effect = ev
 	}
@@ -131,7 +132,7 @@ func NewKey(rep *onceflow.KeyReport, mask func(runID int64, workflow string) *re
 		out.Uses = append(out.Uses, uv)
 	}
 	for _, e := range rep.Events {
-		out.Events = append(out.Events, NewAuditEntry(e, mask(e.RunID, e.Workflow)))
+		out.Events = append(out.Events, NewAuditEntry(e))
 	}
 	return out
 }

@@ -1,10 +1,6 @@
-package views
+package jsondoc
 
-import (
-	"encoding/json"
-
-	"github.com/onceflow/onceflow/internal/jsondoc"
-)
+import "encoding/json"
 
 // MaxIndentDepth is how deeply a JSON document may nest objects and lists and still be
 // indented for reading (by the console and the command's --json output). Indenting costs
@@ -16,7 +12,7 @@ const MaxIndentDepth = 64
 // Shallow returns raw when it nests at most MaxIndentDepth levels, and otherwise raw as
 // one JSON string: a document that --json output can indent at the cost of its size.
 func Shallow(raw json.RawMessage) json.RawMessage {
-	if jsondoc.Depth(raw) <= MaxIndentDepth {
+	if Depth(raw) <= MaxIndentDepth {
 		return raw
 	}
 	s, err := json.Marshal(string(raw))

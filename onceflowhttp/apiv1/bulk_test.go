@@ -1,4 +1,4 @@
-package views
+package apiv1
 
 import (
 	"encoding/json"
@@ -6,11 +6,10 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/store"
 )
 
 func TestBulkJSON(t *testing.T) {
-	it := &onceflow.BulkItem{RunID: 7, Step: "charge", Reason: "outcome_unknown", OK: true, RunState: store.State("running"),
+	it := &onceflow.BulkItem{RunID: 7, Step: "charge", Reason: "outcome_unknown", OK: true, RunState: onceflow.State("running"),
 		Err: errors.New("not shown: the caller masks it")}
 	b := Bulk[Plan]{Action: "retry", Matched: 1, OK: 1, Items: []BulkItem[Plan]{NewBulkItem[Plan](it)}}
 	got, err := json.Marshal(b)

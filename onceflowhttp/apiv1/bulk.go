@@ -1,8 +1,7 @@
-package views
+package apiv1
 
 import (
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/store"
 )
 
 // Bulk is the result of a bulk review action. P is the shape of a replay plan (the API adds
@@ -26,13 +25,14 @@ type BulkItem[P any] struct {
 	OK     bool   `json:"ok"`
 	Error  string `json:"error,omitempty"`
 	// Problem is the type of the problem document the API answers the item's error with.
-	Problem   string      `json:"problem,omitempty"`
-	RunState  store.State `json:"run_state,omitempty"`
-	SameRunAs string      `json:"same_run_as,omitempty"`
-	Plan      *P          `json:"plan,omitempty"`
+	Problem   string         `json:"problem,omitempty"`
+	RunState  onceflow.State `json:"run_state,omitempty"`
+	SameRunAs string         `json:"same_run_as,omitempty"`
+	Plan      *P             `json:"plan,omitempty"`
 }
 
-// NewBulkItem shapes it without its error and plan, which the caller masks and shapes.
+// NewBulkItem shapes it without its error and plan, which the caller shapes (the API adds
+// the type of the problem the error is).
 func NewBulkItem[P any](it *onceflow.BulkItem) BulkItem[P] {
 	return BulkItem[P]{RunID: it.RunID, Step: it.Step, Reason: it.Reason, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
 }

@@ -1,4 +1,4 @@
-package views
+package apiv1
 
 import (
 	"time"

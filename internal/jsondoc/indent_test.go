@@ -1,4 +1,4 @@
-package views
+package jsondoc
 
 import (
 	"encoding/json"
