@@ -267,8 +267,8 @@ func purgeElsewhere(t *testing.T, st store.Store, runID int64) (purge func()) {
 // A repeated start answered from the client's recent keys says which run the key started;
 // the write that records the repeat in the audit trail comes after the answer. When a
 // purge deletes that run in between, the write creates nothing: no run that nobody
-// started, neither for a repeat with the same input (answered as a duplicate) nor for one
-// with another input (refused as a conflict).
+// started. A repeat with another input (refused as a conflict) has no such window: its
+// event is committed before the refusal is answered.
 func TestARepeatRecordedAfterThePurgeStartsNothing(t *testing.T) {
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
@@ -282,28 +282,37 @@ func TestARepeatRecordedAfterThePurgeStartsNothing(t *testing.T) {
 			if err := c.Register(onceflow.Workflow{Name: "form", Steps: []onceflow.Step{{ID: "crm", EffectKey: "lead-create:{input.id}", Do: noop}}}); err != nil {
 				t.Fatal(err)
 			}
-			for i, input := range []map[string]any{{"id": 1}, {"id": 2, "changed": true}} {
-				key := fmt.Sprintf("form-%d", i+1)
-				first, err := c.Start(ctx, "form", key, map[string]any{"id": i + 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				purge := purgeElsewhere(t, st, first.ID)
-				again, err := c.Start(ctx, "form", key, input)
-				var conflict *onceflow.RunConflictError
-				switch {
-				case i == 0 && (err != nil || again.ID != first.ID || !again.Duplicate):
-					t.Fatalf("repeated start of %s = %+v, %v; want run %d as a duplicate", key, again, err, first.ID)
-				case i == 1 && !errors.As(err, &conflict):
-					t.Fatalf("repeated start of %s with another input = %+v, %v; want a conflict", key, again, err)
-				}
-				purge()
-				if err := c.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-				if r, err := st.RunGetByKey(ctx, "form", key); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("%s after the purge: %v; want no run, but the repeat's write created run %d with input %s", key, err, r.ID, r.Input)
-				}
+			first, err := c.Start(ctx, "form", "form-1", map[string]any{"id": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			purge := purgeElsewhere(t, st, first.ID)
+			again, err := c.Start(ctx, "form", "form-1", map[string]any{"id": 1})
+			if err != nil || again.ID != first.ID || !again.Duplicate {
+				t.Fatalf("repeated start of form-1 = %+v, %v; want run %d as a duplicate", again, err, first.ID)
+			}
+			purge()
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := st.RunGetByKey(ctx, "form", "form-1"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("form-1 after the purge: %v; want no run, but the repeat's write created run %d with input %s", err, r.ID, r.Input)
+			}
+
+			second, err := c.Start(ctx, "form", "form-2", map[string]any{"id": 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var conflict *onceflow.RunConflictError
+			if _, err := c.Start(ctx, "form", "form-2", map[string]any{"id": 2, "changed": true}); !errors.As(err, &conflict) {
+				t.Fatalf("repeated start of form-2 with another input: %v; want a conflict", err)
+			}
+			evs, err := st.EventList(ctx, store.EventListParams{RunID: second.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := evs[len(evs)-1]; last.Type != store.EventRunDeduplicated || !strings.Contains(strings.ReplaceAll(string(last.Detail), " ", ""), `"same_input":false`) {
+				t.Fatalf("when the conflict was answered the trail of run %d ended with %s %s; want its run.deduplicated (same_input false) committed", second.ID, last.Type, last.Detail)
 			}
 		})
 	}
