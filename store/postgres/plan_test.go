@@ -317,7 +317,7 @@ func checkPlans(t *testing.T, url, schema string, stmts []loggedStatement) {
 	conn := planConn(t, url, schema)
 	// The write path's settings, for the session rather than a transaction.
 	for _, set := range keyedSettings {
-		if _, err := conn.Exec(ctx, strings.Replace(set, "SET LOCAL ", "SET ", 1)); err != nil {
+		if _, err := conn.Exec(ctx, strings.ReplaceAll(set, ", true)", ", false)")); err != nil {
 			t.Fatal(err)
 		}
 	}

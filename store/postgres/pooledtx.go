@@ -25,7 +25,8 @@ type conn interface {
 // release, which hand the connection back to the pool.
 type pooledTx struct {
 	pool *pgxpool.Pool
-	// settings are sent right after BEGIN (SET LOCAL, for the transaction alone).
+	// settings are sent right after BEGIN: statements that set the transaction's
+	// settings (set_config(…, true)).
 	settings []string
 	// c is the connection once the first statement was sent, and tx the transaction on it;
 	// begun is set once BEGIN succeeded.

@@ -58,8 +58,8 @@
 // keeps their plans (plan_cache_mode=auto, unless the URL sets it): planning the write
 // path's statements costs more than running them. Every statement of the write path finds
 // its rows by key — a primary key or a unique key, for a batch passed as arrays — and its
-// transaction prices sequential scans out (SET LOCAL enable_seqscan = off, sent with
-// BEGIN), so that a generic plan made while the tables were small, or never analyzed, uses
+// transaction prices sequential scans out (enable_seqscan off, set for the transaction
+// alone with BEGIN), so that a generic plan made while the tables were small, or never analyzed, uses
 // their indexes as they grow. The claim's and the reaper's locking scans, whose best plan
 // depends on their parameters (how many steps are due, and how many to take), are planned
 // for them on every execution (SET LOCAL plan_cache_mode = force_custom_plan, sent with
@@ -476,7 +476,7 @@ func (s *Store) keyedTx(ctx context.Context, op string, fn func(t *txn) error) e
 // sequence, and would make those statements pass the threshold of JIT compilation, which
 // then costs hundreds of milliseconds each time: JIT is off as well, since no statement
 // here runs long enough to gain from it.
-var keyedSettings = []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL jit = off`}
+var keyedSettings = []string{`SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`}
 
 func (s *Store) txWith(ctx context.Context, op string, settings []string, fn func(t *txn) error) error {
 	r := s.retrier()
