@@ -86,10 +86,13 @@ func (s *Server) startBatch(w http.ResponseWriter, r *http.Request) error {
 	var which []int // the items sent to the client, by index
 	for i, it := range items {
 		out.Results[i].Index = i
-		key, p := s.batchKey(def, it)
-		if p == nil && int64(len(it.Input)) > s.cfg.MaxBody {
+		var key string
+		var p *problem
+		if int64(len(it.Input)) > s.cfg.MaxBody {
 			p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Input too large",
 				fmt.Sprintf("the item's input is %d bytes; the limit is %d, as for the body of a single start", len(it.Input), s.cfg.MaxBody))
+		} else {
+			key, p = s.batchKey(def, it)
 		}
 		if p != nil {
 			out.Results[i].Status, out.Results[i].Problem = onceflow.StartInvalid, s.itemProblem(p)
