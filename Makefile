@@ -24,6 +24,10 @@ vet: ## run go vet
 fmt: ## format every Go file with gofmt
 	gofmt -w .
 
+.PHONY: schema
+schema: ## write flowfile/workflow.schema.json and docs/steps.md from the step kinds
+	$(GO) generate ./flowfile
+
 .PHONY: demo
 demo: ## run the demo: every effect once, against services that misbehave
 	$(GO) run ./cmd/onceflow demo

@@ -665,3 +665,21 @@ func TestMaxInputDepth(t *testing.T) {
 		t.Fatalf("the refused correction changed the input: %s", got)
 	}
 }
+
+// Work returns when no step is left due: a claim that only postponed a step still waiting
+// out its delay is not the end, even with one worker, while another step is due behind it.
+func TestWorkGoesOnPastADelayedStep(t *testing.T) {
+	b := setup(t, func(c *onceflow.Config) { c.Workers = 1 })
+	ran := 0
+	do := func(context.Context, *onceflow.StepContext) (any, error) { ran++; return nil, nil }
+	b.register(t, onceflow.Workflow{Name: "later", Steps: []onceflow.Step{{ID: "s", Delay: time.Hour, Do: do}}})
+	b.register(t, onceflow.Workflow{Name: "now", Steps: []onceflow.Step{{ID: "s", Do: do}}})
+	b.start(t, "later", "l-1", nil)
+	b.clock.Advance(time.Second)
+	b.start(t, "now", "n-1", nil)
+	b.clock.Advance(time.Second)
+	b.work(t)
+	if ran != 1 {
+		t.Fatalf("Work ran %d steps and returned; the step of run n-1 was due behind the delayed one", ran)
+	}
+}

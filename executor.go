@@ -469,9 +469,11 @@ func (c *Client) Work(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("onceflow: work: %w", err)
 		}
-		if len(res.Claimed) == 0 && res.Reused == 0 && res.Parked == 0 && res.Skipped == 0 {
+		if len(res.Claimed) == 0 && res.Reused == 0 && res.Parked == 0 && res.Skipped == 0 && res.Waiting == 0 {
 			return total, nil
 		}
+		// A step postponed (a delay not over, its key in flight elsewhere) is due later, not
+		// now: the next claim looks past it at the steps behind it.
 		var wg sync.WaitGroup
 		for _, cs := range res.Claimed {
 			wg.Go(func() { c.execute(ctx, cs, nil) })

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/flowfile/block"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/httpstep"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -88,19 +90,24 @@ func (s *slackSink) count() (requests, accepted int) {
 // slackChannel is a channel posting to sink, its URL read from the environment.
 func slackChannel(t *testing.T, name string, sink *slackSink) onceflow.NotifyChannel {
 	t.Helper()
-	ch, err := flowfile.SlackChannel(name, "{env.SLACK_URL}", flowfile.Deps{
-		HTTPClient: sink.Client(),
-		Env: func(n string) (string, bool) {
-			if n == "SLACK_URL" {
-				return sink.URL, true
-			}
-			return "", false
-		},
-	})
+	settings, err := block.FromYAML(`webhook: "{env.SLACK_URL}"`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ch
+	ch, err := httpstep.NewKind(httpstep.KindOptions{Client: sink.Client()}).AlertChannel(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, err := ch.Config.Build(&steps.Build{Env: func(n string) (string, bool) {
+		if n == "SLACK_URL" {
+			return sink.URL, true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return onceflow.NotifyChannel{Name: name, Send: send, Retry: onceflow.RetryPolicy{MaxAttempts: 8}, OnUnknown: ch.Config.OnUnknown()}
 }
 
 const opsChannel = "onceflow.notify-slack.ops"

@@ -68,8 +68,8 @@ type RunFilter struct {
 type RunDetail struct {
 	// Run is the run, its input masked.
 	Run *Run
-	// Steps are the run's steps in an order they can run in (each after the steps it
-	// needs).
+	// Steps are the run's steps in the order they were created, the workflow's order
+	// (DependencyOrder lists them in an order they can run in).
 	Steps []*StepInfo
 	// Attempts are the run's attempts in the order they started; one whose EndedAt is
 	// zero is in flight.
@@ -79,6 +79,17 @@ type RunDetail struct {
 	// WaitingUntil is, for a run that only waits for a delayed step, when it goes on; zero
 	// otherwise.
 	WaitingUntil time.Time
+
+	ordered []*StepInfo
+}
+
+// DependencyOrder returns the run's steps so that each comes after the steps it needs,
+// keeping the workflow's order among steps that are ready together.
+func (d *RunDetail) DependencyOrder() []*StepInfo {
+	if d.ordered == nil {
+		return d.Steps
+	}
+	return d.ordered
 }
 
 // StepInfo is one step of a run as the client shows it: its output and last error masked.
@@ -204,12 +215,13 @@ const (
 	ReasonDestinationBlocked = store.ReasonDestinationBlocked
 	ReasonTransitionInvalid  = store.ReasonTransitionInvalid
 	ReasonOutputInvalid      = store.ReasonOutputInvalid
+	ReasonRetryAfterTooLong  = store.ReasonRetryAfterTooLong
 )
 
 // ReviewReasons lists the reasons of the review queue.
 func ReviewReasons() []string {
 	return []string{ReasonPermanentError, ReasonAttemptsExhausted, ReasonKeyConflict, ReasonOutcomeUnknown,
-		ReasonInvalidKey, ReasonDestinationBlocked, ReasonTransitionInvalid, ReasonOutputInvalid}
+		ReasonInvalidKey, ReasonDestinationBlocked, ReasonTransitionInvalid, ReasonOutputInvalid, ReasonRetryAfterTooLong}
 }
 
 // Types of audit events an overview counts, and those an operator's front-end appends
@@ -308,25 +320,29 @@ func (m *maskers) of(runID int64, workflow string) *redact.Masker {
 	if m.r.unmasked {
 		return nil
 	}
-	if mk, ok := m.runs[runID]; ok && runID > 0 {
+	if runID <= 0 {
+		mk, ok := m.workflows[workflow]
+		if !ok {
+			mk = m.r.c.redact.ForRun(workflow)
+			m.workflows[workflow] = mk
+		}
 		return mk
 	}
-	if runID > 0 {
-		if run, err := m.r.c.store.RunGetByID(m.ctx, runID); err == nil {
-			steps, err := m.r.c.store.StepListByRun(m.ctx, runID)
-			mk := m.r.c.redact.ForRun(run.Workflow, run.Input)
-			if err == nil {
-				mk = m.r.c.runMasker(run, steps)
-			}
-			m.runs[runID] = mk
-			return mk
+	if mk, ok := m.runs[runID]; ok {
+		return mk
+	}
+	var mk *redact.Masker
+	switch run, err := m.r.c.store.RunGetByID(m.ctx, runID); {
+	case err != nil: // purged, or unreadable: the secrets and the fields all the same
+		mk = m.r.c.redact.ForRun(workflow)
+	default:
+		if steps, err := m.r.c.store.StepListByRun(m.ctx, runID); err == nil {
+			mk = m.r.c.runMasker(run, steps)
+		} else {
+			mk = m.r.c.redact.ForRun(run.Workflow, run.Input)
 		}
 	}
-	mk, ok := m.workflows[workflow]
-	if !ok {
-		mk = m.r.c.redact.ForRun(workflow)
-		m.workflows[workflow] = mk
-	}
+	m.runs[runID] = mk
 	return mk
 }
 
@@ -434,8 +450,14 @@ func (r reader) RunGet(ctx context.Context, id int64) (*RunDetail, error) {
 	m := r.masker(run, steps)
 	d := &RunDetail{Run: runView(run, m), Steps: make([]*StepInfo, 0, len(steps)), Attempts: make([]*AttemptInfo, 0, len(attempts)),
 		WaitingUntil: store.WaitingUntil(steps)}
+	byID := make(map[int64]*StepInfo, len(steps))
+	for _, st := range steps {
+		v := stepView(st, m)
+		byID[st.ID] = v
+		d.Steps = append(d.Steps, v)
+	}
 	for _, st := range store.DependencyOrder(steps) {
-		d.Steps = append(d.Steps, stepView(st, m))
+		d.ordered = append(d.ordered, byID[st.ID])
 	}
 	for _, a := range attempts {
 		d.Attempts = append(d.Attempts, attemptView(a, m))

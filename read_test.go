@@ -214,3 +214,30 @@ func TestPausedWorkflowsMasked(t *testing.T) {
 		t.Fatalf("paused: %+v", list)
 	}
 }
+
+// A run's steps are listed in the workflow's order, as the API and runs show have always
+// listed them; DependencyOrder lists each after the steps it needs, as the console draws
+// them.
+func TestRunGetStepOrders(t *testing.T) {
+	b := setup(t)
+	noop := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	b.register(t, onceflow.Workflow{Name: "late-first", Steps: []onceflow.Step{
+		{ID: "mail", Needs: []string{"crm"}, EffectKey: "mail:{input.id}", Do: noop},
+		{ID: "crm", EffectKey: "crm:{input.id}", Do: noop},
+	}})
+	run := b.start(t, "late-first", "k-1", map[string]any{"id": 1})
+	d, err := b.client.RunGet(b.ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(steps []*onceflow.StepInfo) string {
+		var s []string
+		for _, st := range steps {
+			s = append(s, st.Name)
+		}
+		return strings.Join(s, " ")
+	}
+	if got, dep := names(d.Steps), names(d.DependencyOrder()); got != "mail crm" || dep != "crm mail" {
+		t.Fatalf("steps %q, in dependency order %q; want \"mail crm\" and \"crm mail\"", got, dep)
+	}
+}

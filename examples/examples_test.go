@@ -5,6 +5,7 @@ import (
 
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 )
 
 // Every embedded example is a valid workflow file, and no two define the same workflow.
@@ -15,9 +16,14 @@ func TestExamplesAreValid(t *testing.T) {
 			t.Errorf("%s is not embedded (have %d files)", want, len(files))
 		}
 	}
+	kinds, err := stdsteps.New(stdsteps.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &flowfile.Reader{Kinds: kinds}
 	names := map[string]string{}
 	for file, src := range files {
-		d, problems := flowfile.Parse(file, src)
+		d, problems := reader.Parse(file, src)
 		if len(problems) > 0 {
 			t.Errorf("%s:\n%v", file, problems)
 			continue

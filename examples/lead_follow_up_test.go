@@ -14,6 +14,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -95,18 +96,18 @@ func TestLeadFollowUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			def, ps := flowfile.Parse("lead-follow-up.yaml", src)
-			if len(ps) > 0 {
-				t.Fatal(ps)
-			}
 			env := map[string]string{"CRM_URL": srv.URL, "CRM_TOKEN": "crm-token-1"}
-			deps, err := flowfile.StandardDeps(flowfile.Options{Store: st, AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-				Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+			lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+			deps, err := stdsteps.New(stdsteps.Options{Store: st, AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Env: lookup})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer deps.Close()
-			wfs, err := flowfile.Build([]*flowfile.Definition{def}, deps)
+			def, ps := (&flowfile.Reader{Kinds: deps}).Parse("lead-follow-up.yaml", src)
+			if len(ps) > 0 {
+				t.Fatal(ps)
+			}
+			wfs, err := flowfile.NewBuilder(flowfile.BuildOptions{Store: st, Env: lookup}).Workflows([]*flowfile.Definition{def})
 			if err != nil {
 				t.Fatal(err)
 			}

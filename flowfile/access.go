@@ -8,6 +8,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile/block"
 )
 
 // APIDef says which API tokens may start the workflow (POST /v1/workflows/NAME/runs):
@@ -30,13 +31,7 @@ type apiFields APIDef
 // UnmarshalYAML reads `api: true` or a mapping of APIDef's fields; an error carries the
 // value's line and column.
 func (a *APIDef) UnmarshalYAML(n ast.Node) error {
-	at := func(format string, args ...any) error {
-		pe := &positionedError{msg: fmt.Sprintf(format, args...)}
-		if tk := n.GetToken(); tk != nil && tk.Position != nil {
-			pe.line, pe.col = tk.Position.Line, tk.Position.Column
-		}
-		return pe
-	}
+	at := func(format string, args ...any) error { return block.ValueAt(n, format, args...) }
 	switch v := n.(type) {
 	case *ast.BoolNode:
 		if !v.Value {

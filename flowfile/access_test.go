@@ -28,7 +28,7 @@ func TestAPILoadErrors(t *testing.T) {
 		{"token with a colon", accessBase + "api:\n  tokens: [ops, \"a:b\"]\n", `orders.yaml:7:17: "a:b" is not a token name`},
 		{"unknown field", accessBase + "api:\n  token: [ops]\n", `orders.yaml:7:3: unknown field "token"`},
 	} {
-		_, ps := Parse("orders.yaml", []byte(tc.src))
+		_, ps := testReader.Parse("orders.yaml", []byte(tc.src))
 		if !strings.Contains(ps.Error(), tc.want) {
 			t.Errorf("%s: problems\n%v\nwant one containing\n%s", tc.name, ps, tc.want)
 		}
@@ -54,7 +54,7 @@ func TestBuildAccess(t *testing.T) {
 		{"ordinary, some tokens", "api: {tokens: [website, ops]}\n", onceflow.Access{API: true, Tokens: []string{"website", "ops"}}},
 	}
 	for _, tc := range cases {
-		d, ps := Parse("orders.yaml", []byte(accessBase+tc.extra))
+		d, ps := testReader.Parse("orders.yaml", []byte(accessBase+tc.extra))
 		if ps != nil {
 			t.Fatalf("%s: %v", tc.name, ps)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,39 +18,63 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/amqpstep"
-	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/limit"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/store"
 )
 
-// Deps are what Build needs to back steps with real destinations.
-type Deps struct {
-	// HTTPClient sends http steps' requests; it must enforce the egress policy.
-	HTTPClient *http.Client
-	// Env looks up {env.NAME} values (secrets come only from the environment).
-	Env func(name string) (string, bool)
-	// Funcs are the Go functions "go" steps name with func:.
-	Funcs map[string]onceflow.StepFunc
-	// Email builds an email step; nil means e-mail is not configured.
-	Email func(def *EmailDef) (onceflow.StepFunc, error)
-	// Transition builds a transition step; nil means transitions are not available.
-	Transition func(def *TransitionDef) (onceflow.StepFunc, error)
-	// SQL, NATS and AMQP build sql, nats and amqp steps; nil means the kind is not
-	// available.
-	SQL  func(def *SQLDef) (onceflow.StepFunc, error)
-	NATS func(def *NATSDef) (onceflow.StepFunc, error)
-	AMQP func(def *AMQPDef) (onceflow.StepFunc, error)
+// BuildOptions configure a Builder.
+type BuildOptions struct {
+	// Store shares the limits of limits: blocks with the other processes on the database
+	// when it can (PostgreSQL's advisory slots); nil keeps them in this process.
+	Store store.Store
+	// Owner names this process in shared limit slots (default host name and process id).
+	Owner string
 	// Redact lists paths of personal data masked in every workflow (onceflow.Redaction's
-	// Fields); http steps mask them, and the workflow's own, in response excerpts.
+	// Fields); steps mask them, and the workflow's own, in what they store of a response.
 	Redact []string
+	// Env looks up {env.NAME} values (secrets come only from the environment); nil reads
+	// none.
+	Env func(name string) (string, bool)
+	// HTTPClient fetches the lists schedules fan out over (for_each); it must enforce the
+	// egress policy.
+	HTTPClient *http.Client
+}
 
-	fields   []string // Redact and the workflow's own, set by forWorkflow
-	workflow string   // the workflow being built, set by forWorkflow
-	closers  *closers // connections made by the step kinds, closed by Close
-	// limiter bounds the requests to each destination (limits:); StandardDeps sets one
-	// shared by every workflow it builds, and Build makes one otherwise.
+// Builder turns checked definitions into workflows, notification channels and schedules.
+// It holds the one limiter of the process — a host's limit holds for every workflow it
+// builds, on every reload — so build once and keep it.
+type Builder struct {
 	limiter *limit.Limiter
+	redact  []string
+	env     func(string) (string, bool)
+	client  *http.Client
+}
+
+// NewBuilder returns a builder.
+func NewBuilder(o BuildOptions) *Builder {
+	lo := limit.Options{Owner: o.Owner}
+	if lo.Owner == "" {
+		lo.Owner = processName()
+	}
+	if g, ok := o.Store.(limit.Gate); ok {
+		lo.Gate = g
+	}
+	env := o.Env
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	return &Builder{limiter: limit.New(lo), redact: o.Redact, env: env, client: o.HTTPClient}
+}
+
+// processName names this process in shared limit slots: host and process id.
+func processName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // placeholder stands in for step functions while a definition is only checked.
@@ -63,10 +88,10 @@ func (d *Definition) skeleton() (onceflow.Workflow, error) {
 	return d.workflow(func(int, StepDef) (onceflow.StepFunc, error) { return placeholder, nil })
 }
 
-// Build turns checked definitions into workflows ready to register, and declares the
-// limits they set (limits:) on the limiter of deps.
-func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
-	ws, declare, err := BuildPending(defs, deps)
+// Workflows turns checked definitions into workflows ready to register, each step built
+// by its kind, and declares the limits they set (limits:) on the builder's limiter.
+func (b *Builder) Workflows(defs []*Definition) ([]onceflow.Workflow, error) {
+	ws, declare, err := b.Pending(defs)
 	if err != nil {
 		return nil, err
 	}
@@ -74,22 +99,17 @@ func Build(defs []*Definition, deps Deps) ([]onceflow.Workflow, error) {
 	return ws, nil
 }
 
-// BuildPending builds defs as Build does, but declares their limits only when declare is
+// Pending builds defs as Workflows does, but declares their limits only when declare is
 // called. A program that may still refuse the workflows once they are built — a reload
 // whose definitions the client refuses — calls declare once they are in place, so that a
 // refused reload leaves the limits as they were.
-func BuildPending(defs []*Definition, deps Deps) (ws []onceflow.Workflow, declare func(), err error) {
+func (b *Builder) Pending(defs []*Definition) (ws []onceflow.Workflow, declare func(), err error) {
 	var out []onceflow.Workflow
-	var ps Problems
-	if deps.limiter == nil && hasLimits(defs) {
-		deps.limiter = limit.New(limit.Options{})
-	}
-	if deps.limiter != nil {
-		ps = append(ps, checkLimitConflicts(defs, deps.limiter)...)
-	}
+	ps := checkLimitConflicts(defs, b.limiter)
 	for _, d := range defs {
+		fields := append(append([]string(nil), b.redact...), d.Redact...)
 		w, err := d.workflow(func(i int, s StepDef) (onceflow.StepFunc, error) {
-			fn, err := deps.forWorkflow(d).stepFunc(s)
+			fn, err := b.stepFunc(d, s, fields)
 			if err != nil {
 				ps = append(ps, d.problemAt(fmt.Sprintf("$.steps[%d]", i), "step %q: %v", s.ID, err))
 				return placeholder, nil
@@ -104,58 +124,26 @@ func BuildPending(defs []*Definition, deps Deps) (ws []onceflow.Workflow, declar
 	if len(ps) > 0 {
 		return nil, nil, ps
 	}
-	return out, func() {
-		if deps.limiter != nil {
-			registerLimits(defs, deps.limiter)
-		}
-	}, nil
+	return out, func() { registerLimits(defs, b.limiter) }, nil
 }
 
-func (deps Deps) stepFunc(s StepDef) (onceflow.StepFunc, error) {
-	switch s.Kind {
-	case KindHTTP:
-		if deps.HTTPClient == nil {
-			return nil, errors.New("http steps need an HTTP client")
-		}
-		spec, err := httpSpec(s.HTTP)
-		if err != nil {
-			return nil, err
-		}
-		spec.Fields = deps.fields
-		spec.Limiter = deps.limiter
-		spec.MaxRetryAfter = s.Retry.policy().MaxRetryAfter
+// stepBuild is what the builder builds step s of d with.
+func (b *Builder) stepBuild(d *Definition, s StepDef, fields []string) *steps.Build {
+	sb := &steps.Build{Workflow: d.Name, Step: s.ID, Fields: fields, Env: b.env, Retry: s.Retry.policy()}
+	if d.takesLimits(s) {
+		sb.Limiter = b.limiter
 		if s.Limits != nil {
-			spec.LimitKeys = []string{limit.StepKey(deps.workflow, s.ID)}
+			sb.LimitKeys = []string{limit.StepKey(d.Name, s.ID)}
 		}
-		env := deps.Env
-		if env == nil {
-			env = func(string) (string, bool) { return "", false }
-		}
-		st, err := httpstep.New(spec, deps.HTTPClient, env)
-		if err != nil {
-			return nil, err
-		}
-		return st.Do, nil
-	case KindEmail:
-		if deps.Email == nil {
-			return nil, errors.New("email steps need an SMTP server; set ONCEFLOW_SMTP_ADDR (and ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD)")
-		}
-		return deps.Email(s.Email)
-	case KindTransition:
-		if deps.Transition == nil {
-			return nil, errors.New("transition steps are not available with this store")
-		}
-		return deps.Transition(s.Transition)
-	case KindSQL, KindNATS, KindAMQP:
-		return deps.brokerStepFunc(s)
-	case KindGo:
-		fn, ok := deps.Funcs[s.Func]
-		if !ok {
-			return nil, fmt.Errorf("func %q is not registered; register Go step functions by name before loading workflow files", s.Func)
-		}
-		return fn, nil
 	}
-	return nil, fmt.Errorf("kind %q is not http, email, transition or go", s.Kind)
+	return sb
+}
+
+func (b *Builder) stepFunc(d *Definition, s StepDef, fields []string) (onceflow.StepFunc, error) {
+	if s.Config == nil {
+		return nil, fmt.Errorf("kind %q is not %s", s.Kind, d.registry().Names("or"))
+	}
+	return s.Config.Build(b.stepBuild(d, s, fields))
 }
 
 // workflow converts the definition, with step functions from fn.
@@ -183,13 +171,9 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 			st.OnUnknown = onceflow.RetrySameKey
 		case "":
 			// A destination that cannot deduplicate, and cannot be asked, must not get a
-			// second request on a guess.
-			if s.Kind == KindAMQP {
-				// Consumers of amqp steps deduplicate by message_id (see amqpstep).
-				st.OnUnknown = amqpstep.DefaultOnUnknown
-			}
-			if s.Kind == KindEmail || (s.HTTP != nil && s.HTTP.Idempotent != nil && !*s.HTTP.Idempotent && s.HTTP.Verify == nil) {
-				st.OnUnknown = onceflow.ReviewUnknown
+			// second request on a guess: the kind says so.
+			if s.Config != nil {
+				st.OnUnknown = s.Config.OnUnknown()
 			}
 		}
 		if s.When != "" {
@@ -201,25 +185,6 @@ func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) 
 		w.Steps = append(w.Steps, st)
 	}
 	return w, nil
-}
-
-// httpSpec converts an http block.
-func httpSpec(h *HTTPDef) (httpstep.Spec, error) {
-	spec := httpstep.Spec{
-		Request:           httpstep.Request{Method: h.Method, URL: h.URL, Headers: h.Headers, Body: h.Body},
-		IdempotencyHeader: h.IdempotencyHeader,
-		Timeout:           time.Duration(h.Timeout),
-		Redact:            h.Redact,
-	}
-	for _, r := range h.Classify {
-		spec.Classify = append(spec.Classify, httpstep.Rule{Status: r.Status, Class: r.Class})
-	}
-	if h.Verify != nil {
-		spec.Verify = &httpstep.Request{Method: h.Verify.Method, URL: h.Verify.URL, Headers: h.Verify.Headers, Body: h.Verify.Body}
-	}
-	// Compile once to report template and rule problems now.
-	_, err := httpstep.New(spec, http.DefaultClient, func(string) (string, bool) { return "", false })
-	return spec, err
 }
 
 // whenEnv is the shape of the data a condition reads.

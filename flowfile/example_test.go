@@ -9,12 +9,13 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
 // A program that embeds onceflow registers Go functions by name and uses them from
 // workflow files with kind: go.
-func ExampleBuild() {
+func ExampleBuilder() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "flowfile-example")
 	defer os.RemoveAll(dir)
@@ -28,13 +29,9 @@ steps:
     effect_key: "points:{input.order_id}"
 `), 0o600)
 
-	defs, err := flowfile.LoadDir(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
 	st, _ := sqlite.Open(ctx, filepath.Join(dir, "onceflow.db"), sqlite.Options{})
 	defer st.Close()
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: st, Env: os.LookupEnv, Funcs: map[string]onceflow.StepFunc{
+	kinds, err := stdsteps.New(stdsteps.Options{Store: st, Env: os.LookupEnv, Funcs: map[string]onceflow.StepFunc{
 		"award-points": func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 			fmt.Println("awarding points under key", sc.EffectKey)
 			return map[string]int{"points": 10}, nil
@@ -43,7 +40,12 @@ steps:
 	if err != nil {
 		log.Fatal(err)
 	}
-	workflows, err := flowfile.Build(defs, deps)
+	defer kinds.Close()
+	defs, err := (&flowfile.Reader{Kinds: kinds}).LoadDir(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	workflows, err := flowfile.NewBuilder(flowfile.BuildOptions{Store: st, Env: os.LookupEnv}).Workflows(defs)
 	if err != nil {
 		log.Fatal(err)
 	}

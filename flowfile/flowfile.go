@@ -21,14 +21,16 @@
 //	    effect_key: "welcome-email:{input.submission_id}"
 //	    email: {to: "{input.email}", subject: "Welcome", body: "Hello {input.name}"}
 //
-// Build turns checked definitions into onceflow.Workflow values whose steps are backed by
-// the http, email, transition, sql, nats, amqp and go step kinds; StandardDeps wires those
-// kinds as the onceflow command does, and a program that embeds onceflow passes its own Go
-// functions by name for steps of kind go. A definition's queue block (QueueDef) names the
-// broker queue whose messages start its runs; onceflow serve consumes it.
+// A Reader reads files against a registry of step kinds (package steps; stdsteps.New holds
+// the standard ones): a step's kind is one of the registry's, and the field of the same
+// name holds its settings, which the kind decodes and checks. A Builder turns checked
+// definitions into onceflow.Workflow values whose steps the kinds build. A definition's
+// queue block (QueueDef) names the broker queue whose messages start its runs; onceflow
+// serve consumes it.
 package flowfile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -43,10 +45,11 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile/block"
 	"github.com/onceflow/onceflow/internal/duration"
-	"github.com/onceflow/onceflow/internal/httpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/steps"
 )
 
 // Problem is one thing wrong with a file, at a position (line and column from 1; 0 when
@@ -77,35 +80,7 @@ func (ps Problems) Error() string {
 
 // Duration is a time.Duration written in onceflow's one duration syntax, the same as the
 // command's flags: "250ms", "30s", "30m", "36h", "1h30m", "90d", "2w", "1d12h".
-type Duration time.Duration
-
-// UnmarshalYAML parses a duration; an error carries the value's line and column.
-func (d *Duration) UnmarshalYAML(n ast.Node) error {
-	var s string
-	if sc, ok := n.(ast.ScalarNode); ok {
-		s = fmt.Sprint(sc.GetValue())
-	} else {
-		s = n.String()
-	}
-	v, err := parseDuration(s)
-	if err != nil {
-		pe := &positionedError{msg: err.Error()}
-		if tk := n.GetToken(); tk != nil && tk.Position != nil {
-			pe.line, pe.col = tk.Position.Line, tk.Position.Column
-		}
-		return pe
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// positionedError is a value's own decoding error, at the value's position.
-type positionedError struct {
-	line, col int
-	msg       string
-}
-
-func (e *positionedError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
+type Duration = block.Duration
 
 // parseDuration reads a duration of a workflow file (see internal/duration).
 func parseDuration(s string) (time.Duration, error) {
@@ -142,8 +117,10 @@ type Definition struct {
 	// API says which API tokens may start the workflow (see APIDef).
 	API *APIDef `yaml:"api"`
 
-	file string
-	ast  *ast.File
+	file       string
+	ast        *ast.File
+	kinds      *steps.Registry
+	notifyUses []use // what the workflow's notify channels reported
 }
 
 // File returns the path the definition was read from.
@@ -193,18 +170,19 @@ type StepDef struct {
 	Delay     string `yaml:"delay"`
 	NotBefore string `yaml:"not_before"`
 
-	HTTP       *HTTPDef       `yaml:"http"`
-	Email      *EmailDef      `yaml:"email"`
-	Transition *TransitionDef `yaml:"transition"`
-	Func       string         `yaml:"func"`
-	SQL        *SQLDef        `yaml:"sql"`
-	NATS       *NATSDef       `yaml:"nats"`
-	AMQP       *AMQPDef       `yaml:"amqp"`
+	// Config holds the settings of the step's kind, from the field the kind names (http:,
+	// email:, func:, …); nil when the kind is not registered or the step lacks the field.
+	Config steps.Config `yaml:"-"`
 
 	// Notify overrides the workflow's notify block for this step.
 	Notify *NotifyDef `yaml:"notify"`
-	// Limits bound this http step's own requests (see LimitDef; no host).
+	// Limits bound this step's own requests (see LimitDef; no host), for kinds that take
+	// limits (http).
 	Limits *LimitDef `yaml:"limits"`
+
+	blocks     []stepBlock // the registered kinds' blocks the step sets, in registry order
+	uses       []use       // what the kind's Walk reported, recorded by check
+	notifyUses []use       // what the step's notify channels reported
 }
 
 // RetryDef is a retry policy.
@@ -226,72 +204,8 @@ func (r *RetryDef) policy() onceflow.RetryPolicy {
 		Multiplier: r.Multiplier, MaxRetryAfter: time.Duration(r.MaxRetryAfter)}
 }
 
-// RequestDef is a templated HTTP request.
-type RequestDef struct {
-	Method  string            `yaml:"method"`
-	URL     string            `yaml:"url"`
-	Headers map[string]string `yaml:"headers"`
-	Body    any               `yaml:"body"`
-}
-
-// HTTPDef configures an http step.
-type HTTPDef struct {
-	RequestDef        `yaml:",inline"`
-	IdempotencyHeader string         `yaml:"idempotency_header"`
-	Timeout           Duration       `yaml:"timeout"`
-	Classify          []ClassifyRule `yaml:"classify"`
-	Verify            *RequestDef    `yaml:"verify"`
-	// Idempotent says whether the destination deduplicates by the idempotency header
-	// (default true). A non-idempotent destination without verify sends an unknown
-	// outcome to review instead of risking a second effect.
-	Idempotent *bool    `yaml:"idempotent"`
-	Redact     []string `yaml:"redact"`
-}
-
-// ClassifyRule maps response statuses to a class.
-type ClassifyRule struct {
-	Status string `yaml:"status"`
-	Class  string `yaml:"class"`
-}
-
-// EmailDef configures an email step.
-type EmailDef struct {
-	From    string `yaml:"from"`
-	To      string `yaml:"to"`
-	Cc      string `yaml:"cc"`
-	ReplyTo string `yaml:"reply_to"`
-	Subject string `yaml:"subject"`
-	Body    string `yaml:"body"`
-	HTML    bool   `yaml:"html"`
-	// AllowLists lets a template value in to, cc or reply_to hold several addresses;
-	// by default each is one address.
-	AllowLists bool `yaml:"allow_lists"`
-}
-
-// TransitionDef configures a guarded entity state change.
-type TransitionDef struct {
-	Entity string   `yaml:"entity"`
-	From   []string `yaml:"from"`
-	To     string   `yaml:"to"`
-	// Initial is the state of an entity never transitioned before (default "new").
-	Initial string `yaml:"initial"`
-	// OnInvalid is "skip" (default) or "needs_review".
-	OnInvalid string `yaml:"on_invalid"`
-}
-
-// Kinds of steps.
-const (
-	KindHTTP       = "http"
-	KindEmail      = "email"
-	KindTransition = "transition"
-	KindGo         = "go"
-	KindSQL        = "sql"
-	KindNATS       = "nats"
-	KindAMQP       = "amqp"
-)
-
 // LoadDir reads every *.yaml and *.yml file of dir, in name order.
-func LoadDir(dir string) ([]*Definition, error) {
+func (r *Reader) LoadDir(dir string) ([]*Definition, error) {
 	var files []string
 	for _, pat := range []string{"*.yaml", "*.yml"} {
 		m, err := filepath.Glob(filepath.Join(dir, pat))
@@ -307,12 +221,12 @@ func LoadDir(dir string) ([]*Definition, error) {
 		return nil, fmt.Errorf("workflows directory %s has no .yaml or .yml files", dir)
 	}
 	sort.Strings(files)
-	return LoadFiles(files...)
+	return r.LoadFiles(files...)
 }
 
 // LoadFiles reads and checks files; the error is Problems listing everything wrong in all
 // of them (including two files naming the same workflow or webhook).
-func LoadFiles(files ...string) ([]*Definition, error) {
+func (r *Reader) LoadFiles(files ...string) ([]*Definition, error) {
 	var defs []*Definition
 	var all Problems
 	for _, f := range files {
@@ -321,7 +235,7 @@ func LoadFiles(files ...string) ([]*Definition, error) {
 			all = append(all, *p)
 			continue
 		}
-		d, ps := Parse(f, src)
+		d, ps := r.Parse(f, src)
 		all = append(all, ps...)
 		if d != nil {
 			defs = append(defs, d)
@@ -351,24 +265,25 @@ func LoadFiles(files ...string) ([]*Definition, error) {
 // decoded) and every problem found. A source larger than MaxFileSize, or nested deeper
 // than MaxDepth, is refused before the YAML parser builds its tree, and one whose aliases
 // expand past MaxNodes before it is decoded.
-func Parse(file string, src []byte) (*Definition, Problems) {
+func (r *Reader) Parse(file string, src []byte) (*Definition, Problems) {
 	tokens, p := tokenize(file, src)
 	if p != nil {
 		return nil, Problems{*p}
 	}
 	f, err := parser.Parse(tokens, 0)
 	if err != nil {
-		return nil, Problems{yamlProblem(file, err)}
+		return nil, Problems{yamlProblem(file, err, r.kinds())}
 	}
 	if p := checkNodes(file, f); p != nil {
 		return nil, Problems{*p}
 	}
-	d := &Definition{file: file, ast: f}
-	if err := decodeStrict(src, d); err != nil {
-		return nil, Problems{yamlProblem(file, err)}
+	kinds := r.kinds()
+	d := &Definition{file: file, ast: f, kinds: kinds}
+	if err := decodeStrict(src, d, newDecodeState(kinds)); err != nil {
+		return nil, Problems{yamlProblem(file, err, kinds)}
 	}
 	// An empty document (an empty file, only comments) decodes as null, which zeroes d.
-	d.file, d.ast = file, f
+	d.file, d.ast, d.kinds = file, f, kinds
 	ps := d.check()
 	sort.SliceStable(ps, func(i, j int) bool {
 		if ps[i].Line != ps[j].Line {
@@ -386,24 +301,24 @@ func Parse(file string, src []byte) (*Definition, Problems) {
 // known to crash the YAML decoder away from it; a panic on any other shape is still
 // reported as a problem with the file, because a file on disk must never take down the
 // process that loads or reloads it.
-func decodeStrict(src []byte, d *Definition) (err error) {
+func decodeStrict(src []byte, d *Definition, st *decodeState) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("this file could not be decoded (the YAML decoder failed: %v); look for unusual YAML constructs such as tags, complex keys or merge keys", r)
 		}
 	}()
-	return yaml.UnmarshalWithOptions(src, d, yaml.Strict())
+	return yaml.UnmarshalContext(context.WithValue(context.Background(), decodeKey{}, st), src, d, yaml.Strict())
 }
 
-func yamlProblem(file string, err error) Problem {
-	var pe *positionedError
-	if errors.As(err, &pe) {
-		return Problem{File: file, Line: pe.line, Col: pe.col, Message: pe.msg}
+func yamlProblem(file string, err error, kinds *steps.Registry) Problem {
+	var ve *block.ValueError
+	if errors.As(err, &ve) {
+		return Problem{File: file, Line: ve.Line, Col: ve.Column, Message: ve.Message}
 	}
 	var ye yaml.Error
 	if errors.As(err, &ye) && ye.GetToken() != nil {
 		pos := ye.GetToken().Position
-		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: connectionHint(ye.GetMessage())}
+		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: connectionHint(ye.GetMessage(), kinds)}
 	}
 	return Problem{File: file, Message: err.Error()}
 }
@@ -412,12 +327,22 @@ func yamlProblem(file string, err error) Problem {
 // setting in the file.
 var connectionFieldRE = regexp.MustCompile(`^unknown field "(url|uri|dsn|servers?|password)"$`)
 
-// connectionHint adds to the refusal of a connection setting where such settings come from.
-func connectionHint(msg string) string {
+// queueConnectionHint says where a queue's connection settings come from.
+const queueConnectionHint = "a queue's broker URL from ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL, or the variable its url_env names"
+
+// connectionHint adds to the refusal of a connection setting where such settings come
+// from: a queue's, and each kind's that says.
+func connectionHint(msg string, kinds *steps.Registry) string {
 	if !connectionFieldRE.MatchString(msg) {
 		return msg
 	}
-	return msg + ": connection settings come from the environment, never the file (a queue's broker URL from ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL, or the variable its url_env names; a sql step's DSN from the variable its database names)"
+	hints := []string{queueConnectionHint}
+	for _, k := range kinds.Kinds() {
+		if h := k.Spec().ConnectionHint; h != "" {
+			hints = append(hints, h)
+		}
+	}
+	return msg + ": connection settings come from the environment, never the file (" + strings.Join(hints, "; ") + ")"
 }
 
 // problemAt places a problem at the node a YAML path names, or at the nearest parent that
@@ -443,7 +368,6 @@ func (d *Definition) problemAt(path string, format string, args ...any) Problem 
 
 var (
 	hookNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
-	stateRE    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 	envNameRE  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 )
 
@@ -476,9 +400,9 @@ func (d *Definition) check() Problems {
 	if d.Queue != nil {
 		ps = append(ps, d.checkQueue()...)
 	}
-	for i, s := range d.Steps {
-		ps = append(ps, d.checkStep(i, s)...)
-		ps = append(ps, d.checkDelay(i, s)...)
+	for i := range d.Steps {
+		ps = append(ps, d.checkStep(i, &d.Steps[i])...)
+		ps = append(ps, d.checkDelay(i, d.Steps[i])...)
 	}
 	if d.Schedule != nil {
 		ps = append(ps, d.checkSchedule()...)
@@ -595,7 +519,7 @@ func (d *Definition) checkWebhook() Problems {
 	return ps
 }
 
-func (d *Definition) checkStep(i int, s StepDef) Problems {
+func (d *Definition) checkStep(i int, s *StepDef) Problems {
 	var ps Problems
 	at := func(field string) string {
 		if field == "" {
@@ -604,32 +528,29 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 		return fmt.Sprintf("$.steps[%d].%s", i, field)
 	}
 	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
-	blocks := map[string]bool{KindHTTP: s.HTTP != nil, KindEmail: s.Email != nil, KindTransition: s.Transition != nil, KindGo: s.Func != "",
-		KindSQL: s.SQL != nil, KindNATS: s.NATS != nil, KindAMQP: s.AMQP != nil}
-	switch s.Kind {
-	case KindHTTP, KindEmail, KindTransition, KindGo, KindSQL, KindNATS, KindAMQP:
-		for k, present := range blocks {
-			if present && k != s.Kind {
-				field := k
-				if k == KindGo {
-					field = "func"
-				}
+	kinds := d.registry()
+	switch k, ok := kinds.Lookup(s.Kind); {
+	case ok:
+		own := k.Spec().BlockName()
+		for _, b := range s.blocks {
+			if field := b.kind.Spec().BlockName(); field != own {
 				add(at(field), "step %q is of kind %s; remove its %s settings", s.ID, s.Kind, field)
 			}
 		}
-		if !blocks[s.Kind] {
-			field := s.Kind
-			if s.Kind == KindGo {
-				field = "func"
-			}
-			add(at("kind"), "step %q of kind %s needs its %s settings", s.ID, s.Kind, field)
+		if s.Config == nil {
+			add(at("kind"), "step %q of kind %s needs its %s settings", s.ID, s.Kind, own)
 		}
-	case "":
-		add(at(""), "step %q: kind is required (http, email, transition, sql, nats, amqp or go)", s.ID)
+	case s.Kind == "":
+		add(at(""), "step %q: kind is required (%s)", s.ID, kinds.Names("or"))
 	default:
-		add(at("kind"), "step %q: kind %q is not http, email, transition, sql, nats, amqp or go", s.ID, s.Kind)
+		add(at("kind"), "step %q: kind %q is not %s", s.ID, s.Kind, kinds.Names("or"))
 	}
-	ps = append(ps, d.checkBrokerStep(i, s)...)
+	if s.Config != nil {
+		k, _ := kinds.Lookup(s.Kind)
+		w := &walker{d: d, base: at(k.Spec().BlockName()), prefix: fmt.Sprintf("step %q: ", s.ID), ps: &ps, uses: &s.uses}
+		s.uses = nil
+		s.Config.Walk(w)
+	}
 	switch s.OnExhausted {
 	case "", "needs_review", "fail":
 	default:
@@ -653,49 +574,13 @@ func (d *Definition) checkStep(i int, s StepDef) Problems {
 			add(at("when"), "step %q: when: %v", s.ID, err)
 		}
 	}
-	if s.HTTP != nil {
-		if _, err := httpSpec(s.HTTP); err != nil {
-			// httpstep.New joins every problem of the request: one problem each.
-			errs := []error{err}
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				errs = j.Unwrap()
-			}
-			for _, e := range errs {
-				where := at("http")
-				var se *httpstep.SpecError
-				if errors.As(e, &se) {
-					where = at("http." + se.Field)
-				}
-				add(where, "step %q: %v", s.ID, e)
-			}
-		}
-	}
-	if s.Email != nil {
-		for field, v := range map[string]string{"to": s.Email.To, "from": s.Email.From, "subject": s.Email.Subject} {
-			if v == "" {
-				add(at("email"), "step %q: email %s is required", s.ID, field)
-			}
-		}
-	}
-	if t := s.Transition; t != nil {
-		if t.Entity == "" || t.To == "" || len(t.From) == 0 {
-			add(at("transition"), "step %q: transition needs entity, from (a list of states) and to", s.ID)
-		}
-		for _, st := range append(append([]string{}, t.From...), t.To, t.Initial) {
-			if st != "" && !stateRE.MatchString(st) {
-				add(at("transition"), "step %q: state %q must be lowercase letters, digits and '_'", s.ID, st)
-			}
-		}
-		switch t.OnInvalid {
-		case "", "skip", "needs_review":
-		default:
-			add(at("transition.on_invalid"), "step %q: on_invalid %q is not skip or needs_review", s.ID, t.OnInvalid)
-		}
-		if t.Entity != "" {
-			if _, err := keytmpl.Parse(t.Entity); err != nil {
-				add(at("transition.entity"), "step %q: %v", s.ID, err)
-			}
-		}
-	}
 	return ps
+}
+
+// registry is the registry the definition was read against.
+func (d *Definition) registry() *steps.Registry {
+	if d.kinds == nil {
+		d.kinds = steps.NewRegistry()
+	}
+	return d.kinds
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/egress"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -61,7 +60,7 @@ func write(t *testing.T, name, src string) string {
 }
 
 func TestParseValidFile(t *testing.T) {
-	defs, err := LoadFiles(write(t, "lead.yaml", leadYAML))
+	defs, err := testReader.LoadFiles(write(t, "lead.yaml", leadYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +100,7 @@ steps:
     transition: {entity: "order:{input.id}", from: [Pending], to: paid}
 `
 	p := write(t, "broken.yaml", src)
-	_, err := LoadFiles(p)
+	_, err := testReader.LoadFiles(p)
 	ps, ok := err.(Problems)
 	if !ok {
 		t.Fatalf("error %v is not Problems", err)
@@ -143,7 +142,7 @@ func TestYAMLErrorsHavePositions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadFiles(write(t, "x.yaml", tt.src))
+			_, err := testReader.LoadFiles(write(t, "x.yaml", tt.src))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tt.want)
 			}
@@ -154,18 +153,18 @@ func TestYAMLErrorsHavePositions(t *testing.T) {
 func TestDuplicateNamesAcrossFiles(t *testing.T) {
 	a := write(t, "a.yaml", leadYAML)
 	b := write(t, "b.yaml", leadYAML)
-	_, err := LoadFiles(a, b)
+	_, err := testReader.LoadFiles(a, b)
 	if err == nil || !strings.Contains(err.Error(), b+":1:7: workflow \"website-lead\" is also defined in "+a) {
 		t.Fatalf("error %v", err)
 	}
 }
 
 func TestBuildRequiresDependencies(t *testing.T) {
-	defs, err := LoadFiles(write(t, "lead.yaml", leadYAML))
+	defs, err := testReader.LoadFiles(write(t, "lead.yaml", leadYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Build(defs, Deps{HTTPClient: http.DefaultClient})
+	_, err = NewBuilder(BuildOptions{}).Workflows(defs)
 	if err == nil || !strings.Contains(err.Error(), `step "note": func "note" is not registered`) {
 		t.Fatalf("error %v", err)
 	}
@@ -186,21 +185,19 @@ func TestWorkflowFromFileRuns(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	defs, err := LoadFiles(write(t, "lead.yaml", leadYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy := &egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
-	env := map[string]string{"CRM_URL": srv.URL, "CRM_TOKEN": "t0ken"}
 	noted := 0
-	wfs, err := Build(defs, Deps{
-		HTTPClient: policy.Client(5 * time.Second),
-		Env:        func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	reader := readerWith(t, stdsteps.Options{AllowNet: loopback,
 		Funcs: map[string]onceflow.StepFunc{"note": func(context.Context, *onceflow.StepContext) (any, error) {
 			noted++
 			return nil, nil
 		}},
 	})
+	defs, err := reader.LoadFiles(write(t, "lead.yaml", leadYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CRM_URL": srv.URL, "CRM_TOKEN": "t0ken"}
+	wfs, err := NewBuilder(BuildOptions{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}).Workflows(defs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/egress"
 )
 
 // fuzzMaxSource is the largest workflow file FuzzParse tries; real files are a few KB.
@@ -53,13 +52,9 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s), []byte(`{"id": 2}`))
 	}
-	policy := &egress.Policy{}
 	noop := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
-	deps := Deps{HTTPClient: policy.Client(time.Second), Env: func(string) (string, bool) { return "", false },
-		Funcs:      map[string]onceflow.StepFunc{"noop": noop},
-		Email:      func(*EmailDef) (onceflow.StepFunc, error) { return noop, nil },
-		Transition: func(*TransitionDef) (onceflow.StepFunc, error) { return noop, nil },
-	}
+	reader := withFuncs(f, map[string]onceflow.StepFunc{"noop": noop})
+	builder := NewBuilder(BuildOptions{})
 	f.Fuzz(func(t *testing.T, src, input []byte) {
 		if len(src) > fuzzMaxSource {
 			return
@@ -71,7 +66,7 @@ func FuzzParse(f *testing.F) {
 			panic(fmt.Sprintf("loading a %d-byte workflow file allocated %d MB, over its budget of %d MB", len(src), n>>20, budget>>20))
 		})
 		defer stop()
-		d, ps := Parse("w.yaml", src)
+		d, ps := reader.Parse("w.yaml", src)
 		lines := strings.Count(string(src), "\n") + 1
 		for _, p := range ps {
 			if p.File != "w.yaml" || p.Message == "" || p.Line < 0 || p.Line > lines+1 || p.Col < 0 {
@@ -79,7 +74,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		if d != nil && len(ps) == 0 {
-			if _, err := Build([]*Definition{d}, deps); err != nil && !strings.Contains(err.Error(), "w.yaml") {
+			if _, err := builder.Workflows([]*Definition{d}); err != nil && !strings.Contains(err.Error(), "w.yaml") {
 				t.Fatalf("Build error does not name the file: %v", err)
 			}
 			_, _ = d.DeriveRunKey(input)
@@ -215,7 +210,7 @@ func FuzzNesting(f *testing.F) {
 			panic(fmt.Sprintf("loading a %d-byte nested workflow file allocated %d MB, over its budget of %d MB", len(src), n>>20, budget>>20))
 		})
 		defer stop()
-		d, ps := Parse("w.yaml", src)
+		d, ps := testReader.Parse("w.yaml", src)
 		lines := strings.Count(string(src), "\n") + 1
 		for _, p := range ps {
 			if p.File != "w.yaml" || p.Message == "" || p.Line < 0 || p.Line > lines+1 || p.Col < 0 {

@@ -25,7 +25,7 @@ func TestAliasBombIsRefused(t *testing.T) {
 	src := aliasBomb()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	d, ps := Parse("bomb.yaml", []byte(src))
+	d, ps := testReader.Parse("bomb.yaml", []byte(src))
 	runtime.ReadMemStats(&after)
 	if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "aliases expand") || ps[0].Line == 0 {
 		t.Fatalf("Parse = %v, %v; want one problem about aliases at a line", d, ps)
@@ -36,7 +36,7 @@ func TestAliasBombIsRefused(t *testing.T) {
 	// A file that uses aliases modestly is fine.
 	ok := strings.Replace(src, "l8: &l8", "# l8: &l8", 1)
 	ok = ok[:strings.Index(ok, "        l3:")]
-	if _, ps := Parse("ok.yaml", []byte(ok)); ps != nil {
+	if _, ps := testReader.Parse("ok.yaml", []byte(ok)); ps != nil {
 		t.Fatalf("a file with a few aliases: %v", ps)
 	}
 }
@@ -50,9 +50,9 @@ func TestYAMLTagsAreRefused(t *testing.T) {
 		"name: w\nsteps: !!seq\n  - {id: a, kind: go, func: noop}\n",
 		"name: !!str w\nsteps:\n  - {id: a, kind: go, func: noop}\n",
 	} {
-		d, ps := Parse("w.yaml", []byte(src))
+		d, ps := testReader.Parse("w.yaml", []byte(src))
 		if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "YAML tag") || ps[0].Line == 0 {
-			t.Errorf("Parse(%q) = %v, %v; want one problem about a YAML tag at a line", src, d, ps)
+			t.Errorf("testReader.Parse(%q) = %v, %v; want one problem about a YAML tag at a line", src, d, ps)
 		}
 	}
 }
@@ -84,7 +84,7 @@ steps:
     effect_key: "m:{input.id}"
     email: {from: "a@example.com", to: "{input.email}", subject: "{foo}", body: "{input.x"}
 `
-	_, ps := Parse("refs.yaml", []byte(src))
+	_, ps := testReader.Parse("refs.yaml", []byte(src))
 	text := ps.Error()
 	for _, want := range []string{
 		`refs.yaml:7:`, `url reads {steps.b.output.id}: "b" is not a step this step needs`,
@@ -124,7 +124,7 @@ steps:
         url: "https://example.com/v"
         headers: {"Third Bad": "z"}
 `
-	_, ps := Parse("req.yaml", []byte(src))
+	_, ps := testReader.Parse("req.yaml", []byte(src))
 	if ps == nil {
 		t.Fatal("the file was accepted")
 	}
@@ -157,7 +157,7 @@ steps:
       headers: {X-Id: "{+input.id}"}
       verify: {url: "https://example.com/{+input.path}"}
 `
-	_, ps := Parse("raw.yaml", []byte(src))
+	_, ps := testReader.Parse("raw.yaml", []byte(src))
 	text := ps.Error()
 	if len(ps) != 3 || !strings.Contains(text, "raw.yaml:2:") || !strings.Contains(text, "raw.yaml:6:") || !strings.Contains(text, "header X-Id") {
 		t.Fatalf("problems:\n%s", text)
@@ -206,7 +206,7 @@ func TestDeepNestingIsRefused(t *testing.T) {
 		src := nestedBody(shape, levels)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		d, ps := Parse("deep.yaml", []byte(src))
+		d, ps := testReader.Parse("deep.yaml", []byte(src))
 		runtime.ReadMemStats(&after)
 		if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "nest more than 64 levels") || ps[0].Line < 9 || ps[0].Col == 0 {
 			t.Errorf("%s, %d levels: Parse = %v, %v; want one problem about the nesting, at a line and column of the body", shape, levels, d, ps)
@@ -222,7 +222,7 @@ func TestDeepNestingIsRefused(t *testing.T) {
 func TestNestingWithinTheLimitIsAccepted(t *testing.T) {
 	for _, shape := range nestingShapes {
 		src := nestedBody(shape, 50)
-		if _, ps := Parse("deep.yaml", []byte(src)); ps != nil {
+		if _, ps := testReader.Parse("deep.yaml", []byte(src)); ps != nil {
 			t.Errorf("%s, 50 levels: %v", shape, ps)
 		}
 	}
@@ -235,7 +235,7 @@ func TestNestingWithinTheLimitIsAccepted(t *testing.T) {
 		"        brackets: \"" + strings.Repeat("[(", 500) + "\"\n" +
 		"        quoted: '" + strings.Repeat("[", 500) + "'\n" +
 		"        list: [1,\n          2,\n              3]\n"
-	if _, ps := Parse("text.yaml", []byte(src)); ps != nil {
+	if _, ps := testReader.Parse("text.yaml", []byte(src)); ps != nil {
 		t.Fatalf("%v", ps)
 	}
 }
@@ -248,10 +248,10 @@ func TestLargeFileIsRefused(t *testing.T) {
 		s := valid + strings.Repeat(line, (n-len(valid))/len(line))
 		return s + strings.Repeat("#", n-len(s))
 	}
-	if _, ps := Parse("big.yaml", []byte(pad(MaxFileSize))); ps != nil {
+	if _, ps := testReader.Parse("big.yaml", []byte(pad(MaxFileSize))); ps != nil {
 		t.Fatalf("a file of exactly MaxFileSize bytes: %v", ps)
 	}
-	d, ps := Parse("big.yaml", []byte(pad(MaxFileSize+1)))
+	d, ps := testReader.Parse("big.yaml", []byte(pad(MaxFileSize+1)))
 	if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "more than 262144 bytes (256 KiB)") {
 		t.Fatalf("Parse = %v, %v; want the file refused for its size", d, ps)
 	}
@@ -261,7 +261,7 @@ func TestLargeFileIsRefused(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := LoadFiles(path)
+	_, err := testReader.LoadFiles(path)
 	runtime.ReadMemStats(&after)
 	if err == nil || !strings.Contains(err.Error(), path+": the file holds more than") {
 		t.Fatalf("LoadFiles of a 20 MB file: %v", err)
@@ -278,7 +278,7 @@ func TestManyValuesAreRefused(t *testing.T) {
 		"      body: [" + strings.Repeat("1,", MaxNodes) + "1]\n"
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	d, ps := Parse("many.yaml", []byte(src))
+	d, ps := testReader.Parse("many.yaml", []byte(src))
 	runtime.ReadMemStats(&after)
 	if d != nil || len(ps) != 1 || !strings.Contains(ps[0].Message, "holds more than 100000 values") || ps[0].Line != 8 {
 		t.Fatalf("Parse = %v, %v; want one problem about the number of values at line 8", d, ps)
@@ -317,7 +317,7 @@ steps:
     effect_key: "plain:{input.id}"
     email: {from: shop@example.com, to: "{input.email}", subject: "{+input.id}", body: "Hello {+input.name}"}
 `
-	_, ps := Parse("mail.yaml", []byte(src))
+	_, ps := testReader.Parse("mail.yaml", []byte(src))
 	text := ps.Error()
 	for _, want := range []string{
 		`mail.yaml:20:13: step "attr": email body: template "<p onclick=\"{input.x}\">x</p>": field {input.x}: a value may not stand in the onclick attribute`,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/onceflow/onceflow/internal/limit"
+	"github.com/onceflow/onceflow/steps"
 )
 
 // LimitDef bounds the requests sent to one destination: at most Concurrency in flight and
@@ -79,8 +80,8 @@ func (d *Definition) checkLimits() Problems {
 			continue
 		}
 		at := fmt.Sprintf("$.steps[%d].limits", i)
-		if s.Kind != KindHTTP {
-			add(at, "step %q: limits apply to http steps only", s.ID)
+		if !d.takesLimits(s) {
+			add(at, "step %q: limits apply to %s steps only", s.ID, d.limitKinds())
 			continue
 		}
 		if s.Limits.Host != "" {
@@ -107,7 +108,7 @@ func declaredLimits(defs []*Definition) []declaredLimit {
 			out = append(out, declaredLimit{limit.HostKey(strings.TrimSpace(lim.Host)), lim.limit(), d, fmt.Sprintf("$.limits[%d]", i), "host " + strconvQuote(lim.Host)})
 		}
 		for i, s := range d.Steps {
-			if s.Limits != nil && s.Kind == KindHTTP {
+			if s.Limits != nil && d.takesLimits(s) {
 				out = append(out, declaredLimit{limit.StepKey(d.Name, s.ID), s.Limits.limit(), d, fmt.Sprintf("$.steps[%d].limits", i), "step " + strconvQuote(s.ID)})
 			}
 		}
@@ -139,16 +140,19 @@ func registerLimits(defs []*Definition, l *limit.Limiter) {
 	}
 }
 
-func hasLimits(defs []*Definition) bool {
-	for _, d := range defs {
-		if len(d.Limits) > 0 {
-			return true
-		}
-		for _, s := range d.Steps {
-			if s.Limits != nil {
-				return true
-			}
+// takesLimits reports whether the step's kind accepts a limits: block of its own.
+func (d *Definition) takesLimits(s StepDef) bool {
+	k, ok := d.registry().Lookup(s.Kind)
+	return ok && k.Spec().Limits
+}
+
+// limitKinds names the kinds that accept limits: "http".
+func (d *Definition) limitKinds() string {
+	var names []string
+	for _, k := range d.registry().Kinds() {
+		if k.Spec().Limits {
+			names = append(names, k.Spec().Name)
 		}
 	}
-	return false
+	return steps.List(names, "and")
 }

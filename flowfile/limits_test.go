@@ -32,7 +32,7 @@ steps:
     effect_key: "b:{input.id}"
     limits: {concurrency: 1}
 `
-	_, ps := Parse("w.yaml", []byte(src))
+	_, ps := testReader.Parse("w.yaml", []byte(src))
 	got := ps.Error()
 	for _, want := range []string{
 		`w.yaml:4:5: a limit in limits: needs the host it applies to`,
@@ -55,17 +55,17 @@ steps:
 func TestConflictingHostLimitsAcrossFiles(t *testing.T) {
 	mk := func(name string, n int) *Definition {
 		src := "name: " + name + "\nlimits:\n  - {host: api.example, concurrency: " + string(rune('0'+n)) + "}\nsteps:\n  - id: s\n    kind: go\n    func: f\n"
-		d, ps := Parse(name+".yaml", []byte(src))
+		d, ps := withFuncs(t, funcs()).Parse(name+".yaml", []byte(src))
 		if ps != nil {
 			t.Fatal(ps)
 		}
 		return d
 	}
-	_, err := Build([]*Definition{mk("a", 2), mk("b", 3)}, Deps{Funcs: funcs()})
+	_, err := NewBuilder(BuildOptions{}).Workflows([]*Definition{mk("a", 2), mk("b", 3)})
 	if err == nil || !strings.Contains(err.Error(), `b.yaml:3:5: host "api.example" has another limit already`) {
 		t.Fatalf("Build = %v", err)
 	}
-	if _, err := Build([]*Definition{mk("a", 2), mk("b", 2)}, Deps{Funcs: funcs()}); err != nil {
+	if _, err := NewBuilder(BuildOptions{}).Workflows([]*Definition{mk("a", 2), mk("b", 2)}); err != nil {
 		t.Fatalf("the same limit twice: %v", err)
 	}
 }

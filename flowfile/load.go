@@ -11,7 +11,7 @@ import (
 // whose *.yaml and *.yml files are read in name order. Like LoadFiles, its error is
 // Problems listing everything wrong in every file at once, a path that cannot be read
 // included.
-func Load(paths ...string) ([]*Definition, error) {
+func (r *Reader) Load(paths ...string) ([]*Definition, error) {
 	var files []string
 	var ps Problems
 	for _, p := range paths {
@@ -44,7 +44,7 @@ func Load(paths ...string) ([]*Definition, error) {
 		}
 		return nil, ps
 	}
-	defs, err := LoadFiles(files...)
+	defs, err := r.LoadFiles(files...)
 	if more, ok := err.(Problems); ok {
 		return nil, append(ps, more...)
 	}

@@ -3,17 +3,13 @@ package flowfile
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net/mail"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/emailstep"
-	"github.com/onceflow/onceflow/internal/httpstep"
-	"github.com/onceflow/onceflow/internal/keytmpl"
+	"github.com/onceflow/onceflow/steps"
 )
 
 // NotifyDef is a notify block: who is alerted when steps wait for review. On a workflow it
@@ -26,6 +22,8 @@ import (
 //	  reasons: [permanent_error, attempts_exhausted, outcome_unknown]
 //	  window: 1h
 //
+// Each channel is a field named by a step kind that carries notifications (a
+// steps.Alerter: slack and email among the standard kinds), which decodes and checks it.
 // One alert goes out per incident — the review items of one step with one reason — at its
 // first item; the repeats within the window are reported in one digest when it ends.
 type NotifyDef struct {
@@ -34,25 +32,28 @@ type NotifyDef struct {
 	// Reasons restricts alerts to these review reasons (default: every reason).
 	Reasons []string `yaml:"reasons"`
 	// Window is how long an incident collects repeats before its digest (default 1h).
-	Window Duration        `yaml:"window"`
-	Slack  *SlackDef       `yaml:"slack"`
-	Email  *NotifyEmailDef `yaml:"email"`
+	Window Duration `yaml:"window"`
+	// Channels are the block's channels, in the order of the kinds' registry.
+	Channels []ChannelDef `yaml:"-"`
 }
 
-// SlackDef posts alerts to a Slack incoming webhook, or to any endpoint that accepts its
-// JSON ({"text": …, "blocks": […]}).
-type SlackDef struct {
-	// Webhook is the URL, read from the environment, e.g. "{env.SLACK_WEBHOOK_URL}": a
-	// webhook URL is a secret and never written in a workflow file.
-	Webhook string `yaml:"webhook"`
+// ChannelDef is one channel of a notify block.
+type ChannelDef struct {
+	// Field is the notify block's field that configures it ("slack").
+	Field string
+	// Kind is the step kind that sends its alerts.
+	Kind steps.Alerter
+	// Channel is what the kind made of the field's settings.
+	Channel steps.Channel
 }
 
-// NotifyEmailDef e-mails alerts through the SMTP server of ONCEFLOW_SMTP_ADDR.
-type NotifyEmailDef struct {
-	// To lists the recipients, separated by commas; From is the sender. Either may read
-	// {env.NAME}.
-	To   string `yaml:"to"`
-	From string `yaml:"from"`
+func (n *NotifyDef) channel(field string) *ChannelDef {
+	for i := range n.Channels {
+		if n.Channels[i].Field == field {
+			return &n.Channels[i]
+		}
+	}
+	return nil
 }
 
 var reasonRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -61,41 +62,51 @@ var reasonRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 func (d *Definition) checkNotify() Problems {
 	var ps Problems
 	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
+	var fields []string
+	for _, a := range d.registry().Alerters() {
+		fields = append(fields, a.AlertBlock())
+	}
+	d.notifyUses = nil
 	if n := d.Notify; n != nil {
 		if n.Off {
 			add("$.notify.off", "off applies to steps; remove the workflow's notify block to send nothing")
 		}
-		if n.Slack == nil && n.Email == nil {
-			add("$.notify", "notify needs a channel: slack, email or both")
+		if len(n.Channels) == 0 {
+			all := steps.List(fields, "or")
+			if len(fields) == 2 {
+				all += " or both"
+			}
+			add("$.notify", "notify needs a channel: %s", all)
 		}
-		ps = append(ps, d.checkNotifyDef("$.notify", n)...)
+		ps = append(ps, d.checkNotifyDef("$.notify", "", n, &d.notifyUses)...)
 	}
-	for i, s := range d.Steps {
+	for i := range d.Steps {
+		s := &d.Steps[i]
+		s.notifyUses = nil
 		n := s.Notify
 		if n == nil {
 			continue
 		}
 		at := fmt.Sprintf("$.steps[%d].notify", i)
 		if n.Off {
-			if len(n.Reasons) > 0 || n.Window != 0 || n.Slack != nil || n.Email != nil {
+			if len(n.Reasons) > 0 || n.Window != 0 || len(n.Channels) > 0 {
 				add(at, "step %q: notify with off: true takes no other settings", s.ID)
 			}
 			continue
 		}
-		if n.Slack == nil && n.Email == nil && (d.Notify == nil || (d.Notify.Slack == nil && d.Notify.Email == nil)) {
-			add(at, "step %q: notify needs a channel (slack or email), here or in the workflow's notify block", s.ID)
+		if len(n.Channels) == 0 && (d.Notify == nil || len(d.Notify.Channels) == 0) {
+			add(at, "step %q: notify needs a channel (%s), here or in the workflow's notify block", s.ID, steps.List(fields, "or"))
 		}
-		for _, p := range d.checkNotifyDef(at, n) {
-			p.Message = fmt.Sprintf("step %q: %s", s.ID, p.Message)
-			ps = append(ps, p)
-		}
+		ps = append(ps, d.checkNotifyDef(at, fmt.Sprintf("step %q: ", s.ID), n, &s.notifyUses)...)
 	}
 	return ps
 }
 
-func (d *Definition) checkNotifyDef(at string, n *NotifyDef) Problems {
+func (d *Definition) checkNotifyDef(at, prefix string, n *NotifyDef, uses *[]use) Problems {
 	var ps Problems
-	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
+	add := func(path, format string, args ...any) {
+		ps = append(ps, d.problemAt(path, "%s%s", prefix, fmt.Sprintf(format, args...)))
+	}
 	for i, r := range n.Reasons {
 		if !reasonRE.MatchString(r) {
 			add(fmt.Sprintf("%s.reasons[%d]", at, i), "reason %q is not a review reason code such as permanent_error", r)
@@ -104,92 +115,44 @@ func (d *Definition) checkNotifyDef(at string, n *NotifyDef) Problems {
 	if n.Window != 0 && time.Duration(n.Window) < time.Second {
 		add(at+".window", "window %s is shorter than a second", time.Duration(n.Window))
 	}
-	if n.Slack != nil {
-		if err := envOnly(n.Slack.Webhook, true); err != nil {
-			add(at+".slack.webhook", "slack webhook: %v", err)
-		}
-	}
-	if e := n.Email; e != nil {
-		for _, f := range []struct{ name, v string }{{"to", e.To}, {"from", e.From}} {
-			path := at + ".email." + f.name
-			if f.v == "" {
-				add(at+".email", "email %s is required", f.name)
-				continue
-			}
-			if err := envOnly(f.v, false); err != nil {
-				add(path, "email %s: %v", f.name, err)
-				continue
-			}
-			if !strings.Contains(f.v, "{") {
-				if _, err := mail.ParseAddressList(f.v); err != nil {
-					add(path, "email %s %q is not an address list: %v", f.name, f.v, err)
-				}
-			}
-		}
+	for _, c := range n.Channels {
+		c.Channel.Config.Walk(&walker{d: d, base: at + "." + c.Field, prefix: prefix, ps: &ps, uses: uses})
 	}
 	return ps
 }
 
-// envOnly checks that a channel template reads nothing but {env.NAME}: an alert's
-// destination does not depend on the review item. required says it must read one.
-func envOnly(src string, required bool) error {
-	if src == "" {
-		return errors.New(`is required, e.g. "{env.SLACK_WEBHOOK_URL}"`)
-	}
-	t, err := keytmpl.Parse(src)
-	if err != nil {
-		return err
-	}
-	fields := t.Fields()
-	if required && len(fields) == 0 {
-		return fmt.Errorf("%q must come from the environment, e.g. \"{env.SLACK_WEBHOOK_URL}\": a webhook URL is a secret", src)
-	}
-	for _, f := range fields {
-		name, ok := strings.CutPrefix(f, "env.")
-		if !ok || !envNameRE.MatchString(name) {
-			return fmt.Errorf("{%s}: notification settings read only {env.NAME}", f)
-		}
-	}
-	return nil
-}
-
-// BuildNotify turns the notify blocks of checked definitions into the failure
-// notification policies and channels of onceflow.Config.Notify: one policy per workflow
-// block (named after the workflow) and per step block ("workflow/step"), and one channel
-// per distinct Slack webhook or e-mail address list, shared by the policies that name it.
-func BuildNotify(defs []*Definition, deps Deps) (onceflow.NotifyConfig, error) {
+// Notify turns the notify blocks of checked definitions into the failure notification
+// policies and channels of onceflow.Config.Notify: one policy per workflow block (named
+// after the workflow) and per step block ("workflow/step"), and one channel per distinct
+// channel setting (a Slack webhook, an e-mail address list), shared by the policies that
+// name it. Each channel is a step of the kind that carries it.
+func (b *Builder) Notify(defs []*Definition) (onceflow.NotifyConfig, error) {
 	var cfg onceflow.NotifyConfig
 	var ps Problems
-	chans := map[string]string{} // channel settings → channel name
+	chans := map[string]string{} // channel identity → channel name
 	names := map[string]bool{}
-	channel := func(d *Definition, at string, kind, label, key string, build func(name string) (onceflow.NotifyChannel, error)) string {
+	channel := func(d *Definition, at string, c ChannelDef) string {
+		key := c.Field + "\x00" + c.Channel.Identity
 		if name, ok := chans[key]; ok {
 			return name
 		}
-		name := channelName(kind, label, key, names)
-		ch, err := build(name)
+		name := channelName(c.Field, c.Channel.Label, c.Channel.Identity, names)
+		send, err := c.Channel.Config.Build(&steps.Build{Workflow: name, Step: "send", Env: b.env})
 		if err != nil {
-			ps = append(ps, d.problemAt(at, "%s notifications: %v", kind, err))
+			ps = append(ps, d.problemAt(at, "%s notifications: %v", c.Field, err))
 			return ""
 		}
 		chans[key], names[name] = name, true
-		cfg.Channels = append(cfg.Channels, ch)
+		cfg.Channels = append(cfg.Channels, onceflow.NotifyChannel{Name: name, Send: send, Retry: onceflow.RetryPolicy{MaxAttempts: 8},
+			OnUnknown: c.Channel.Config.OnUnknown()})
 		return name
 	}
 	policy := func(d *Definition, at, name string, steps []string, wf, own *NotifyDef) {
 		n := merged(wf, own)
 		p := onceflow.NotifyPolicy{Name: name, Workflow: d.Name, Steps: steps, Reasons: n.Reasons, Window: time.Duration(n.Window)}
-		if s := n.Slack; s != nil {
-			where := notifyOrigin(at, own, func(n *NotifyDef) bool { return n.Slack != nil }) + ".slack"
-			if ch := channel(d, where, "slack", strings.Join(envNames(s.Webhook), "-"), "slack\x00"+s.Webhook,
-				func(name string) (onceflow.NotifyChannel, error) { return SlackChannel(name, s.Webhook, deps) }); ch != "" {
-				p.Channels = append(p.Channels, ch)
-			}
-		}
-		if e := n.Email; e != nil {
-			where := notifyOrigin(at, own, func(n *NotifyDef) bool { return n.Email != nil }) + ".email"
-			if ch := channel(d, where, "email", e.To, "email\x00"+e.To+"\x00"+e.From,
-				func(name string) (onceflow.NotifyChannel, error) { return EmailChannel(name, e.To, e.From, deps) }); ch != "" {
+		for _, c := range n.Channels {
+			where := notifyOrigin(at, own, c.Field) + "." + c.Field
+			if ch := channel(d, where, c); ch != "" {
 				p.Channels = append(p.Channels, ch)
 			}
 		}
@@ -237,31 +200,19 @@ func merged(wf, own *NotifyDef) NotifyDef {
 	if n.Window == 0 {
 		n.Window = wf.Window
 	}
-	if n.Slack == nil && n.Email == nil {
-		n.Slack, n.Email = wf.Slack, wf.Email
+	if len(n.Channels) == 0 {
+		n.Channels = wf.Channels
 	}
 	return n
 }
 
 // notifyOrigin is the path of the block a channel setting comes from: the step's own, or
 // the workflow's.
-func notifyOrigin(at string, own *NotifyDef, has func(*NotifyDef) bool) string {
-	if at == "$.notify" || has(own) {
+func notifyOrigin(at string, own *NotifyDef, field string) string {
+	if at == "$.notify" || own.channel(field) != nil {
 		return at
 	}
 	return "$.notify"
-}
-
-func envNames(src string) []string {
-	t, err := keytmpl.Parse(src)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, f := range t.Fields() {
-		out = append(out, strings.TrimPrefix(f, "env."))
-	}
-	return out
 }
 
 var labelRE = regexp.MustCompile(`[^a-z0-9._-]+`)
@@ -285,50 +236,4 @@ func channelName(kind, label, key string, taken map[string]bool) string {
 		name += "." + hash
 	}
 	return name
-}
-
-// SlackChannel returns a notification channel that posts each alert to a Slack incoming
-// webhook — or any endpoint that accepts Slack's JSON — as an http step: the body is
-// {"text": …, "blocks": […]}, the effect key goes in the Idempotency-Key header, 5xx and 429
-// are retried, other 4xx wait for review. webhook reads the URL from the environment
-// through deps.Env, e.g. "{env.SLACK_WEBHOOK_URL}"; deps.HTTPClient sends the request.
-func SlackChannel(name, webhook string, deps Deps) (onceflow.NotifyChannel, error) {
-	if err := envOnly(webhook, true); err != nil {
-		return onceflow.NotifyChannel{}, fmt.Errorf("webhook: %w", err)
-	}
-	if deps.HTTPClient == nil {
-		return onceflow.NotifyChannel{}, errors.New("slack notifications need an HTTP client")
-	}
-	env := deps.Env
-	if env == nil {
-		env = func(string) (string, bool) { return "", false }
-	}
-	st, err := httpstep.New(httpstep.Spec{
-		Request: httpstep.Request{Method: "POST", URL: webhook, Body: map[string]any{"text": "{input.text}", "blocks": "{input.blocks}"}},
-		Timeout: 15 * time.Second,
-	}, deps.HTTPClient, env)
-	if err != nil {
-		return onceflow.NotifyChannel{}, err
-	}
-	return onceflow.NotifyChannel{Name: name, Send: st.Do, Retry: onceflow.RetryPolicy{MaxAttempts: 8}}, nil
-}
-
-// EmailChannel returns a notification channel that e-mails each alert (its subject and
-// text) from from to the comma-separated addresses of to, through deps.Email (the SMTP
-// server of ONCEFLOW_SMTP_ADDR with StandardDeps). A message whose delivery cannot be
-// confirmed waits for review rather than going out twice.
-func EmailChannel(name, to, from string, deps Deps) (onceflow.NotifyChannel, error) {
-	if deps.Email == nil {
-		return onceflow.NotifyChannel{}, errors.New("e-mail needs an SMTP server; set ONCEFLOW_SMTP_ADDR (and ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD)")
-	}
-	for _, v := range []string{to, from} {
-		if err := envOnly(v, false); err != nil {
-			return onceflow.NotifyChannel{}, err
-		}
-	}
-	send, err := deps.Email(&EmailDef{From: from, To: to, Subject: "{input.subject}", Body: "{input.text}"})
-	if err != nil {
-		return onceflow.NotifyChannel{}, err
-	}
-	return onceflow.NotifyChannel{Name: name, Send: send, Retry: onceflow.RetryPolicy{MaxAttempts: 8}, OnUnknown: emailstep.DefaultOnUnknown}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -50,12 +51,14 @@ func notifyFuncs() map[string]onceflow.StepFunc {
 }
 
 func TestBuildNotify(t *testing.T) {
-	defs, err := LoadFiles(write(t, "lead.yaml", notifyYAML))
+	// An SMTP server is configured; nothing connects to it.
+	smtp := map[string]string{"ONCEFLOW_SMTP_ADDR": "127.0.0.1:1", "ONCEFLOW_SMTP_TLS": "none"}
+	path := write(t, "lead.yaml", notifyYAML)
+	defs, err := readerWith(t, stdsteps.Options{Env: func(k string) (string, bool) { v, ok := smtp[k]; return v, ok }}).LoadFiles(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sendMail := func(*EmailDef) (onceflow.StepFunc, error) { return notifyFuncs()["crm"], nil }
-	cfg, err := BuildNotify(defs, Deps{HTTPClient: http.DefaultClient, Email: sendMail})
+	cfg, err := NewBuilder(BuildOptions{}).Notify(defs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,10 @@ func TestBuildNotify(t *testing.T) {
 	}
 
 	// Without an SMTP server, e-mail notifications are a problem at their block.
-	_, err = BuildNotify(defs, Deps{HTTPClient: http.DefaultClient})
+	if defs, err = testReader.LoadFiles(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewBuilder(BuildOptions{}).Notify(defs)
 	if err == nil || !strings.Contains(err.Error(), "lead.yaml:5:10: email notifications: e-mail needs an SMTP server") {
 		t.Errorf("BuildNotify without e-mail: %v", err)
 	}
@@ -108,7 +114,7 @@ steps:
       window: 10ms
 `
 	p := write(t, "broken.yaml", src)
-	_, err := LoadFiles(p)
+	_, err := testReader.LoadFiles(p)
 	if err == nil {
 		t.Fatal("no problems")
 	}
@@ -129,13 +135,13 @@ steps:
 
 	noChannel := "name: quiet\nsteps:\n  - id: a\n    kind: go\n    func: f\n    notify: {reasons: [permanent_error]}\n"
 	p = write(t, "quiet.yaml", noChannel)
-	if _, err := LoadFiles(p); err == nil || !strings.Contains(err.Error(), p+":6:13: step \"a\": notify needs a channel") {
+	if _, err := testReader.LoadFiles(p); err == nil || !strings.Contains(err.Error(), p+":6:13: step \"a\": notify needs a channel") {
 		t.Errorf("a step notify block without a channel: %v", err)
 	}
 }
 
 // A workflow file's notify block alerts Slack and e-mail once per incident, through the
-// channels that StandardDeps builds.
+// channels the standard kinds build.
 func TestNotifyFromFile(t *testing.T) {
 	var mu sync.Mutex
 	var slack []string
@@ -150,21 +156,19 @@ func TestNotifyFromFile(t *testing.T) {
 	defer hook.Close()
 	mail := smtptest.New(t)
 
-	defs, err := LoadFiles(write(t, "lead.yaml", notifyYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{"SLACK_OPS_WEBHOOK": hook.URL + "/services/T0/B0/x", "ONCEFLOW_SMTP_ADDR": mail.Addr, "ONCEFLOW_SMTP_TLS": "none"}
-	deps, err := StandardDeps(Options{AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Funcs: notifyFuncs(),
-		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	reader := readerWith(t, stdsteps.Options{AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Funcs: notifyFuncs(), Env: lookup})
+	defs, err := reader.LoadFiles(write(t, "lead.yaml", notifyYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wfs, err := Build(defs, deps)
+	b := NewBuilder(BuildOptions{Env: lookup})
+	wfs, err := b.Workflows(defs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	notify, err := BuildNotify(defs, deps)
+	notify, err := b.Notify(defs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/steps/amqpstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 )
 
 const orderEventsYAML = `name: order-events
@@ -36,14 +38,14 @@ steps:
 `
 
 func TestQueueAndBrokerStepsParse(t *testing.T) {
-	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	d, ps := testReader.Parse("order-events.yaml", []byte(orderEventsYAML))
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if d.Queue.AMQP.Queue != "order-events" || d.Steps[0].SQL.Statements[0].ExpectRows == nil || d.Steps[1].AMQP.Exchange != "warehouse" {
+	if d.Queue.AMQP.Queue != "order-events" || d.Steps[0].Config.(*sqlstep.Settings).Statements[0].ExpectRows == nil || d.Steps[1].Config.(*amqpstep.Settings).Exchange != "warehouse" {
 		t.Fatalf("%+v", d.Queue)
 	}
-	d, ps = Parse("order-events.yaml", []byte(strings.Replace(orderEventsYAML, "  run_key:", "  max_message_bytes: 65536\n  run_key:", 1)))
+	d, ps = testReader.Parse("order-events.yaml", []byte(strings.Replace(orderEventsYAML, "  run_key:", "  max_message_bytes: 65536\n  run_key:", 1)))
 	if len(ps) > 0 || d.Queue.MaxMessageBytes != 65536 {
 		t.Fatalf("max_message_bytes: %v %+v", ps, d.Queue)
 	}
@@ -77,7 +79,7 @@ func TestBrokerStepProblems(t *testing.T) {
 			if src == orderEventsYAML {
 				t.Fatal("the test's replacement did not apply")
 			}
-			_, ps := Parse("order-events.yaml", []byte(src))
+			_, ps := testReader.Parse("order-events.yaml", []byte(src))
 			if !strings.Contains(ps.Error(), tc.want) {
 				t.Fatalf("problems:\n%v\nwant %q", ps, tc.want)
 			}
@@ -86,27 +88,23 @@ func TestBrokerStepProblems(t *testing.T) {
 }
 
 func TestSQLStepNeedsItsDSNVariable(t *testing.T) {
-	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	d, ps := testReader.Parse("order-events.yaml", []byte(orderEventsYAML))
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	deps, err := StandardDeps(Options{Env: func(k string) (string, bool) {
+	_, err := NewBuilder(BuildOptions{Env: func(k string) (string, bool) {
 		if k == "ONCEFLOW_AMQP_URL" || k == "ONCEFLOW_NATS_URL" {
 			return "amqp://127.0.0.1:1/", true
 		}
 		return "", false
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Build([]*Definition{d}, deps)
+	}}).Workflows([]*Definition{d})
 	if err == nil || !strings.Contains(err.Error(), "order-events.yaml:7:7: step \"mark_paid\": database: environment variable SHOP_DB is not set") {
 		t.Fatalf("%v", err)
 	}
 }
 
 func TestAMQPStepRetriesUnknownOutcomesByDefault(t *testing.T) {
-	d, ps := Parse("order-events.yaml", []byte(orderEventsYAML))
+	d, ps := testReader.Parse("order-events.yaml", []byte(orderEventsYAML))
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
@@ -118,11 +116,56 @@ func TestAMQPStepRetriesUnknownOutcomesByDefault(t *testing.T) {
 		t.Fatalf("amqp step on_unknown %v", wf.Steps[1].OnUnknown)
 	}
 	src := strings.Replace(orderEventsYAML, "    amqp: {exchange: warehouse", "    on_unknown: needs_review\n    amqp: {exchange: warehouse", 1)
-	d, ps = Parse("order-events.yaml", []byte(src))
+	d, ps = testReader.Parse("order-events.yaml", []byte(src))
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
 	if wf, _ := d.skeleton(); wf.Steps[1].OnUnknown != onceflow.ReviewUnknown {
 		t.Fatalf("on_unknown: needs_review gave %v", wf.Steps[1].OnUnknown)
+	}
+}
+
+// The templates of sql, nats and amqp steps are checked like those of http steps: a step
+// reads only the outputs of the steps it needs, and a run has {run.key} and {run.id} only.
+func TestBrokerStepTemplatesAreChecked(t *testing.T) {
+	src := `name: orders
+steps:
+  - id: paid
+    kind: go
+    func: f
+  - id: mark
+    kind: sql
+    needs: [paid]
+    effect_key: "mark:{input.id}"
+    sql:
+      database: SHOP_DB
+      statements:
+        - query: "UPDATE orders SET status = 'paid' WHERE id = $1 AND ref = $2"
+          args: ["{input.id}", "{steps.charge.output.ref}"]
+  - id: notify
+    kind: nats
+    effect_key: "notify:{input.id}"
+    nats: {subject: "orders.{steps.nope.output.id}", headers: {X-Run: "{run.nope}"}, body: {y: "{run.nope}"}}
+  - id: pick
+    kind: amqp
+    needs: [paid]
+    effect_key: "pick:{input.id}"
+    amqp: {exchange: warehouse, routing_key: "pick.{steps.paid.output.zone}", body: "{+input.note}"}
+`
+	_, ps := testReader.Parse("orders.yaml", []byte(src))
+	got := ps.Error()
+	for _, want := range []string{
+		`orders.yaml:14:32: step "mark": statement 1 arg 2 reads {steps.charge.output.ref}: "charge" is not a step this step needs`,
+		`orders.yaml:18:21: step "notify": nats subject reads {steps.nope.output.id}: "nope" is not a step this step needs`,
+		`orders.yaml:18:71: step "notify": nats header X-Run reads {run.nope}: a run has {run.key} and {run.id} only`,
+		`orders.yaml:18:92: step "notify": nats body reads {run.nope}: a run has {run.key} and {run.id} only`,
+		`orders.yaml:23:85: step "pick": amqp body: {+field} splices a value into a URL as it is; elsewhere write {field}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, `step "pick": amqp routing_key`) {
+		t.Errorf("the amqp routing key reads a step it needs:\n%s", got)
 	}
 }

@@ -7,19 +7,11 @@ import (
 	"strings"
 )
 
-// forWorkflow returns deps for building d's steps: http steps mask the global and d's own
-// personal-data fields in their response excerpts.
-func (deps Deps) forWorkflow(d *Definition) Deps {
-	deps.fields = append(append([]string(nil), deps.Redact...), d.Redact...)
-	deps.workflow = d.Name
-	return deps
-}
-
 var envFieldRE = regexp.MustCompile(`\{env\.([A-Za-z0-9_-]+)\}`)
 
 // EnvNames returns the environment variables the definition reads, sorted: those its
-// templates name as {env.NAME} and those its fields name as settings ending in _env (a
-// webhook's secret_env). Which of them are secrets is SecretNames' rule; the others are
+// templates name as {env.NAME}, those its fields name as settings ending in _env (a
+// webhook's secret_env) and those its steps' kinds name directly (a sql step's database). Which of them are secrets is SecretNames' rule; the others are
 // configuration, such as a base URL, shown in errors (see MaskedValues).
 func (d *Definition) EnvNames() []string {
 	names := map[string]bool{}
@@ -59,10 +51,25 @@ func (d *Definition) EnvNames() []string {
 		}
 	}
 	walk(reflect.ValueOf(d).Elem(), false)
+	for _, u := range d.allUses() {
+		if u.env {
+			names[u.src] = true
+		}
+	}
 	out := make([]string, 0, len(names))
 	for n := range names {
 		out = append(out, n)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// allUses is every use the walks of the definition's steps and notify channels reported.
+func (d *Definition) allUses() []use {
+	var out []use
+	for _, s := range d.Steps {
+		out = append(out, s.uses...)
+		out = append(out, s.notifyUses...)
+	}
+	return append(out, d.notifyUses...)
 }

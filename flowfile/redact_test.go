@@ -28,7 +28,7 @@ steps:
     needs: [crm]
     email: {from: "{env.MAIL_FROM}", to: "{input.email}", subject: "Hi"}
 `
-	d, ps := Parse("signup.yaml", []byte(src))
+	d, ps := testReader.Parse("signup.yaml", []byte(src))
 	if ps != nil {
 		t.Fatal(ps)
 	}
@@ -45,7 +45,7 @@ steps:
 // A redact entry that is not a field path is reported at its line.
 func TestRedactFieldIsChecked(t *testing.T) {
 	src := "name: w\nredact: [email, \"customer..name\"]\nsteps:\n  - id: a\n    kind: go\n    func: f\n"
-	_, ps := Parse("w.yaml", []byte(src))
+	_, ps := testReader.Parse("w.yaml", []byte(src))
 	if len(ps) != 1 || !strings.HasPrefix(ps[0].String(), "w.yaml:2:") || !strings.Contains(ps[0].Message, "customer..name") {
 		t.Fatalf("problems %v, want one at line 2 naming customer..name", ps)
 	}

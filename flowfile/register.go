@@ -4,8 +4,8 @@ import "github.com/onceflow/onceflow"
 
 // RegisterSchedules builds the schedule blocks of defs and registers them on c, whose
 // workflows are registered already.
-func RegisterSchedules(c *onceflow.Client, defs []*Definition, deps Deps) error {
-	ss, err := BuildSchedules(defs, deps)
+func RegisterSchedules(c *onceflow.Client, defs []*Definition, b *Builder) error {
+	ss, err := b.Schedules(defs)
 	if err != nil {
 		return err
 	}

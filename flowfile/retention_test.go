@@ -29,12 +29,12 @@ steps:
     func: f
     retention: 36h
 `
-	def, ps := Parse("receipts.yaml", []byte(src))
+	fn := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	def, ps := withFuncs(t, map[string]onceflow.StepFunc{"f": fn}).Parse("receipts.yaml", []byte(src))
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	fn := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
-	ws, err := Build([]*Definition{def}, Deps{Funcs: map[string]onceflow.StepFunc{"f": fn}})
+	ws, err := NewBuilder(BuildOptions{}).Workflows([]*Definition{def})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestRetentionRejectsZeroAndNonsense(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"0d", "0s", "-5d", "someday", "90"} {
 		src := "name: w\nsteps:\n  - id: a\n    kind: go\n    func: f\n    retention: " + v + "\n"
-		_, ps := Parse("w.yaml", []byte(src))
+		_, ps := testReader.Parse("w.yaml", []byte(src))
 		if !strings.Contains(ps.Error(), "w.yaml:6:16: step \"a\": retention \""+v+"\" is not forever or a positive duration") {
 			t.Errorf("retention %s: problems %v, want one at 6:16", v, ps)
 		}

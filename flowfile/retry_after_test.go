@@ -7,10 +7,9 @@ import (
 	"net/netip"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/egress"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -23,7 +22,7 @@ func TestMaxRetryAfterFromTheFile(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}))
 	defer srv.Close()
-	defs, err := LoadFiles(write(t, "w.yaml", `name: w
+	defs, err := readerWith(t, stdsteps.Options{AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}).LoadFiles(write(t, "w.yaml", `name: w
 steps:
   - id: patient
     kind: http
@@ -36,9 +35,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := &egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
-	wfs, err := Build(defs, Deps{HTTPClient: policy.Client(5 * time.Second),
-		Env: func(k string) (string, bool) { return srv.URL, k == "DEST" }})
+	wfs, err := NewBuilder(BuildOptions{Env: func(k string) (string, bool) { return srv.URL, k == "DEST" }}).Workflows(defs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,9 +155,10 @@ func parseListTemplate(src string) (*keytmpl.Template, error) {
 	return t, nil
 }
 
-// BuildSchedules turns the schedule blocks of checked definitions into schedules ready to
-// register (after their workflows), with for_each lists fetched through deps.HTTPClient.
-func BuildSchedules(defs []*Definition, deps Deps) ([]onceflow.Schedule, error) {
+// Schedules turns the schedule blocks of checked definitions into schedules ready to
+// register (after their workflows), with for_each lists fetched through the builder's
+// HTTPClient.
+func (b *Builder) Schedules(defs []*Definition) ([]onceflow.Schedule, error) {
 	var out []onceflow.Schedule
 	for _, d := range defs {
 		if d.Schedule == nil {
@@ -165,10 +166,10 @@ func BuildSchedules(defs []*Definition, deps Deps) ([]onceflow.Schedule, error) 
 		}
 		s := d.scheduleSkeleton()
 		if f := d.Schedule.ForEach; f != nil {
-			if deps.HTTPClient == nil {
+			if b.client == nil {
 				return nil, fmt.Errorf("%s: for_each needs an HTTP client", d.file)
 			}
-			fetch, err := newListFetch(f, deps)
+			fetch, err := newListFetch(f, b.client, b.env)
 			if err != nil {
 				return nil, fmt.Errorf("%s: for_each: %w", d.file, err)
 			}
@@ -180,7 +181,7 @@ func BuildSchedules(defs []*Definition, deps Deps) ([]onceflow.Schedule, error) 
 }
 
 // newListFetch builds the fetch of a for_each list.
-func newListFetch(f *ForEachDef, deps Deps) (func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error), error) {
+func newListFetch(f *ForEachDef, client *http.Client, env func(string) (string, bool)) (func(context.Context, onceflow.Tick, string) (onceflow.FanOutPage, error), error) {
 	urlT, err := parseListTemplate(f.URL)
 	if err != nil {
 		return nil, err
@@ -207,14 +208,13 @@ func newListFetch(f *ForEachDef, deps Deps) (func(context.Context, onceflow.Tick
 	if param == "" {
 		param = "cursor"
 	}
-	client := deps.HTTPClient
 	return func(ctx context.Context, tick onceflow.Tick, cursor string) (onceflow.FanOutPage, error) {
 		prev := ""
 		if !tick.Previous.IsZero() {
 			prev = tick.Previous.Format(time.RFC3339)
 		}
 		data := map[string]any{"schedule": map[string]any{"name": tick.Schedule, "time": tick.Time.Format(time.RFC3339), "period": tick.Period, "previous": prev}}
-		secrets, err := keytmpl.AddEnv(data, vars.Names(), deps.Env)
+		secrets, err := keytmpl.AddEnv(data, vars.Names(), env)
 		if err != nil {
 			return onceflow.FanOutPage{}, onceflow.PermanentError(err)
 		}
@@ -353,7 +353,7 @@ func lookupPath(doc any, path string) any {
 	return doc
 }
 
-// OutlineSchedules is BuildSchedules for programs that list or trigger schedules without
+// OutlineSchedules is Builder.Schedules for programs that list or trigger schedules without
 // fetching lists: a for_each fetch fails if it is ever called.
 func OutlineSchedules(defs []*Definition) []onceflow.Schedule {
 	var out []onceflow.Schedule

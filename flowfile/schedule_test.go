@@ -58,7 +58,7 @@ func TestScheduleLoadErrors(t *testing.T) {
 			`invoices.yaml:6:17: step "issue": not_before: "{input.at} - soon": write one field holding a time`},
 	}
 	for _, tc := range cases {
-		_, ps := Parse("invoices.yaml", []byte(tc.src))
+		_, ps := testReader.Parse("invoices.yaml", []byte(tc.src))
 		if !strings.Contains(ps.Error(), tc.want) {
 			t.Errorf("%s: problems\n%v\nwant one containing\n%s", tc.name, ps, tc.want)
 		}
@@ -83,12 +83,12 @@ steps:
     needs: [crm]
     not_before: "{steps.crm.output.appointment_at} - 2h"
 `
-	def, ps := Parse("lead.yaml", []byte(src))
+	fn := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
+	def, ps := withFuncs(t, map[string]onceflow.StepFunc{"f": fn}).Parse("lead.yaml", []byte(src))
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	fn := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
-	ws, err := Build([]*Definition{def}, Deps{Funcs: map[string]onceflow.StepFunc{"f": fn}})
+	ws, err := NewBuilder(BuildOptions{}).Workflows([]*Definition{def})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +142,8 @@ func TestForEachFetch(t *testing.T) {
 		return "", false
 	}
 	tick := onceflow.Tick{Schedule: "invoices", Time: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC), Period: "2026-11"}
-	walk := func(deps Deps, f *ForEachDef) ([]string, error) {
-		fetch, err := newListFetch(f, deps)
+	walk := func(client *http.Client, f *ForEachDef) ([]string, error) {
+		fetch, err := newListFetch(f, client, env)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +168,7 @@ func TestForEachFetch(t *testing.T) {
 		}
 	}
 	allowed := &egress.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	deps := Deps{HTTPClient: allowed.Client(5 * time.Second), Env: env}
+	deps := allowed.Client(5 * time.Second)
 	headers := map[string]string{"Authorization": "Bearer {env.BILLING_TOKEN}"}
 	for _, f := range []*ForEachDef{
 		{URL: "{env.BILLING_URL}/customers?period={schedule.period}", Items: "data", Next: "links.next", Headers: headers},
@@ -187,7 +187,7 @@ func TestForEachFetch(t *testing.T) {
 	}
 	// Without the operator's permission, loopback is refused at connect time.
 	closed := &egress.Policy{}
-	_, err := walk(Deps{HTTPClient: closed.Client(5 * time.Second), Env: env}, &ForEachDef{URL: "{env.BILLING_URL}/customers?period={schedule.period}", Items: "data"})
+	_, err := walk(closed.Client(5*time.Second), &ForEachDef{URL: "{env.BILLING_URL}/customers?period={schedule.period}", Items: "data"})
 	if err == nil || !strings.Contains(err.Error(), "not allowed") && !strings.Contains(err.Error(), "blocked") && !strings.Contains(err.Error(), "refuse") {
 		t.Fatalf("loopback list without permission: %v", err)
 	}
@@ -212,7 +212,7 @@ func TestScheduleNamesUnique(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := LoadDir(dir)
+	_, err := testReader.LoadDir(dir)
 	if err == nil || !strings.Contains(err.Error(), "b.yaml:3:7: schedule \"nightly\" is also defined in "+filepath.Join(dir, "a.yaml")) {
 		t.Fatalf("LoadDir: %v", err)
 	}

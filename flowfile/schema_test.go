@@ -11,13 +11,44 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+	"github.com/onceflow/onceflow/flowfile/block"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// compiledSchema compiles the committed workflow schema.
+// testSchema is the workflow schema of the standard kinds.
+func testSchema(t *testing.T) []byte {
+	t.Helper()
+	doc, err := Schema(testReader.Kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// The committed flowfile/workflow.schema.json and docs/steps.md are what the standard kinds
+// generate: a kind's Spec changed without go generate fails here (and in CI).
+func TestSchemaFileIsCurrent(t *testing.T) {
+	for _, f := range []struct {
+		path string
+		want []byte
+	}{
+		{"workflow.schema.json", testSchema(t)},
+		{filepath.Join("..", "docs", "steps.md"), testReader.Kinds.Reference()},
+	} {
+		got, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, f.want) {
+			t.Errorf("%s is stale: run go generate ./flowfile", strings.TrimPrefix(filepath.ToSlash(filepath.Join("flowfile", f.path)), "flowfile/../"))
+		}
+	}
+}
+
+// compiledSchema compiles the workflow schema of the standard kinds.
 func compiledSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(testSchema(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +148,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			schemaErr := validateYAML(t, s, []byte(tc.src))
-			_, problems := Parse("w.yaml", []byte(tc.src))
+			_, problems := testReader.Parse("w.yaml", []byte(tc.src))
 			if (schemaErr == nil) != tc.valid || (problems == nil) != tc.valid {
 				t.Fatalf("valid %v: schema says %v; parser says %v", tc.valid, schemaErr, problems)
 			}
@@ -129,7 +160,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 // no field the parser would refuse: a field added to one must be added to the other.
 func TestSchemaListsEveryParsedField(t *testing.T) {
 	var root map[string]any
-	if err := json.Unmarshal(Schema(), &root); err != nil {
+	if err := json.Unmarshal(testSchema(t), &root); err != nil {
 		t.Fatal(err)
 	}
 	defs, _ := root["$defs"].(map[string]any)
@@ -191,9 +222,16 @@ func TestSchemaListsEveryParsedField(t *testing.T) {
 		return
 	}
 	// The kinds the schema lists are the parser's.
-	kinds := asMap(asMap(asMap(defs["step"])["properties"])["kind"])["enum"]
-	got, _ := json.Marshal(kinds)
-	if want, _ := json.Marshal([]string{KindHTTP, KindEmail, KindTransition, KindGo, KindSQL, KindNATS, KindAMQP}); string(got) != string(want) {
+	var listed, parsed []string
+	for _, k := range asSlice(asMap(asMap(asMap(defs["step"])["properties"])["kind"])["enum"]) {
+		listed = append(listed, k.(string))
+	}
+	for _, k := range testReader.Kinds.Kinds() {
+		parsed = append(parsed, k.Spec().Name)
+	}
+	sort.Strings(listed)
+	sort.Strings(parsed)
+	if got, want := strings.Join(listed, ","), strings.Join(parsed, ","); got != want {
 		t.Errorf("schema kinds %s, parser kinds %s", got, want)
 	}
 }
@@ -221,10 +259,57 @@ func yamlFields(typ reflect.Type) map[string]reflect.Type {
 		}
 		out[name] = f.Type
 	}
+	// A step's and a notify block's other fields are the blocks of the registered kinds.
+	switch typ {
+	case reflect.TypeFor[StepDef]():
+		for _, k := range testReader.Kinds.Kinds() {
+			out[k.Spec().BlockName()] = k.Spec().Settings
+		}
+	case reflect.TypeFor[NotifyDef]():
+		for _, a := range testReader.Kinds.Alerters() {
+			ch, err := a.AlertChannel(block.Settings{})
+			if err != nil {
+				panic(err)
+			}
+			out[a.AlertBlock()] = reflect.TypeOf(ch.Config)
+		}
+	}
 	return out
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
 }
 
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
+}
+
+// Every kind's documented example is a step that parses clean and that the schema accepts.
+func TestKindExamplesAreValid(t *testing.T) {
+	s := compiledSchema(t)
+	for _, k := range testReader.Kinds.Kinds() {
+		spec := k.Spec()
+		if strings.TrimSpace(spec.Example) == "" || spec.Summary == "" || spec.Doc == "" || len(spec.Schema) == 0 {
+			t.Errorf("kind %s: its Spec lacks a summary, doc, example or schema", spec.Name)
+			continue
+		}
+		src := "name: example\nsteps:\n" + indent(spec.Example, "  ")
+		if _, ps := testReader.Parse(spec.Name+".yaml", []byte(src)); ps != nil {
+			t.Errorf("kind %s: its example does not parse:\n%s\n%v", spec.Name, src, ps)
+		}
+		if err := validateYAML(t, s, []byte(src)); err != nil {
+			t.Errorf("kind %s: the schema refuses its example: %v", spec.Name, err)
+		}
+	}
+}
+
+func indent(s, by string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = by + l
+	}
+	return strings.Join(lines, "\n") + "\n"
 }

@@ -28,8 +28,8 @@ func SecretName(name string) bool {
 //
 //   - those its secrets: list declares;
 //   - those whose names end in _TOKEN, _SECRET, _KEY or _PASSWORD;
-//   - a webhook's secret_env, and the variables a notify block's Slack webhook reads
-//     (an incoming webhook URL is a credential).
+//   - a webhook's secret_env, and the variables a step kind or a notify channel reads
+//     as a secret (a Slack webhook URL is a credential).
 //
 // Other variables, such as a destination's base URL in {env.CRM_URL}, are configuration:
 // they show in error messages, so that an operator can see where a request went.
@@ -48,16 +48,12 @@ func (d *Definition) SecretNames() []string {
 			names[n] = true
 		}
 	}
-	slack := func(n *NotifyDef) {
-		if n != nil && n.Slack != nil {
-			for _, m := range envFieldRE.FindAllStringSubmatch(n.Slack.Webhook, -1) {
-				names[m[1]] = true
+	for _, u := range d.allUses() {
+		if u.tmpl.Secret || u.vars.Secret {
+			for _, n := range u.envNames() {
+				names[n] = true
 			}
 		}
-	}
-	slack(d.Notify)
-	for _, s := range d.Steps {
-		slack(s.Notify)
 	}
 	out := make([]string, 0, len(names))
 	for n := range names {

@@ -25,7 +25,7 @@ steps:
       url: "{env.CRM_URL}/x?k={env.CRM_KEY}"
       headers: {Authorization: "Bearer {env.CRM_TOKEN}", X-Sig: "{env.APP_SECRET}", X-Pass: "{env.DB_PASSWORD}", X-Hook: "{env.HOOK_URL}", X-Region: "{env.REGION}"}
 `
-	d, ps := Parse("rule.yaml", []byte(src))
+	d, ps := testReader.Parse("rule.yaml", []byte(src))
 	if ps != nil {
 		t.Fatal(ps)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
@@ -195,7 +197,12 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, ps := flowfile.Parse("order.yaml", []byte(orderYAML))
+	funcs := map[string]onceflow.StepFunc{}
+	kinds, err := stdsteps.New(stdsteps.Options{Funcs: funcs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, ps := (&flowfile.Reader{Kinds: kinds}).Parse("order.yaml", []byte(orderYAML))
 	if ps != nil {
 		t.Fatal(ps)
 	}
@@ -206,7 +213,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		_ = sc.DecodeInput(&in)
 		return in.OrderID
 	}
-	wfs, err := flowfile.Build([]*flowfile.Definition{def}, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
+	maps.Copy(funcs, map[string]onceflow.StepFunc{
 		"charge": func(_ context.Context, sc *onceflow.StepContext) (any, error) {
 			if orderOf(sc) == "1" && sc.Attempt == 1 {
 				return nil, errors.New("payment provider answered 503")
@@ -220,7 +227,8 @@ func TestMetricsAfterWorkload(t *testing.T) {
 			}
 			return map[string]any{"shipped": true}, nil
 		},
-	}})
+	})
+	wfs, err := flowfile.NewBuilder(flowfile.BuildOptions{}).Workflows([]*flowfile.Definition{def})
 	if err != nil {
 		t.Fatal(err)
 	}

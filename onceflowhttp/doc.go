@@ -10,7 +10,7 @@
 // documented default, so Options{Tokens: tokens} is a working API:
 //
 //	client, _ := onceflow.New(onceflow.Config{Store: st})
-//	// register workflows, e.g. those flowfile.Build makes from files and your Go funcs
+//	// register workflows, e.g. those a flowfile.Builder makes from files and your Go funcs
 //	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: defs, Tokens: tokens})
 //	srv := onceflowhttp.HTTPServer(h)
 //	go client.Serve(ctx) // executes the steps

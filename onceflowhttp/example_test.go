@@ -17,6 +17,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
 
@@ -27,7 +28,22 @@ func ExampleNewHandler() {
 	dir, _ := os.MkdirTemp("", "onceflowhttp-example")
 	defer os.RemoveAll(dir)
 
-	def, problems := flowfile.Parse("push.yaml", []byte(`
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	kinds, err := stdsteps.New(stdsteps.Options{Store: st, Env: os.LookupEnv, Funcs: map[string]onceflow.StepFunc{
+		"deploy": func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
+			fmt.Println("deploying under key", sc.EffectKey)
+			return map[string]string{"status": "deployed"}, nil
+		},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kinds.Close()
+	def, problems := (&flowfile.Reader{Kinds: kinds}).Parse("push.yaml", []byte(`
 name: repo-push
 entity: "repo:{input.repository}"
 webhook:
@@ -44,21 +60,7 @@ steps:
 	if problems != nil {
 		log.Fatal(problems)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "onceflow.db"), sqlite.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer st.Close()
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: st, Env: os.LookupEnv, Funcs: map[string]onceflow.StepFunc{
-		"deploy": func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
-			fmt.Println("deploying under key", sc.EffectKey)
-			return map[string]string{"status": "deployed"}, nil
-		},
-	}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	workflows, err := flowfile.Build([]*flowfile.Definition{def}, deps)
+	workflows, err := flowfile.NewBuilder(flowfile.BuildOptions{Store: st, Env: os.LookupEnv}).Workflows([]*flowfile.Definition{def})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -32,13 +32,13 @@ func fuzzHandler(f *testing.F) http.Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	d, ps := flowfile.Parse("lead.yaml", []byte(leadYAML))
+	d, ps := readerWith(f, map[string]onceflow.StepFunc{
+		"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil },
+	}).Parse("lead.yaml", []byte(leadYAML))
 	if ps != nil {
 		f.Fatal(ps)
 	}
-	wfs, err := flowfile.Build([]*flowfile.Definition{d}, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
-		"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil },
-	}})
+	wfs, err := buildWith([]*flowfile.Definition{d})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // tokens (every /v1 request answers 401), no webhooks and no metrics.
 type Options struct {
 	// Workflows are the workflow files the client's workflows were built from (with
-	// flowfile.Build): their run_key templates derive a run key from a request that sends
+	// flowfile.Builder): their run_key templates derive a run key from a request that sends
 	// no Idempotency-Key, and their webhook blocks are served at /hooks/{name}. Every one
 	// must be registered on the client. Workflows registered in Go are served too; a
 	// request to start one must send an Idempotency-Key.
@@ -94,7 +94,7 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	hooks := map[string]string{}
 	for _, d := range opts.Workflows {
 		if !registered[d.Name] {
-			return nil, fmt.Errorf("onceflowhttp: workflow %q (%s) is not registered on the client; register what flowfile.Build returns first", d.Name, d.File())
+			return nil, fmt.Errorf("onceflowhttp: workflow %q (%s) is not registered on the client; register what flowfile.Builder.Workflows returns first", d.Name, d.File())
 		}
 		if d.Webhook != nil {
 			if other, ok := hooks[d.Webhook.Name]; ok {

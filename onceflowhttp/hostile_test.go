@@ -249,7 +249,7 @@ func (b *bundle) defs(t *testing.T, yamls ...string) []*flowfile.Definition {
 	t.Helper()
 	var out []*flowfile.Definition
 	for i, y := range yamls {
-		d, ps := flowfile.Parse(fmt.Sprintf("hook%d.yaml", i), []byte(y))
+		d, ps := readerWith(t, nil).Parse(fmt.Sprintf("hook%d.yaml", i), []byte(y))
 		if ps != nil {
 			t.Fatal(ps)
 		}
@@ -262,7 +262,7 @@ func (b *bundle) defs(t *testing.T, yamls ...string) []*flowfile.Definition {
 // run key comes from the signed payload, and a file without event_id is refused.
 func TestGitHubRunKeyComesFromThePayload(t *testing.T) {
 	noID := fmt.Sprintf(paymentYAML, "payments", "github", `""`)
-	if _, ps := flowfile.Parse("gh.yaml", []byte(noID)); ps == nil || !strings.Contains(ps.Error(), "event_id is required for scheme github") {
+	if _, ps := readerWith(t, nil).Parse("gh.yaml", []byte(noID)); ps == nil || !strings.Contains(ps.Error(), "event_id is required for scheme github") {
 		t.Fatalf("a github webhook without event_id: %v", ps)
 	}
 	b := setup(t, fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`))
@@ -284,7 +284,7 @@ func TestGitHubRunKeyComesFromThePayload(t *testing.T) {
 		t.Fatalf("%d runs from one signed body, want 1", n)
 	}
 	// A definition built without Parse is caught when serving.
-	d, _ := flowfile.Parse("gh.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`)))
+	d, _ := readerWith(t, nil).Parse("gh.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`)))
 	d.Webhook.EventID = ""
 	if err := CheckWebhooks([]*flowfile.Definition{d}, func(string) (string, bool) { return "s3cret-value-0123", true }); err == nil || !strings.Contains(err.Error(), "event_id") {
 		t.Fatalf("CheckWebhooks = %v", err)

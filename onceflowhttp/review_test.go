@@ -3,6 +3,7 @@ package onceflowhttp
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -76,7 +77,8 @@ func setupReviewOn(t *testing.T, wrap func(store.Store) store.Store) *reviewBund
 		t.Fatal(err)
 	}
 	b.client = c
-	d, ps := flowfile.Parse("orders.yaml", []byte(ordersYAML))
+	funcs := map[string]onceflow.StepFunc{}
+	d, ps := readerWith(t, funcs).Parse("orders.yaml", []byte(ordersYAML))
 	if ps != nil {
 		t.Fatal(ps)
 	}
@@ -95,7 +97,7 @@ func setupReviewOn(t *testing.T, wrap func(store.Store) store.Store) *reviewBund
 			return map[string]any{"ok": name}, nil
 		}
 	}
-	wfs, err := flowfile.Build([]*flowfile.Definition{d}, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
+	maps.Copy(funcs, map[string]onceflow.StepFunc{
 		"notify": step("notify", func(string) error { return nil }),
 		"charge": step("charge", func(email string) error {
 			switch {
@@ -106,7 +108,8 @@ func setupReviewOn(t *testing.T, wrap func(store.Store) store.Store) *reviewBund
 			}
 			return nil
 		}),
-	}})
+	})
+	wfs, err := buildWith([]*flowfile.Definition{d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,17 +35,19 @@ func storeBundle(t *testing.T, st store.Store) (*bundle, *syncBuffer) {
 		t.Fatal(err)
 	}
 	b.client = c
+	funcs := map[string]onceflow.StepFunc{
+		"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil },
+	}
+	reader := readerWith(t, funcs)
 	var defs []*flowfile.Definition
 	for i, y := range []string{leadYAML, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`)} {
-		d, ps := flowfile.Parse(fmt.Sprintf("wf%d.yaml", i), []byte(y))
+		d, ps := reader.Parse(fmt.Sprintf("wf%d.yaml", i), []byte(y))
 		if ps != nil {
 			t.Fatal(ps)
 		}
 		defs = append(defs, d)
 	}
-	wfs, err := flowfile.Build(defs, flowfile.Deps{Funcs: map[string]onceflow.StepFunc{
-		"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil },
-	}})
+	wfs, err := buildWith(defs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestNewHandlerChecksWorkflows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ps := flowfile.Parse("lead.yaml", []byte(leadYAML))
+	d, ps := readerWith(t, nil).Parse("lead.yaml", []byte(leadYAML))
 	if ps != nil {
 		t.Fatal(ps)
 	}

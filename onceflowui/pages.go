@@ -299,8 +299,9 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 		return nil, err
 	}
 	d := &runData{Run: rd.Run, Input: pretty(rd.Run.Input)}
-	d.Graph = layout(rd.Steps)
-	for _, st := range rd.Steps {
+	ordered := rd.DependencyOrder()
+	d.Graph = layout(ordered)
+	for _, st := range ordered {
 		row := stepRow{Step: st, LastError: st.LastError}
 		if len(st.Output) > 0 {
 			row.Output = pretty(st.Output)

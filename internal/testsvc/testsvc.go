@@ -72,6 +72,45 @@ func PostgresSchema(t testing.TB, prefix string) (url, schema string) {
 	return url, schema
 }
 
+// PostgresDatabase creates a database of its own (prefix and random digits) on the
+// PostgreSQL test server for one test, for a test that must see everything in its
+// database (other tests share the test database), and drops it when the test ends. It
+// returns the new database's URL.
+func PostgresDatabase(t testing.TB, prefix string) string {
+	t.Helper()
+	base := Postgres(t)
+	name := prefix + Suffix()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("%s: %v", PostgresEnv, err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
 // MySQL returns the MariaDB/MySQL DSN (root, may create databases).
 func MySQL(t testing.TB) string { t.Helper(); return need(t, MySQLEnv) }
 

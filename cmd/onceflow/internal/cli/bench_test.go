@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceflow/onceflow/internal/testsvc"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -168,13 +170,13 @@ func TestBenchSQLite(t *testing.T) {
 	}
 }
 
-// Every scenario on PostgreSQL, each in a schema of its own that is dropped at the end.
+// Every scenario on PostgreSQL, each in a schema of its own that is dropped at the end
+// (in a database of the test's own, where no other test makes schemas meanwhile).
 func TestBenchPostgres(t *testing.T) {
-	url := postgresURL(t)
-	before := benchSchemas(t, url)
+	url := testsvc.PostgresDatabase(t, "onceflow_cli_bench_")
 	benchAll(t, url, "postgres")
-	if after := benchSchemas(t, url); len(after) > len(before) {
-		t.Errorf("bench left schemas behind: before %v, after %v", before, after)
+	if left := benchSchemas(t, url); len(left) > 0 {
+		t.Errorf("bench left schemas behind: %v", left)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflow/onceflow/internal/auditgolden"
+	"github.com/onceflow/onceflow/cmd/onceflow/internal/auditgolden"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of TestGoldenAudit (testdata/golden/audit) from what the code produces now")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow/internal/sqlstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
 )
 
 func newMigrateCommand(g *globals) *cobra.Command {

@@ -15,10 +15,10 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/emailstep"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps/emailstep"
 )
 
 // envRedactFields is the environment variable --redact-fields defaults to.

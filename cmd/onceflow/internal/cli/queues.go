@@ -9,10 +9,10 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/amqpstep"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/natsstep"
 	"github.com/onceflow/onceflow/internal/queuetrigger"
+	"github.com/onceflow/onceflow/steps/amqpstep"
+	"github.com/onceflow/onceflow/steps/natsstep"
 )
 
 // queueTrigger is a workflow's queue consumer.

@@ -19,7 +19,8 @@ import (
 type reloadState struct {
 	mu     sync.Mutex // one reload at a time
 	dir    string
-	deps   flowfile.Deps
+	reader *flowfile.Reader
+	build  *flowfile.Builder
 	env    map[string]bool // environment variables the files read at start: are they secret
 	notify notifyShape
 	server *onceflowhttp.Server
@@ -43,8 +44,8 @@ func shapeOf(n onceflow.NotifyConfig) notifyShape {
 	return s
 }
 
-func newReloadState(dir string, deps flowfile.Deps, defs []*flowfile.Definition, notify onceflow.NotifyConfig) reloadState {
-	return reloadState{dir: dir, deps: deps, env: envNames(defs), notify: shapeOf(notify)}
+func newReloadState(dir string, reader *flowfile.Reader, build *flowfile.Builder, defs []*flowfile.Definition, notify onceflow.NotifyConfig) reloadState {
+	return reloadState{dir: dir, reader: reader, build: build, env: envNames(defs), notify: shapeOf(notify)}
 }
 
 func (r *reloadState) setServer(s *onceflowhttp.Server, tokens []onceflowhttp.Token) {
@@ -83,7 +84,7 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	r := &a.reload
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defs, err := flowfile.Load(r.dir)
+	defs, err := r.reader.Load(r.dir)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
@@ -105,7 +106,7 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 			}
 		}
 	}
-	notify, err := flowfile.BuildNotify(defs, r.deps)
+	notify, err := r.build.Notify(defs)
 	switch {
 	case err != nil:
 		ps = append(ps, asProblems(r.dir, err)...)
@@ -117,11 +118,11 @@ func (a *app) reloadWorkflows(ctx context.Context) (onceflowhttp.ReloadResult, e
 	}
 	// The files' limits are declared once the client took the new definitions: a reload
 	// that is refused leaves them as they were.
-	wfs, declareLimits, err := flowfile.BuildPending(defs, r.deps)
+	wfs, declareLimits, err := r.build.Pending(defs)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}
-	ss, err := flowfile.BuildSchedules(defs, r.deps)
+	ss, err := r.build.Schedules(defs)
 	if err != nil {
 		return onceflowhttp.ReloadResult{}, asProblems(r.dir, err)
 	}

@@ -126,7 +126,7 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 	}
 	var defs []*flowfile.Definition
 	if workflows != "" {
-		if defs, err = flowfile.Load(workflows); err != nil {
+		if defs, err = fileReader().Load(workflows); err != nil {
 			st.Close()
 			return nil, err
 		}

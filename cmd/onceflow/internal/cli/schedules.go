@@ -68,7 +68,7 @@ func (g *globals) scheduleSession(ctx context.Context, workflows string) (*revie
 	if err != nil {
 		return nil, err
 	}
-	defs, err := flowfile.LoadDir(workflows)
+	defs, err := fileReader().LoadDir(workflows)
 	if err != nil {
 		s.Close()
 		return nil, err

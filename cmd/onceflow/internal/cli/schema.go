@@ -10,7 +10,8 @@ func newSchemaCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of workflow files, for editors",
-		Long: `schema prints the JSON Schema (draft 2020-12) of workflow files. Save it and point your
+		Long: `schema prints the JSON Schema (draft 2020-12) of workflow files, with the step kinds this
+binary knows (flowfile/workflow.schema.json for the standard ones). Save it and point your
 editor's YAML support at it, for completion and checks as you type, e.g. with the YAML
 language server a first line of:
 
@@ -20,7 +21,11 @@ onceflow validate checks more than the schema can: templates, when expressions a
 steps' graph.`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := g.stdout.Write(flowfile.Schema())
+			doc, err := flowfile.Schema(fileReader().Kinds)
+			if err != nil {
+				return err
+			}
+			_, err = g.stdout.Write(doc)
 			return err
 		},
 	}

@@ -18,9 +18,12 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/duration"
+	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/internal/redact"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -124,8 +127,9 @@ type app struct {
 	ui http.Handler
 	// triggers are the queue consumers serve runs.
 	triggers []queueTrigger
-	// deps holds the connections of sql, nats and amqp steps; close closes them.
-	deps flowfile.Deps
+	// kinds are the step kinds the files are read and built against; close closes the
+	// connections of their steps.
+	kinds *steps.Registry
 	// reload reloads the workflow files (reload.go).
 	reload reloadState
 	// listeners are the addresses the app listens on, which its steps never reach.
@@ -135,7 +139,7 @@ type app struct {
 }
 
 // close releases the connections the app's steps opened.
-func (a *app) close() { a.deps.Close() }
+func (a *app) close() { _ = a.kinds.Close() }
 
 // appConfig says how to assemble an app.
 type appConfig struct {
@@ -197,20 +201,8 @@ func newApp(c appConfig) (*app, error) {
 	if c.workflows == "" {
 		return nil, usagef("--workflows is required: a workflow YAML file or a directory of them")
 	}
-	defs, err := flowfile.Load(c.workflows)
-	if err != nil {
-		return nil, err
-	}
 	if c.env == nil {
 		c.env = os.LookupEnv
-	}
-	// Every {env.NAME} a step reads must be set now, not found missing by the first run.
-	var missing flowfile.Problems
-	for _, d := range defs {
-		missing = append(missing, d.CheckEnv(c.env)...)
-	}
-	if len(missing) > 0 {
-		return nil, missing
 	}
 	var allow []netip.Prefix
 	for _, s := range c.allowNet {
@@ -220,25 +212,42 @@ func newApp(c appConfig) (*app, error) {
 		}
 		allow = append(allow, p)
 	}
-	if c.env == nil {
-		c.env = os.LookupEnv
-	}
 	own := &listeners{}
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: allow, MaxRedirects: c.redirects, Env: c.env, Funcs: c.funcs,
+	kinds, err := stdsteps.New(stdsteps.Options{Store: c.store, AllowNet: allow, MaxRedirects: c.redirects, Env: c.env, Funcs: c.funcs,
 		Listeners: own.Addrs})
 	if err != nil {
 		return nil, err
 	}
-	deps.Redact = c.redact
+	built := false
+	defer func() {
+		if !built {
+			_ = kinds.Close()
+		}
+	}()
+	reader := &flowfile.Reader{Kinds: kinds}
+	defs, err := reader.Load(c.workflows)
+	if err != nil {
+		return nil, err
+	}
+	// Every {env.NAME} a step reads must be set now, not found missing by the first run.
+	var missing flowfile.Problems
+	for _, d := range defs {
+		missing = append(missing, d.CheckEnv(c.env)...)
+	}
+	if len(missing) > 0 {
+		return nil, missing
+	}
+	egressPolicy := &egress.Policy{Allow: allow, MaxRedirects: c.redirects, Own: own.Addrs}
+	build := flowfile.NewBuilder(flowfile.BuildOptions{Store: c.store, Redact: c.redact, Env: c.env, HTTPClient: egressPolicy.Client(0)})
 	red, policy, err := c.redaction(defs)
 	if err != nil {
 		return nil, err
 	}
-	wfs, err := flowfile.Build(defs, deps)
+	wfs, err := build.Workflows(defs)
 	if err != nil {
 		return nil, err
 	}
-	notify, err := flowfile.BuildNotify(defs, deps)
+	notify, err := build.Notify(defs)
 	if err != nil {
 		return nil, err
 	}
@@ -261,15 +270,16 @@ func newApp(c appConfig) (*app, error) {
 			return nil, err
 		}
 	}
-	if err := flowfile.RegisterSchedules(client, defs, deps); err != nil {
+	if err := flowfile.RegisterSchedules(client, defs, build); err != nil {
 		return nil, err
 	}
-	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, deps: deps,
+	a := &app{store: c.store, client: client, defs: defs, log: maskedLogger(c.log, policy), env: c.env, redact: policy, metrics: c.metrics, kinds: kinds,
 		maxDepth: c.maxDepth, listeners: own, maxConns: c.maxConns}
-	a.reload = newReloadState(c.workflows, deps, defs, notify)
+	a.reload = newReloadState(c.workflows, reader, build, defs, notify)
 	if err := a.registerRejects(); err != nil {
 		return nil, err
 	}
+	built = true
 	return a, nil
 }
 

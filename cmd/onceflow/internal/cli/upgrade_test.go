@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflow/onceflow/internal/auditgolden"
+	"github.com/onceflow/onceflow/cmd/onceflow/internal/auditgolden"
 )
 
 var (

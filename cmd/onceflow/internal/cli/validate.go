@@ -26,7 +26,7 @@ exits 0 when every file is valid.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			defs, err := flowfile.Load(args...)
+			defs, err := fileReader().Load(args...)
 			var ps flowfile.Problems
 			if errors.As(err, &ps) {
 				files := map[string]bool{}

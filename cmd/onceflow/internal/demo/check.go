@@ -8,8 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/transitionstep"
+	"github.com/onceflow/onceflow/steps/transitionstep"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -250,7 +249,7 @@ func (sc *scenario) check() {
 	for _, r := range sc.all {
 		for _, s := range sc.steps[r.ID] {
 			kind := sc.kinds[r.Workflow][s.Name]
-			if kind != flowfile.KindHTTP && kind != flowfile.KindEmail {
+			if kind != "http" && kind != "email" {
 				continue
 			}
 			switch {

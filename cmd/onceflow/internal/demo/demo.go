@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/examples"
+	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
@@ -124,11 +125,6 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	st := cfg.Store
 
-	defs, err := loadWorkflows(examples.FS, "examples")
-	if err != nil {
-		return nil, err
-	}
-	shorten(defs, Speedup)
 	env := ds.env()
 	env["PAYMENTS_WEBHOOK_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16)))
 	bill, err := startBilling("bill_" + randomHex(12))
@@ -139,7 +135,18 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	env["BILLING_URL"], env["BILLING_TOKEN"] = bill.url, bill.token
 	admin := onceflowhttp.Token{Name: "demo-admin", Secret: "adm_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
 	website := onceflowhttp.Token{Name: "website", Secret: "web_" + randomHex(16), Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}
-	stackCfg := stackConfig{store: st, defs: defs, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger}
+	own := newOwnListeners()
+	kinds, err := demoKinds(st, env, own)
+	if err != nil {
+		return nil, err
+	}
+	defer kinds.Close()
+	defs, err := loadWorkflows(examples.FS, "examples", &flowfile.Reader{Kinds: kinds})
+	if err != nil {
+		return nil, err
+	}
+	shorten(defs, Speedup)
+	stackCfg := stackConfig{store: st, defs: defs, kinds: kinds, own: own, env: env, tokens: []onceflowhttp.Token{admin, website}, workers: cfg.Workers, log: cfg.Logger}
 	stk, err := startStack(stackCfg)
 	if err != nil {
 		return nil, err
@@ -239,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			stk, sum.API = next, next.url
 			return nil
 		}
-		sched, err := newScheduler(st, defs, stk.deps)
+		sched, err := newScheduler(st, defs, stk.build)
 		if err != nil {
 			return nil, err
 		}

@@ -219,13 +219,13 @@ func (s *scheduler) set(t time.Time) {
 	s.mu.Unlock()
 }
 
-func newScheduler(st store.Store, defs []*flowfile.Definition, deps flowfile.Deps) (*scheduler, error) {
+func newScheduler(st store.Store, defs []*flowfile.Definition, build *flowfile.Builder) (*scheduler, error) {
 	s := &scheduler{now: time.Now()}
 	c, err := onceflow.New(onceflow.Config{Store: st, WorkerID: "demo-scheduler", ScheduleClock: s.clock})
 	if err != nil {
 		return nil, err
 	}
-	if err := registerAll(c, defs, deps); err != nil {
+	if err := registerAll(c, defs, build); err != nil {
 		return nil, err
 	}
 	s.client = c
@@ -233,8 +233,8 @@ func newScheduler(st store.Store, defs []*flowfile.Definition, deps flowfile.Dep
 }
 
 // registerAll registers the workflows and schedules of defs, as onceflow serve does.
-func registerAll(c *onceflow.Client, defs []*flowfile.Definition, deps flowfile.Deps) error {
-	wfs, err := flowfile.Build(defs, deps)
+func registerAll(c *onceflow.Client, defs []*flowfile.Definition, build *flowfile.Builder) error {
+	wfs, err := build.Workflows(defs)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func registerAll(c *onceflow.Client, defs []*flowfile.Definition, deps flowfile.
 			return err
 		}
 	}
-	return flowfile.RegisterSchedules(c, defs, deps)
+	return flowfile.RegisterSchedules(c, defs, build)
 }
 
 // playInvoices fires the next monthly tick, restarts onceflow (restart) while the customer

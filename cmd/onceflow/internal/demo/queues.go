@@ -22,7 +22,10 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/internal/queuetrigger"
-	"github.com/onceflow/onceflow/internal/sqlstep"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/sqlstep"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -107,20 +110,20 @@ func (n queueNames) shopDSN(base string) string {
 }
 
 // queueDefs loads examples/order-events.yaml with the scenario's stream and subjects.
-func queueDefs(n queueNames) ([]*flowfile.Definition, error) {
+func queueDefs(n queueNames, r *flowfile.Reader) ([]*flowfile.Definition, error) {
 	src, err := examples.FS.ReadFile("order-events.yaml")
 	if err != nil {
 		return nil, err
 	}
-	d, ps := flowfile.Parse("examples/order-events.yaml", src)
+	d, ps := r.Parse("examples/order-events.yaml", src)
 	if len(ps) > 0 {
 		return nil, ps
 	}
 	d.Queue.NATS.Stream, d.Queue.NATS.Consumer = n.orders, "onceflow-"+n.subject
 	d.Queue.NATS.Subject = n.subject + "." + d.Queue.NATS.Subject
 	for i := range d.Steps {
-		if d.Steps[i].NATS != nil {
-			d.Steps[i].NATS.Subject = n.subject + "." + d.Steps[i].NATS.Subject
+		if c, ok := d.Steps[i].Config.(*natsstep.Settings); ok {
+			c.Subject = n.subject + "." + c.Subject
 		}
 	}
 	return []*flowfile.Definition{d}, nil
@@ -128,17 +131,18 @@ func queueDefs(n queueNames) ([]*flowfile.Definition, error) {
 
 // queueStack builds the workflow as onceflow serve does and returns the client and the
 // consumer.
-func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string) (*onceflow.Client, *queuetrigger.NATS, flowfile.Deps, error) {
-	defs, err := queueDefs(n)
-	if err != nil {
-		return nil, nil, flowfile.Deps{}, err
-	}
+func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, hooks stdsteps.Hooks) (*onceflow.Client, *queuetrigger.NATS, *steps.Registry, error) {
 	env := map[string]string{"SHOP_DB": n.shopDSN(shopURL), "ONCEFLOW_NATS_URL": natsURL}
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: st, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	deps, err := stdsteps.New(stdsteps.Options{Store: st, Env: lookup, Hooks: hooks})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defs, err := queueDefs(n, &flowfile.Reader{Kinds: deps})
 	if err != nil {
 		return nil, nil, deps, err
 	}
-	wfs, err := flowfile.Build(defs, deps)
+	wfs, err := flowfile.NewBuilder(flowfile.BuildOptions{Store: st, Env: lookup}).Workflows(defs)
 	if err != nil {
 		return nil, nil, deps, err
 	}
@@ -170,18 +174,18 @@ func QueuesWorker(ctx context.Context, st store.Store, natsURL, shopURL string, 
 	if n.tag == "" {
 		return fmt.Errorf("demo: %s is not set; this process is started by onceflow demo --queues", EnvQueuesTag)
 	}
-	c, trig, deps, err := queueStack(st, n, natsURL, shopURL, "demo-worker-killed")
-	defer deps.Close()
-	if err != nil {
-		return err
-	}
 	var commits atomic.Int32
-	sqlstep.AfterCommit = func(key string) {
+	crash := sqlstep.Hooks{AfterCommit: func(key string) {
 		if commits.Add(1) == crashAt {
 			fmt.Fprintf(out, "crash-after-commit %s\n", key)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
+	}}
+	c, trig, deps, err := queueStack(st, n, natsURL, shopURL, "demo-worker-killed", stdsteps.Hooks{SQL: crash})
+	defer deps.Close()
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -301,7 +305,7 @@ func RunQueues(ctx context.Context, cfg QueuesConfig) (*QueuesSummary, error) {
 	say("worker process killed with SIGKILL right after the shop database committed %s", sum.CrashKey)
 
 	// A second worker finishes; the first one's leases expire and its messages come back.
-	c, trig, deps, err := queueStack(cfg.Store, n, cfg.NATSURL, cfg.ShopURL, "demo-worker")
+	c, trig, deps, err := queueStack(cfg.Store, n, cfg.NATSURL, cfg.ShopURL, "demo-worker", stdsteps.Hooks{})
 	defer deps.Close()
 	if err != nil {
 		return nil, err

@@ -8,11 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -25,7 +29,8 @@ import (
 type stack struct {
 	client *onceflow.Client
 	url    string
-	deps   flowfile.Deps
+	build  *flowfile.Builder
+	own    *ownListeners
 	hs     *http.Server
 	stop   context.CancelFunc
 	engine chan error
@@ -35,7 +40,9 @@ type stack struct {
 // stackConfig says how to assemble a stack.
 type stackConfig struct {
 	store   store.Store
-	defs    []*flowfile.Definition
+	defs    []*flowfile.Definition // read with kinds
+	kinds   *steps.Registry        // made with demoKinds(…, own)
+	own     *ownListeners
 	env     map[string]string
 	tokens  []onceflowhttp.Token
 	workers int
@@ -50,13 +57,8 @@ func startStack(c stackConfig) (*stack, error) {
 		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
 	// The steps reach the simulated services on loopback, never the stack's own API.
-	own := func() []net.Addr { return []net.Addr{ln.Addr()} }
-	deps, err := flowfile.StandardDeps(flowfile.Options{Store: c.store, AllowNet: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Env: lookup,
-		Listeners: own})
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
+	c.own.set(ln.Addr())
+	build := flowfile.NewBuilder(flowfile.BuildOptions{Store: c.store, Env: lookup, HTTPClient: c.own.client})
 	client, err := onceflow.New(onceflow.Config{
 		Store:          c.store,
 		Workers:        c.workers,
@@ -73,7 +75,7 @@ func startStack(c stackConfig) (*stack, error) {
 		ln.Close()
 		return nil, err
 	}
-	if err := registerAll(client, c.defs, deps); err != nil {
+	if err := registerAll(client, c.defs, build); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func startStack(c stackConfig) (*stack, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	s := &stack{
-		client: client, url: "http://" + ln.Addr().String(), deps: deps,
+		client: client, url: "http://" + ln.Addr().String(), build: build, own: c.own,
 		hs:     onceflowhttp.HTTPServer(api),
 		engine: make(chan error, 1),
 		served: make(chan error, 1),
@@ -93,6 +95,45 @@ func startStack(c stackConfig) (*stack, error) {
 	go func() { s.engine <- client.Serve(ctx) }()
 	go func() { s.served <- s.hs.Serve(onceflowhttp.LimitListener(s.hs, ln, 0)) }()
 	return s, nil
+}
+
+// loopback lets the demo's steps and lists reach its destinations, as --allow-net
+// 127.0.0.1/32 does.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
+// ownListeners is the address the demo's current stack listens on, which its steps and
+// lists never reach (the egress policy's Own), and the client that fetches the lists of
+// schedules.
+type ownListeners struct {
+	mu     sync.Mutex
+	addrs  []net.Addr
+	client *http.Client
+}
+
+func newOwnListeners() *ownListeners {
+	o := &ownListeners{}
+	o.client = (&egress.Policy{Allow: loopback, Own: o.Addrs}).Client(0)
+	return o
+}
+
+func (o *ownListeners) set(a net.Addr) {
+	o.mu.Lock()
+	o.addrs = []net.Addr{a}
+	o.mu.Unlock()
+}
+
+// Addrs returns the stack's listener.
+func (o *ownListeners) Addrs() []net.Addr {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]net.Addr(nil), o.addrs...)
+}
+
+// demoKinds are the standard step kinds the demo's files are read and built against, on
+// st with the environment env: steps reach loopback, but not the stacks' listeners.
+func demoKinds(st store.Store, env map[string]string, own *ownListeners) (*steps.Registry, error) {
+	return stdsteps.New(stdsteps.Options{Store: st, AllowNet: loopback, Listeners: own.Addrs,
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 }
 
 // shutdown stops serving the API, then lets running steps finish and stops the workers.
@@ -105,6 +146,6 @@ func (s *stack) shutdown() error {
 	}
 	s.stop()
 	err = errors.Join(err, <-s.engine)
-	s.deps.HTTPClient.CloseIdleConnections()
+	s.own.client.CloseIdleConnections()
 	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps/httpstep"
 )
 
 // Names of the example workflows and their webhook, as the files define them.
@@ -26,7 +27,7 @@ const httpTimeout = 30 * time.Second
 
 // loadWorkflows reads and checks every *.yaml file at the root of fsys, leaving out the
 // workflows started from a message queue. Files are named dir/NAME in problems.
-func loadWorkflows(fsys fs.FS, dir string) ([]*flowfile.Definition, error) {
+func loadWorkflows(fsys fs.FS, dir string, r *flowfile.Reader) ([]*flowfile.Definition, error) {
 	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func loadWorkflows(fsys fs.FS, dir string) ([]*flowfile.Definition, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, ps := flowfile.Parse(path.Join(dir, n), src)
+		d, ps := r.Parse(path.Join(dir, n), src)
 		problems = append(problems, ps...)
 		if d != nil && d.Queue != nil {
 			continue // fed by a broker, which the demo does not simulate
@@ -76,12 +77,12 @@ func shorten(defs []*flowfile.Definition, factor int) {
 			r.Initial /= flowfile.Duration(f)
 			r.Max /= flowfile.Duration(f)
 			s.Retry = &r
-			if s.HTTP != nil {
-				t := time.Duration(s.HTTP.Timeout)
+			if h, ok := s.Config.(*httpstep.Settings); ok {
+				t := time.Duration(h.Timeout)
 				if t == 0 {
 					t = httpTimeout
 				}
-				s.HTTP.Timeout = flowfile.Duration(t / f)
+				h.Timeout = flowfile.Duration(t / f)
 			}
 		}
 	}

@@ -9,11 +9,23 @@ import (
 
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps/httpstep"
 )
+
+// testReader reads files against the demo's kinds, with no database or environment.
+func testReader(t *testing.T) *flowfile.Reader {
+	t.Helper()
+	kinds, err := demoKinds(nil, nil, newOwnListeners())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kinds.Close() })
+	return &flowfile.Reader{Kinds: kinds}
+}
 
 func TestLoadWorkflowsShortensDelaysOnly(t *testing.T) {
 	t.Parallel()
-	defs, err := loadWorkflows(examples.FS, "examples")
+	defs, err := loadWorkflows(examples.FS, "examples", testReader(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +35,7 @@ func TestLoadWorkflowsShortensDelaysOnly(t *testing.T) {
 			orig[d.Name+"/"+s.ID] = s
 		}
 	}
-	if len(defs) != 4 || orig["website-lead/crm_lead"].Kind != flowfile.KindHTTP || orig["payment-succeeded/mark_paid"].Kind != flowfile.KindTransition {
+	if len(defs) != 4 || orig["website-lead/crm_lead"].Kind != "http" || orig["payment-succeeded/mark_paid"].Kind != "transition" {
 		t.Fatalf("loaded %d definitions: %v", len(defs), orig)
 	}
 	keys := map[string]string{}
@@ -52,8 +64,8 @@ func TestLoadWorkflowsShortensDelaysOnly(t *testing.T) {
 		if s.Retry == nil || s.Retry.MaxAttempts != tt.attempts || time.Duration(s.Retry.Initial) != tt.initial || time.Duration(s.Retry.Max) != tt.max {
 			t.Errorf("%s: retry %+v; want %d attempts, %v initial, %v max", tt.step, s.Retry, tt.attempts, tt.initial, tt.max)
 		}
-		if s.HTTP != nil && time.Duration(s.HTTP.Timeout) != tt.to {
-			t.Errorf("%s: http timeout %v, want %v", tt.step, time.Duration(s.HTTP.Timeout), tt.to)
+		if h, ok := s.Config.(*httpstep.Settings); ok && time.Duration(h.Timeout) != tt.to {
+			t.Errorf("%s: http timeout %v, want %v", tt.step, time.Duration(h.Timeout), tt.to)
 		}
 	}
 	for k, s := range got {
@@ -66,12 +78,12 @@ func TestLoadWorkflowsShortensDelaysOnly(t *testing.T) {
 func TestLoadWorkflowsReportsProblems(t *testing.T) {
 	t.Parallel()
 	fsys := fstest.MapFS{"bad.yaml": {Data: []byte("name: x\nsteps:\n  - id: a\n    kind: ftp\n")}}
-	_, err := loadWorkflows(fsys, "dir")
+	_, err := loadWorkflows(fsys, "dir", testReader(t))
 	var ps flowfile.Problems
 	if !errors.As(err, &ps) || !strings.Contains(err.Error(), "dir/bad.yaml:4:") {
 		t.Fatalf("err = %v; want a problem at dir/bad.yaml:4", err)
 	}
-	if _, err := loadWorkflows(fstest.MapFS{}, "empty"); err == nil {
+	if _, err := loadWorkflows(fstest.MapFS{}, "empty", testReader(t)); err == nil {
 		t.Fatal("no files: no error")
 	}
 }

@@ -1,0 +1,26 @@
+package onceflowhttp
+
+import (
+	"testing"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps/stdsteps"
+)
+
+// readerWith reads workflow files against the standard step kinds; steps of kind go call
+// the functions of funcs, looked up when they are built.
+func readerWith(t testing.TB, funcs map[string]onceflow.StepFunc) *flowfile.Reader {
+	t.Helper()
+	kinds, err := stdsteps.New(stdsteps.Options{Funcs: funcs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kinds.Close() })
+	return &flowfile.Reader{Kinds: kinds}
+}
+
+// buildWith builds checked definitions as the command does.
+func buildWith(defs []*flowfile.Definition) ([]onceflow.Workflow, error) {
+	return flowfile.NewBuilder(flowfile.BuildOptions{}).Workflows(defs)
+}
