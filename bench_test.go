@@ -125,3 +125,51 @@ func BenchmarkClientNow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRepeatedStart starts a key the client remembers again, as a webhook delivered
+// twice does: answered in process on both stores, with no round trip and no wait for the
+// writer (its run.deduplicated event is written in the background).
+func BenchmarkRepeatedStart(b *testing.B) {
+	ctx := context.Background()
+	open := map[string]func() (store.Store, error){
+		"sqlite": func() (store.Store, error) {
+			return sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+		},
+		"postgres": func() (store.Store, error) {
+			u, schema := testsvc.PostgresSchema(b, "onceflow_bench_")
+			return postgres.Open(ctx, u, postgres.Options{Schema: schema})
+		},
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			st, err := open[name]()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			c, err := onceflow.New(onceflow.Config{Store: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Register(onceflow.Workflow{Name: "form", Entity: "lead:{input.id}", Steps: []onceflow.Step{{ID: "crm", Do: noop}}}); err != nil {
+				b.Fatal(err)
+			}
+			input := map[string]any{"id": 8812, "email": "ada@example.com", "name": "Ada"}
+			if _, err := c.Start(ctx, "form", "form-8812", input); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				r, err := c.Start(ctx, "form", "form-8812", input)
+				if err != nil || !r.Duplicate {
+					b.Fatalf("repeated start: %+v, %v", r, err)
+				}
+			}
+			b.StopTimer()
+			if err := c.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -126,6 +126,17 @@ type Config struct {
 	// ScheduleLate is how late a tick may be fired and still count as on time (default
 	// 1 minute); a tick later than that was missed and its schedule's CatchUp decides.
 	ScheduleLate time.Duration
+	// RecentKeysTTL is how long after a run was created a repeated start of its key may be
+	// answered in process, from what this client remembers of it (default
+	// DefaultRecentKeysTTL, 1 h; see Start). A purge through the client's store makes it
+	// forget what it remembers; a purge by another process of runs younger than that
+	// (RetentionPurge with a RunsBefore less than RecentKeysTTL ago) could leave a repeated
+	// key answered with a run that no longer exists, and onceflow purge refuses such a
+	// cutoff.
+	RecentKeysTTL time.Duration
+	// MaxStartMany is the most items one StartMany call takes (default DefaultMaxStartMany,
+	// 1,000); a longer list is an error and starts nothing.
+	MaxStartMany int
 	// CommitConcurrency is how many such transactions of each kind may commit at once
 	// (default 1: SQLite has one writer, and on PostgreSQL with its default pool more
 	// concurrent batches measured slower, as they contend for connections and locks).
@@ -225,6 +236,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
+	if cfg.RecentKeysTTL <= 0 {
+		cfg.RecentKeysTTL = DefaultRecentKeysTTL
+	}
+	if cfg.MaxStartMany <= 0 {
+		cfg.MaxStartMany = DefaultMaxStartMany
+	}
 	policy, err := newRedactPolicy(cfg.Redact)
 	if err != nil {
 		return nil, err
@@ -239,7 +256,7 @@ func New(cfg Config) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		inflight:  inflight{steps: map[int64]*execution{}},
 		paused:    map[string]bool{},
-		recent:    newRecentKeys(),
+		recent:    newRecentKeys(cfg.RecentKeysTTL, purgeCount(cfg.Store)),
 	}
 	c.clock = newEngineClock(cfg, c.log, cfg.Metrics)
 	gc := func(kind string) groupcommit.Config {
@@ -253,6 +270,14 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// purgeCount is st's count of purges, or nil for a store that keeps none.
+func purgeCount(st store.Store) func() uint64 {
+	if pc, ok := st.(store.PurgeCounter); ok {
+		return pc.Purges
+	}
+	return nil
 }
 
 func defaultWorkerID() string {
@@ -392,12 +417,16 @@ func runFrom(r *store.Run, dup bool) *Run {
 // *RunConflictError. input is a JSON object: a map, a struct, a json.RawMessage or []byte.
 // The run is durably stored when Start returns.
 //
-// A key this client started or found started recently (the last 65,536 keys) is answered
-// from an index lookup, without waiting for any writer; the run.deduplicated audit event of
-// that decision is appended by the next group commit. Other keys, new ones above all, are
-// written together with the starts that arrive concurrently, one transaction for all that
-// arrive while the previous one commits (see Config.MaxBatch); a key another process
-// started is found there by the unique constraint.
+// A key this client started or found started recently (the last 65,536 keys, whose runs
+// are younger than Config.RecentKeysTTL) with the same input (by its SHA-256 digest) is
+// answered in process, without a round trip to the database; the run.deduplicated audit
+// event of that decision is appended by the next group commit. Such a duplicate carries
+// the run's State and UpdatedAt as this client last saw them; GetRun reads them fresh.
+// Another input under such a key is a *RunConflictError returned once the refusal's audit
+// event is committed. Other keys, new ones above all, are written together with the
+// starts that arrive concurrently, one transaction for all that arrive while the previous
+// one commits (see Config.MaxBatch); a key another process started is
+// found there by the unique constraint.
 func (c *Client) Start(ctx context.Context, workflow, runKey string, input any) (*Run, error) {
 	return c.startAs(ctx, nil, workflow, runKey, input, "api")
 }
@@ -410,32 +439,28 @@ func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey strin
 		return nil, err
 	}
 	p.Actor = actor
-	if c.recent.has(workflow, runKey) {
-		known, err := c.store.RunGetByKey(ctx, workflow, runKey)
+	switch known := c.recent.lookup(workflow, runKey, p.Now, p.Input); {
+	case known == nil:
+	case known.InputHash == p.InputHash:
+		c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
+		return c.started(p, known, false)
+	default:
+		// Another input under a known key: the refusal's run.deduplicated event is
+		// committed before the caller hears of it, so that what the caller does about it
+		// (a queue keeps the message for review) follows it in the audit trail.
+		rp := p
+		rp.Repeat = true
+		res, err := c.insertRun(ctx, rp)
+		if err == nil {
+			err = res.Err
+		}
 		switch {
-		case err == nil && known.InputHash == p.InputHash:
-			c.insertRunLater(p) // appends run.deduplicated; the answer does not wait for it
-			return c.started(p, known, false)
 		case err == nil:
-			// Another input under a known key: the refusal's run.deduplicated event is
-			// committed before the caller hears of it, so that what the caller does about
-			// it (a queue keeps the message for review) follows it in the audit trail.
-			rp := p
-			rp.Repeat = true
-			res, err := c.insertRun(ctx, rp)
-			if err == nil {
-				err = res.Err
-			}
-			switch {
-			case err == nil:
-				return c.started(p, res.Run, false)
-			case !errors.Is(err, store.ErrNotFound):
-				return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
-			}
-			// A purge deleted the run since the read: start it as a new key.
+			return c.started(p, res.Run, false)
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 		}
+		// A purge deleted the run since it was remembered: start it as a new key.
 	}
 	res, err := c.insertRun(ctx, p)
 	if err == nil {
@@ -444,7 +469,7 @@ func (c *Client) startAs(ctx context.Context, by *Caller, workflow, runKey strin
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: start %s/%s: %w", workflow, runKey, err)
 	}
-	c.recent.add(workflow, runKey)
+	c.recent.add(res.Run)
 	r, err := c.started(p, res.Run, res.Created)
 	if err == nil && res.Created {
 		c.poke()
@@ -467,6 +492,12 @@ func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runK
 	if err != nil {
 		return store.RunInsertParams{}, err
 	}
+	return c.runInsertFor(def, workflow, runKey, input, c.now(ctx))
+}
+
+// runInsertFor validates a start of def, registered as workflow, at now, and builds the
+// run to insert.
+func (c *Client) runInsertFor(def *workflowDef, workflow, runKey string, input any, now time.Time) (store.RunInsertParams, error) {
 	if err := ValidateKey("run key", runKey); err != nil {
 		return store.RunInsertParams{}, err
 	}
@@ -496,7 +527,7 @@ func (c *Client) runInsertParams(ctx context.Context, by *Caller, workflow, runK
 	sum := sha256.Sum256(raw)
 	p := store.RunInsertParams{
 		Workflow: workflow, RunKey: runKey, Entity: entity, Input: raw, InputHash: hex.EncodeToString(sum[:]),
-		Actor: "api", Now: c.now(ctx),
+		Actor: "api", Now: now,
 	}
 	for _, sd := range def.order {
 		p.Steps = append(p.Steps, store.StepInsert{Name: sd.ID, Needs: sd.Needs})

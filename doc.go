@@ -84,8 +84,11 @@
 // client writes in batches and an idle one adds no delay. Each caller returns once the
 // transaction holding its own item has committed, with its own result; a batch is never a
 // reason for one item to fail another. Due steps are claimed in batches too, and a step
-// released by a result recorded in this process is claimed at once. A run key that is
-// already known is answered from an index lookup, without waiting for the writer.
+// released by a result recorded in this process is claimed at once. A run key this client
+// remembers, started again with the same input, is answered in process, without a round
+// trip to the database. Client.StartMany starts a batch of runs — an import — each item
+// with its own key and result (created, duplicate, conflict or invalid), in one
+// transaction on PostgreSQL.
 //
 // # Schedules and delays
 //

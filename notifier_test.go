@@ -18,7 +18,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile/block"
 	"github.com/onceflow/onceflow/steps"
-	"github.com/onceflow/onceflow/steps/httpstep"
+	"github.com/onceflow/onceflow/steps/slackstep"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -94,7 +94,7 @@ func slackChannel(t *testing.T, name string, sink *slackSink) onceflow.NotifyCha
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := httpstep.NewKind(httpstep.KindOptions{Client: sink.Client()}).AlertChannel(settings)
+	ch, err := slackstep.NewKind(slackstep.KindOptions{Client: sink.Client()}).AlertChannel(settings)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func (d *Definition) CheckEnv(env func(string) (string, bool)) Problems {
 			switch {
 			case u.env:
 				if v, ok := env(u.src); u.vars.Required && (!ok || v == "") {
-					ps = append(ps, d.problemAt(u.path, "%s names the environment variable %s in %s, but it is not set", who, u.src, u.vars.Label))
+					ps = append(ps, d.problemAt(u.path, "%s reads its %s from the environment variable %s, which is not set", who, u.vars.Label, u.src))
 				}
 			case u.tmpl.Env || u.tmpl.EnvOnly:
 				for _, name := range u.envNames() {

@@ -6,6 +6,7 @@ import (
 	"github.com/onceflow/onceflow/steps/gostep"
 	"github.com/onceflow/onceflow/steps/httpstep"
 	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/slackstep"
 	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/steps/transitionstep"
 )
@@ -49,7 +50,7 @@ func ChannelSpecs(wf, own *NotifyDef) map[string]any {
 	out := map[string]any{}
 	for _, c := range n.Channels {
 		switch cfg := c.Channel.Config.(type) {
-		case *httpstep.SlackChannel:
+		case *slackstep.Channel:
 			out[c.Field] = cfg.Spec()
 		case *emailstep.Channel:
 			out[c.Field] = cfg.Spec()

@@ -112,7 +112,7 @@ steps:
 		p + ":5:11: ",
 		p + ":6:16: \"whsec_abc\" is not an environment variable name",
 		p + ":10:17: step \"a\": url:",
-		p + ":12:11: step \"b\": kind \"smtp\" is not http, email, transition, sql, nats, amqp or go",
+		p + ":12:11: step \"b\": kind \"smtp\" is not " + testReader.Kinds.Names("or"),
 		p + ":13:12: step \"b\": needs \"ghost\", which is not a step of this workflow",
 		p + ":17:19: step \"c\": on_exhausted \"explode\" is not needs_review or fail",
 		p + ":18:11: step \"c\": when:",

@@ -1,6 +1,7 @@
 package flowfile
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,5 +177,27 @@ steps:
 	}
 	if strings.Contains(got, `step "pick": amqp routing_key`) {
 		t.Errorf("the amqp routing key reads a step it needs:\n%s", got)
+	}
+}
+
+// The variable holding a sql step's DSN is read from the environment like {env.NAME}, and
+// is a secret: a reload sees it, its value (which holds the database's password) is masked
+// whole, and a program serving the file refuses to start without it.
+func TestSQLDatabaseVariableIsASecret(t *testing.T) {
+	d, ps := testReader.Parse("order-events.yaml", []byte(orderEventsYAML))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if !slices.Contains(d.EnvNames(), "SHOP_DB") || !slices.Contains(d.SecretNames(), "SHOP_DB") {
+		t.Errorf("EnvNames %q, SecretNames %q: want SHOP_DB in both", d.EnvNames(), d.SecretNames())
+	}
+	const dsn = "postgres://shop:Sh0p-pa55word@db.internal:5432/shop"
+	masked := d.MaskedValues(func(k string) (string, bool) { return dsn, k == "SHOP_DB" })
+	if !slices.Contains(masked, dsn) {
+		t.Errorf("MaskedValues = %q: want the whole DSN", masked)
+	}
+	missing := d.CheckEnv(func(string) (string, bool) { return "", false })
+	if len(missing) != 1 || !strings.Contains(missing.Error(), `order-events.yaml:11:17: step "mark_paid" reads its database's DSN from the environment variable SHOP_DB, which is not set`) {
+		t.Errorf("CheckEnv without SHOP_DB: %v", missing)
 	}
 }

@@ -49,7 +49,7 @@ func (c *crmSettings) Walk(w block.Walker) {
 		w.Template("fields."+k, c.Fields[k], block.Use{Label: "crm field " + k, Env: true, Secret: strings.HasPrefix(k, "secret"), ReportParse: true})
 	}
 	if c.TokenEnv != "" {
-		w.EnvVar("token_env", c.TokenEnv, block.EnvUse{Label: "token_env", Secret: true, Required: true})
+		w.EnvVar("token_env", c.TokenEnv, block.EnvUse{Label: "CRM token", Secret: true, Required: true})
 	}
 }
 
@@ -108,7 +108,7 @@ steps:
 	}
 	missing := d.CheckEnv(func(string) (string, bool) { return "", false }).Error()
 	for _, want := range []string{
-		`leads.yaml:12:18: step "upsert" names the environment variable CRM_TOKEN in token_env, but it is not set`,
+		`leads.yaml:12:18: step "upsert" reads its CRM token from the environment variable CRM_TOKEN, which is not set`,
 		`step "upsert" reads {env.CRM_OWNER}, but the environment variable CRM_OWNER is not set`,
 	} {
 		if !strings.Contains(missing, want) {
@@ -131,8 +131,9 @@ func TestReaderNamesTheRegisteredKinds(t *testing.T) {
 	_, ps := r.Parse("w.yaml", []byte("name: w\nsteps:\n  - id: a\n    kind: ftp\n  - id: b\n    crm: {object: lead}\n  - id: c\n    kind: go\n    func: f\n    crm: {object: lead}\n"))
 	got := ps.Error()
 	for _, want := range []string{
-		`w.yaml:4:11: step "a": kind "ftp" is not http, email, transition, sql, nats, amqp, go or crm-upsert`,
-		`w.yaml:5:7: step "b": kind is required (http, email, transition, sql, nats, amqp, go or crm-upsert)`,
+		`w.yaml:4:11: step "a": kind "ftp" is not ` + r.Kinds.Names("or"),
+		`w.yaml:5:7: step "b": kind is required (` + r.Kinds.Names("or") + `)`,
+		`, go or crm-upsert`,
 		`w.yaml:10:10: step "c" is of kind go; remove its crm settings`,
 	} {
 		if !strings.Contains(got, want) {

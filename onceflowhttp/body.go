@@ -32,10 +32,15 @@ var errBodyIncomplete = errors.New("request body incomplete")
 // "body-incomplete", logged at debug level and counted: it is the client's doing, not the
 // server's.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > s.cfg.MaxBody {
-		return nil, &http.MaxBytesError{Limit: s.cfg.MaxBody}
+	return s.readBodyLimit(w, r, s.cfg.MaxBody)
+}
+
+// readBodyLimit is readBody with limit in place of MaxBody (at most MaxBodyMemory).
+func (s *Server) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	if err := s.bodies.Take(r, s.cfg.MaxBody); err != nil {
+	if err := s.bodies.Take(r, limit); err != nil {
 		if !errors.Is(err, bodybudget.ErrFull) {
 			return nil, err // the client went away
 		}
@@ -46,7 +51,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		p.RetryAfter = 1
 		return nil, p
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil {
 		return body, nil
 	}

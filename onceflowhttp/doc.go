@@ -69,7 +69,10 @@
 // template applied to the body): the same key and body answer the first response again
 // with Idempotent-Replayed: true, the same key with another body is a 422, and the same
 // key while the first request is still in progress is a 409. A webhook delivery is
-// deduplicated on the provider's event id.
+// deduplicated on the provider's event id. POST /v1/workflows/{name}/runs:batch starts up
+// to Options.MaxBatchItems runs at once, each item with its own idempotency_key and its
+// own result in one 200 (created, duplicate, conflict or invalid), sent once every created
+// item is stored; a malformed batch, or one over a limit, is refused whole.
 //
 // An Idempotency-Key follows the key rules of onceflow.ValidateKey (1–255 bytes of UTF-8,
 // no control characters, no invisible zero-width or bidi formatting characters, no

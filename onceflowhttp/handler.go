@@ -38,8 +38,15 @@ type Options struct {
 	// multiple of its size. Default: 8 × MaxBody (8 MiB), at least MaxBody.
 	MaxBodyMemory int64
 	// MaxDepth caps how deeply a request body's JSON may nest; a deeper body is a 400 that
-	// names the limit. Default: DefaultMaxDepth.
+	// names the limit. Default: DefaultMaxDepth. In a batch start it caps each item's input.
 	MaxDepth int
+	// MaxBatchItems caps the items of one POST /v1/workflows/{name}/runs:batch; more is a
+	// 413 that starts nothing. Default: DefaultMaxBatchItems (1,000), which is also the
+	// client's default onceflow.Config.MaxStartMany. Each item's input is bounded by MaxBody.
+	MaxBatchItems int
+	// MaxBatchBody caps the body of a batch start, before anything is parsed. Default:
+	// DefaultMaxBatchBody (16 MiB); never more than MaxBodyMemory, which holds it.
+	MaxBatchBody int64
 	// Logger receives one line per request and the errors that are answered with a 500,
 	// with the client's secrets masked. Default: nothing is logged.
 	Logger *slog.Logger

@@ -180,6 +180,13 @@ func newServer(cfg config) *Server {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
+	if cfg.MaxBatchItems <= 0 {
+		cfg.MaxBatchItems = DefaultMaxBatchItems
+	}
+	if cfg.MaxBatchBody <= 0 {
+		cfg.MaxBatchBody = DefaultMaxBatchBody
+	}
+	cfg.MaxBatchBody = min(cfg.MaxBatchBody, cfg.MaxBodyMemory)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -198,6 +205,7 @@ func newServer(cfg config) *Server {
 	s.handleFunc("GET /v1/openapi.json", "", nil, s.openAPI)
 	s.handleFunc("GET /v1/workflows", ScopeIngest, nil, s.listWorkflows)
 	s.handleFunc("POST /v1/workflows/{name}/runs", ScopeIngest, nil, s.startRun)
+	s.handleFunc("POST /v1/workflows/{name}/runs:batch", ScopeIngest, nil, s.startBatch)
 	s.handleFunc("GET /v1/runs/{id}", ScopeRead, nil, s.getRun)
 	s.handleFunc("GET /v1/runs", ScopeRead, []string{"workflow", "state", "entity", "key", "limit", "before"}, s.listRuns)
 	s.handleFunc("GET /v1/schedules", ScopeRead, []string{"next"}, s.listSchedules)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -147,4 +148,27 @@ func PurgeBatches(p RetentionPurgeParams, batch func(size, n int) (*PurgeReport,
 		}
 	}
 	return total, nil
+}
+
+// PurgeCounter is implemented by a store that counts the purges made through it (both of
+// onceflow's stores): a client that answers repeated run keys from memory forgets what it
+// remembers once a purge may have deleted runs, so that a key whose run this process
+// purged starts a new run (purges made by other processes are the caller's to keep older
+// than the client's Config.RecentKeysTTL).
+type PurgeCounter interface {
+	// Purges changes whenever a RetentionPurge that may delete runs begins or ends.
+	Purges() uint64
+}
+
+// Purges is the count a store's PurgeCounter returns: embed it, and call Begin when a
+// purge begins and the function it returns when it ends.
+type Purges struct{ n atomic.Uint64 }
+
+// Purges implements PurgeCounter.
+func (c *Purges) Purges() uint64 { return c.n.Load() }
+
+// Begin counts a purge that begins, and returns what counts its end.
+func (c *Purges) Begin() (end func()) {
+	c.n.Add(1)
+	return func() { c.n.Add(1) }
 }

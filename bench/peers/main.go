@@ -11,6 +11,10 @@
 //     ("noop:{run.key}"), Workers W, PollInterval 20 ms, one Client.Start per run with a
 //     unique run key.
 //
+// With --batch B (500 by default) each round also measures both sides inserting in
+// batches of B from the same goroutines: River's Client.InsertMany against onceflow's
+// Client.StartMany, end to end, and prints that ratio too.
+//
 // The clock starts before the first insert and stops when the database says all N are
 // completed. The workers count what they execute in memory; only once they have executed
 // N does the program poll the database (every few milliseconds) for the completed count,
@@ -22,7 +26,7 @@
 // Usage:
 //
 //	go run . [--db URL] [--jobs 20000] [--concurrency 16] [--workers 100] [--rounds 1]
-//	         [--pool 0] [--keep] [--json]
+//	         [--pool 0] [--batch 500] [--keep] [--json]
 //
 // This is a separate Go module so that River never becomes a dependency of onceflow.
 package main
@@ -49,6 +53,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
 )
 
@@ -73,6 +78,10 @@ type options struct {
 	Keep bool
 	// Timeout bounds one side's measurement.
 	Timeout time.Duration
+	// Batch, when positive, also measures both sides inserting in batches of that many
+	// jobs or runs: River's Client.InsertMany against onceflow's Client.StartMany, end to
+	// end, from the same Concurrency goroutines. 0 leaves the batch rows out.
+	Batch int
 }
 
 // sideResult is one measurement of one side.
@@ -86,11 +95,14 @@ type sideResult struct {
 	PerSecond float64 `json:"per_second"`
 }
 
-// round is one measurement of both sides.
+// round is one measurement of both sides, one call per job or run and, with a batch size,
+// in batches.
 type round struct {
-	Round    int        `json:"round"`
-	River    sideResult `json:"river"`
-	Onceflow sideResult `json:"onceflow"`
+	Round         int         `json:"round"`
+	River         sideResult  `json:"river"`
+	Onceflow      sideResult  `json:"onceflow"`
+	RiverBatch    *sideResult `json:"river_insert_many,omitempty"`
+	OnceflowBatch *sideResult `json:"onceflow_start_many,omitempty"`
 }
 
 // report is what the program prints.
@@ -106,6 +118,12 @@ type report struct {
 	RiverJobsPerSec   float64 `json:"river_jobs_per_sec"`
 	OnceflowStepsPerS float64 `json:"onceflow_steps_per_sec"`
 	Ratio             float64 `json:"ratio_onceflow_to_river"`
+	// Batch is the batch size of the batch rows, 0 when they were left out; then the
+	// figures below are 0 too.
+	Batch                  int     `json:"batch,omitempty"`
+	RiverBatchJobsPerSec   float64 `json:"river_insert_many_jobs_per_sec,omitempty"`
+	OnceflowBatchStepsPerS float64 `json:"onceflow_start_many_steps_per_sec,omitempty"`
+	BatchRatio             float64 `json:"ratio_start_many_to_insert_many,omitempty"`
 }
 
 func main() {
@@ -119,6 +137,7 @@ func main() {
 	flag.IntVar(&opts.Pool, "pool", 0, "pool_max_conns of each side's pool (0: the URL's or pgx's default)")
 	flag.BoolVar(&opts.Keep, "keep", false, "keep the schemas instead of dropping them")
 	flag.Var(duration.NewFlag(&opts.Timeout, 10*time.Minute), "timeout", "longest one side's measurement may take (such as 10m or 1h)")
+	flag.IntVar(&opts.Batch, "batch", 500, "also measure River InsertMany against onceflow StartMany in batches of this many (0: not)")
 	flag.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -149,6 +168,11 @@ func main() {
 	fmt.Printf("River     %8.0f jobs/s\n", rep.RiverJobsPerSec)
 	fmt.Printf("onceflow  %8.0f steps/s\n", rep.OnceflowStepsPerS)
 	fmt.Printf("ratio onceflow/River  %.2f\n", rep.Ratio)
+	if rep.Batch > 0 {
+		fmt.Printf("River InsertMany     %8.0f jobs/s (batches of %d)\n", rep.RiverBatchJobsPerSec, rep.Batch)
+		fmt.Printf("onceflow StartMany   %8.0f steps/s\n", rep.OnceflowBatchStepsPerS)
+		fmt.Printf("ratio StartMany/InsertMany  %.2f\n", rep.BatchRatio)
+	}
 }
 
 // compare measures both sides opts.Rounds times and writes a line per measurement to
@@ -165,6 +189,8 @@ func compare(ctx context.Context, opts options, progress io.Writer) (*report, er
 		return nil, errors.New("--rounds must be at least 1")
 	case opts.Pool < 0:
 		return nil, errors.New("--pool must not be negative")
+	case opts.Batch < 0 || opts.Batch > onceflow.DefaultMaxStartMany:
+		return nil, fmt.Errorf("--batch must be between 0 and %d", onceflow.DefaultMaxStartMany)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Minute
@@ -179,6 +205,7 @@ func compare(ctx context.Context, opts options, progress io.Writer) (*report, er
 		Concurrency:  opts.Concurrency,
 		Workers:      opts.Workers,
 		Pool:         opts.Pool,
+		Batch:        opts.Batch,
 		RiverVersion: moduleVersion("github.com/riverqueue/river"),
 		Postgres:     version,
 		CPUs:         runtime.NumCPU(),
@@ -188,7 +215,7 @@ func compare(ctx context.Context, opts options, progress io.Writer) (*report, er
 
 	suffix := randomHex(4)
 	line := func(i int, name, unit string, r sideResult) {
-		fmt.Fprintf(progress, "round %d  %-8s %d in %6.2f s (inserts %5.2f s): %8.0f %s\n",
+		fmt.Fprintf(progress, "round %d  %-18s %d in %6.2f s (inserts %5.2f s): %8.0f %s\n",
 			i, name, opts.Jobs, r.Seconds, r.InsertSeconds, r.PerSecond, unit)
 	}
 	for i := 1; i <= opts.Rounds; i++ {
@@ -203,11 +230,29 @@ func compare(ctx context.Context, opts options, progress io.Writer) (*report, er
 			return nil, fmt.Errorf("round %d: onceflow: %w", i, err)
 		}
 		line(i, "onceflow", "steps/s", rd.Onceflow)
+		if opts.Batch > 0 {
+			rb, err := measure(ctx, opts, url, fmt.Sprintf("river_peer_%s_%d_many", suffix, i), runRiverMany)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: River InsertMany: %w", i, err)
+			}
+			line(i, "River InsertMany", "jobs/s", rb)
+			ob, err := measure(ctx, opts, url, fmt.Sprintf("onceflow_peer_%s_%d_many", suffix, i), runOnceflowMany)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: onceflow StartMany: %w", i, err)
+			}
+			line(i, "onceflow StartMany", "steps/s", ob)
+			rd.RiverBatch, rd.OnceflowBatch = &rb, &ob
+			rep.RiverBatchJobsPerSec += rb.PerSecond / float64(opts.Rounds)
+			rep.OnceflowBatchStepsPerS += ob.PerSecond / float64(opts.Rounds)
+		}
 		rep.Rounds = append(rep.Rounds, rd)
 		rep.RiverJobsPerSec += rd.River.PerSecond / float64(opts.Rounds)
 		rep.OnceflowStepsPerS += rd.Onceflow.PerSecond / float64(opts.Rounds)
 	}
 	rep.Ratio = rep.OnceflowStepsPerS / rep.RiverJobsPerSec
+	if opts.Batch > 0 {
+		rep.BatchRatio = rep.OnceflowBatchStepsPerS / rep.RiverBatchJobsPerSec
+	}
 	return rep, nil
 }
 
@@ -258,6 +303,15 @@ func insertAll(ctx context.Context, n, conc int, insert func(ctx context.Context
 	}
 	wg.Wait()
 	return context.Cause(ctx)
+}
+
+// insertBatches calls insert for the batches [lo, hi) of size items that cover 0..n-1,
+// from conc goroutines, and returns when every call has returned, with the first error.
+func insertBatches(ctx context.Context, n, conc, size int, insert func(ctx context.Context, lo, hi int) error) error {
+	batches := (n + size - 1) / size
+	return insertAll(ctx, batches, conc, func(ctx context.Context, b int) error {
+		return insert(ctx, b*size, min((b+1)*size, n))
+	})
 }
 
 // waitCompleted returns once completed reports n. It queries the database only once the

@@ -19,6 +19,37 @@ const noopWorkflow = "peer-noop"
 // effect key is unique per run, starts opts.Jobs runs from opts.Concurrency goroutines,
 // one Start each with a unique run key, and measures until all of them are completed.
 func runOnceflow(ctx context.Context, opts options, url, schema string) (sideResult, error) {
+	return onceflowSide(ctx, opts, url, schema, func(ctx context.Context, client *onceflow.Client) error {
+		return insertAll(ctx, opts.Jobs, opts.Concurrency, func(ctx context.Context, i int) error {
+			_, err := client.Start(ctx, noopWorkflow, fmt.Sprintf("run-%d", i), map[string]int{"n": i})
+			return err
+		})
+	})
+}
+
+// runOnceflowMany is runOnceflow with the runs started in batches of opts.Batch, one
+// Client.StartMany each.
+func runOnceflowMany(ctx context.Context, opts options, url, schema string) (sideResult, error) {
+	return onceflowSide(ctx, opts, url, schema, func(ctx context.Context, client *onceflow.Client) error {
+		return insertBatches(ctx, opts.Jobs, opts.Concurrency, opts.Batch, func(ctx context.Context, lo, hi int) error {
+			items := make([]onceflow.StartItem, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				items = append(items, onceflow.StartItem{RunKey: fmt.Sprintf("run-%d", i), Input: map[string]int{"n": i}})
+			}
+			res, err := client.StartMany(ctx, noopWorkflow, items)
+			for j, r := range res {
+				if r.Status != onceflow.StartCreated && err == nil {
+					err = fmt.Errorf("run %s: %s (%v); every run key is new", items[j].RunKey, r.Status, r.Err)
+				}
+			}
+			return err
+		})
+	})
+}
+
+// onceflowSide opens a store in a fresh schema, serves the no-op workflow, starts
+// opts.Jobs runs with start and measures until all of them are completed.
+func onceflowSide(ctx context.Context, opts options, url, schema string, start func(ctx context.Context, client *onceflow.Client) error) (sideResult, error) {
 	var res sideResult
 	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema})
 	if err != nil {
@@ -59,15 +90,11 @@ func runOnceflow(ctx context.Context, opts options, url, schema string) (sideRes
 		}
 	}()
 
-	start := time.Now()
-	err = insertAll(ctx, opts.Jobs, opts.Concurrency, func(ctx context.Context, i int) error {
-		_, err := client.Start(ctx, noopWorkflow, fmt.Sprintf("run-%d", i), map[string]int{"n": i})
-		return err
-	})
-	if err != nil {
+	began := time.Now()
+	if err := start(ctx, client); err != nil {
 		return res, err
 	}
-	res.InsertSeconds = time.Since(start).Seconds()
+	res.InsertSeconds = time.Since(began).Seconds()
 	err = waitCompleted(ctx, int64(opts.Jobs), &executed, func(ctx context.Context) (int64, error) {
 		runs, _, err := counts(ctx, st)
 		return runs[store.StateCompleted], err
@@ -75,7 +102,7 @@ func runOnceflow(ctx context.Context, opts options, url, schema string) (sideRes
 	if err != nil {
 		return res, err
 	}
-	res.Seconds = time.Since(start).Seconds()
+	res.Seconds = time.Since(began).Seconds()
 	res.PerSecond = float64(opts.Jobs) / res.Seconds
 	return res, checkOnceflow(ctx, st, opts.Jobs)
 }

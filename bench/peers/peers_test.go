@@ -18,7 +18,7 @@ func TestCompare(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := compare(ctx, options{DB: url, Jobs: 200, Concurrency: 4, Workers: 10, Rounds: 2, Timeout: time.Minute}, io.Discard)
+	rep, err := compare(ctx, options{DB: url, Jobs: 200, Concurrency: 4, Workers: 10, Rounds: 2, Timeout: time.Minute, Batch: 30}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +27,9 @@ func TestCompare(t *testing.T) {
 	}
 	if rep.RiverJobsPerSec <= 0 || rep.OnceflowStepsPerS <= 0 || rep.Ratio <= 0 {
 		t.Fatalf("figures not positive: %+v", rep)
+	}
+	if rep.Batch != 30 || rep.RiverBatchJobsPerSec <= 0 || rep.OnceflowBatchStepsPerS <= 0 || rep.BatchRatio <= 0 {
+		t.Fatalf("batch figures not positive: %+v", rep)
 	}
 	if rep.RiverVersion == "unknown" {
 		t.Errorf("River's version is unknown")
@@ -39,7 +42,10 @@ func TestCompare(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	for _, rd := range rep.Rounds {
-		for _, schema := range []string{rd.River.Schema, rd.Onceflow.Schema} {
+		if rd.RiverBatch == nil || rd.OnceflowBatch == nil {
+			t.Fatalf("round %d has no batch rows", rd.Round)
+		}
+		for _, schema := range []string{rd.River.Schema, rd.Onceflow.Schema, rd.RiverBatch.Schema, rd.OnceflowBatch.Schema} {
 			var n int
 			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n); err != nil {
 				t.Fatal(err)

@@ -32,6 +32,41 @@ func (noopArgs) InsertOpts() river.InsertOpts {
 // opts.Jobs jobs from opts.Concurrency goroutines, one Insert each, and measures until all
 // of them are completed.
 func runRiver(ctx context.Context, opts options, url, schema string) (sideResult, error) {
+	return riverSide(ctx, opts, url, schema, func(ctx context.Context, client *river.Client[pgx.Tx], duplicates *atomic.Int64) error {
+		return insertAll(ctx, opts.Jobs, opts.Concurrency, func(ctx context.Context, i int) error {
+			r, err := client.Insert(ctx, noopArgs{N: i}, nil)
+			if err == nil && r.UniqueSkippedAsDuplicate {
+				duplicates.Add(1)
+			}
+			return err
+		})
+	})
+}
+
+// runRiverMany is runRiver with the jobs inserted in batches of opts.Batch, one
+// Client.InsertMany each.
+func runRiverMany(ctx context.Context, opts options, url, schema string) (sideResult, error) {
+	return riverSide(ctx, opts, url, schema, func(ctx context.Context, client *river.Client[pgx.Tx], duplicates *atomic.Int64) error {
+		return insertBatches(ctx, opts.Jobs, opts.Concurrency, opts.Batch, func(ctx context.Context, lo, hi int) error {
+			params := make([]river.InsertManyParams, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				params = append(params, river.InsertManyParams{Args: noopArgs{N: i}})
+			}
+			res, err := client.InsertMany(ctx, params)
+			for _, r := range res {
+				if r.UniqueSkippedAsDuplicate {
+					duplicates.Add(1)
+				}
+			}
+			return err
+		})
+	})
+}
+
+// riverSide migrates a fresh schema, starts a River client with a no-op worker, inserts
+// opts.Jobs jobs with insert and measures until all of them are completed.
+func riverSide(ctx context.Context, opts options, url, schema string,
+	insert func(ctx context.Context, client *river.Client[pgx.Tx], duplicates *atomic.Int64) error) (sideResult, error) {
 	var res sideResult
 	if err := createSchema(ctx, url, schema); err != nil {
 		return res, fmt.Errorf("creating schema: %w", err)
@@ -86,14 +121,7 @@ func runRiver(ctx context.Context, opts options, url, schema string) (sideResult
 
 	var duplicates atomic.Int64
 	start := time.Now()
-	err = insertAll(ctx, opts.Jobs, opts.Concurrency, func(ctx context.Context, i int) error {
-		r, err := client.Insert(ctx, noopArgs{N: i}, nil)
-		if err == nil && r.UniqueSkippedAsDuplicate {
-			duplicates.Add(1)
-		}
-		return err
-	})
-	if err != nil {
+	if err := insert(ctx, client, &duplicates); err != nil {
 		return res, err
 	}
 	res.InsertSeconds = time.Since(start).Seconds()

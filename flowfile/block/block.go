@@ -68,7 +68,10 @@ func (s Settings) Decode(v any) error {
 	return yaml.NodeToValue(s.node, v, yaml.Strict())
 }
 
-// Path is where the block is in its file, as a YAML path: "$.steps[2].http".
+// Path is where the block is in its file, as a YAML path ("$.queue"), or "" where the
+// reader does not say: the blocks of steps and notify channels are decoded before their
+// place in the file is known. A kind reports problems with paths relative to its block
+// (Walker) and never needs its own.
 func (s Settings) Path() string { return s.path }
 
 // IsZero reports whether the block is absent.
@@ -142,7 +145,7 @@ type Use struct {
 
 // EnvUse says how an environment variable named directly is used.
 type EnvUse struct {
-	// Label names the setting in messages: "database".
+	// Label names what the variable holds, in messages: "database's DSN".
 	Label string
 	// Secret marks the variable's value as a secret, masked whole.
 	Secret bool

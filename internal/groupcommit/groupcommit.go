@@ -88,6 +88,29 @@ func (c *Committer[T, R]) Do(ctx context.Context, item T) (R, error) {
 	}
 }
 
+// DoMany submits items at once, in order, and waits for the commits that hold them: they
+// are committed in as few batches as MaxBatch allows, possibly with other callers' items.
+// It returns each item's result and error, in order: an item's error is that of the commit
+// that failed it (see Do). If ctx ends first, the items not yet answered get ctx's error;
+// those whose batch has not started are dropped, the others may still be committed.
+func (c *Committer[T, R]) DoMany(ctx context.Context, items []T) ([]R, []error) {
+	calls := make([]*call[T, R], len(items))
+	for i, item := range items {
+		calls[i] = &call[T, R]{item: item, ctx: ctx, done: make(chan struct{})}
+	}
+	c.enqueue(calls...)
+	res, errs := make([]R, len(items)), make([]error, len(items))
+	for i, cl := range calls {
+		select {
+		case <-cl.done:
+			res[i], errs[i] = cl.res, cl.err
+		case <-ctx.Done():
+			errs[i] = context.Cause(ctx)
+		}
+	}
+	return res, errs
+}
+
 // Go submits item without waiting for it; its result is discarded. It is for writes whose
 // caller has its answer already, such as the audit event of a decision taken on the read
 // path.
@@ -119,13 +142,14 @@ func (c *Committer[T, R]) Pending() int {
 	return len(c.queue)
 }
 
-func (c *Committer[T, R]) enqueue(cl *call[T, R]) {
+func (c *Committer[T, R]) enqueue(cls ...*call[T, R]) {
 	c.mu.Lock()
-	c.queue = append(c.queue, cl)
+	c.queue = append(c.queue, cls...)
 	if c.idle == nil {
 		c.idle = make(chan struct{})
 	}
-	if c.running < c.cfg.Concurrency {
+	// A committer for each batch the queue holds, up to Concurrency committing at once.
+	for n := (len(c.queue) + c.cfg.MaxBatch - 1) / c.cfg.MaxBatch; n > 0 && c.running < c.cfg.Concurrency; n-- {
 		c.running++
 		go c.run()
 	}

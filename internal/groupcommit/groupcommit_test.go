@@ -244,6 +244,50 @@ func TestFlushEndsWithItsContext(t *testing.T) {
 	}
 }
 
+// DoMany's items are queued at once and committed in batches of at most MaxBatch, as
+// many at a time as Concurrency allows; each gets its own result, in order, and an item
+// the database refuses fails alone.
+func TestDoMany(t *testing.T) {
+	g := newGate()
+	close(g.release)
+	refused := errors.New("refused")
+	g.fail = func(items []int) error {
+		if slices.Contains(items, 42) {
+			return refused
+		}
+		return nil
+	}
+	c := New(g.commit, Config{MaxBatch: 30, Concurrency: 2})
+	items := make([]int, 100)
+	for i := range items {
+		items[i] = i
+	}
+	res, errs := c.DoMany(t.Context(), items)
+	for i := range items {
+		switch {
+		case i == 42 && !errors.Is(errs[i], refused):
+			t.Errorf("item 42: %v, want its own error", errs[i])
+		case i != 42 && (errs[i] != nil || res[i] != i*10):
+			t.Errorf("item %d: %d, %v; want %d", i, res[i], errs[i], i*10)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var committed []int
+	for _, b := range g.batches {
+		if len(b) > 30 {
+			t.Errorf("a batch of %d items, more than MaxBatch", len(b))
+		}
+		if len(b) > 1 || b[0] != 42 {
+			committed = append(committed, b...)
+		}
+	}
+	slices.Sort(committed)
+	if len(committed) < 100 {
+		t.Errorf("%d items committed in batches, want all 100", len(committed))
+	}
+}
+
 // A lone item whose commit fails gets the commit's error, not a result: a caller alone in
 // its batch is never told an item succeeded that the database refused. Its caller is the
 // only one waiting, so no retry item by item answers it.

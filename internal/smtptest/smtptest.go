@@ -19,7 +19,20 @@ type Sink struct {
 	mu       sync.Mutex
 	subjects []string
 	messages []Message
+	replies  []string
 	wg       sync.WaitGroup
+}
+
+// Drop, as a reply, closes the connection without answering.
+const Drop = "drop"
+
+// Reply makes the sink answer the next message, once its text has arrived, with line (such
+// as "451 try again later" or "554 refused") instead of accepting it, or close the
+// connection without an answer (Drop). The message is kept either way.
+func (s *Sink) Reply(line string) {
+	s.mu.Lock()
+	s.replies = append(s.replies, line)
+	s.mu.Unlock()
 }
 
 // Message is one accepted message.
@@ -128,12 +141,19 @@ func (s *Sink) serve(c net.Conn) {
 				}
 			}
 			msg.Data, msg.Subject = data.String(), subject
+			reply := "250 queued"
 			s.mu.Lock()
 			s.subjects = append(s.subjects, subject)
 			s.messages = append(s.messages, msg)
+			if len(s.replies) > 0 {
+				reply, s.replies = s.replies[0], s.replies[1:]
+			}
 			s.mu.Unlock()
 			msg = Message{}
-			say("250 queued")
+			if reply == Drop {
+				return
+			}
+			say(reply)
 		case cmd == "QUIT":
 			say("221 bye")
 			return

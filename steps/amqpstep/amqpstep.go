@@ -13,6 +13,14 @@
 // A negative confirm (the broker did not take the message) is retried. A message no queue
 // is bound to receive (mandatory publish returned) and an exchange that does not exist are
 // permanent: no attempt will succeed until the broker is configured.
+//
+// # Routing keys
+//
+// A routing key is words separated by dots, and a template field's value is spliced into
+// one word: a value holding a dot would add words, reaching the queues of other bindings
+// of a topic exchange (or another queue through the default exchange), and a control
+// character is no part of a key. Such a value is a permanent error before anything is
+// sent (reason routing_key_invalid).
 package amqpstep
 
 import (
@@ -22,6 +30,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -31,6 +41,36 @@ import (
 
 // EnvURL names the environment variable with the AMQP URL publish steps use.
 const EnvURL = "ONCEFLOW_AMQP_URL"
+
+// ReasonRoutingKeyInvalid is the review reason of a message whose routing key, rendered
+// from the run's data, is not the routing key the template describes: a field's value that
+// is not one word.
+const ReasonRoutingKeyInvalid = "routing_key_invalid"
+
+// wordValue checks that the value of a routing key's field is one word: a topic exchange
+// reads the dots of a routing key as word boundaries (and the default exchange the whole
+// key as a queue's name), so a value holding a dot would reach other bindings ("eu.vip"
+// in "orders.{input.region}" matches orders.*.vip).
+func wordValue(field, v string) (string, error) {
+	var why string
+	for _, r := range v {
+		switch {
+		case r == '.':
+			why = "it holds a dot, which would add words to the routing key"
+		case unicode.IsControl(r) || r == utf8.RuneError:
+			why = "it holds a control character or bytes that are not UTF-8"
+		default:
+			continue
+		}
+		return "", &routingKeyError{fmt.Errorf("amqp routing_key: field {%s} is %q, which is not one word of a routing key: %s", field, v, why)}
+	}
+	return v, nil
+}
+
+// routingKeyError is a routing key value that is not one word.
+type routingKeyError struct{ error }
+
+func (e *routingKeyError) Unwrap() error { return e.error }
 
 // DefaultOnUnknown is the unknown-outcome action amqp steps are registered with: retry
 // under the same message_id, for consumers that deduplicate by it.
@@ -149,8 +189,12 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
 	}
-	rk, err := s.key.Render(data)
-	if err != nil && s.spec.RoutingKey != "" {
+	rk, err := s.key.RenderFunc(data, wordValue)
+	var we *routingKeyError
+	switch {
+	case errors.As(err, &we):
+		return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonRoutingKeyInvalid, Err: err}
+	case err != nil && s.spec.RoutingKey != "":
 		return nil, onceflow.PermanentError(err)
 	}
 	pub := amqp.Publishing{MessageId: sc.EffectKey, DeliveryMode: amqp.Persistent, Timestamp: sc.Now(), ContentType: "text/plain"}

@@ -196,3 +196,47 @@ func TestLostConfirmIsUnknown(t *testing.T) {
 		t.Fatal("amqp steps retry an unknown outcome under the same message_id by default")
 	}
 }
+
+// A routing key's field is one word: a value with a dot would reach the queues of other
+// bindings of a topic exchange, so it is refused before anything is published.
+func TestRoutingKeyValueIsOneWord(t *testing.T) {
+	url, eu, ch := queue(t)
+	_, vip, _ := queue(t)
+	exchange := "onceflow-test-topic-" + testsvc.Suffix()
+	if err := ch.ExchangeDeclare(exchange, "topic", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	for q, binding := range map[string]string{eu: "orders.eu", vip: "orders.*.vip"} {
+		if err := ch.QueueBind(q, binding, exchange, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := &amqpstep.Conn{URL: url}
+	t.Cleanup(conn.Close)
+	st, err := amqpstep.New(amqpstep.Spec{Exchange: exchange, RoutingKey: "orders.{input.region}", Body: "pick {input.order_id}"}, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, region := range []string{"eu.vip", "eu\x00", "eu"} {
+		c := sc("k-" + testsvc.Suffix())
+		c.Input = json.RawMessage(`{"order_id": 1001, "region": ` + strconvQuote(region) + `}`)
+		_, err := st.Do(context.Background(), c)
+		var se *onceflow.StepError
+		switch {
+		case region == "eu":
+			if err != nil {
+				t.Fatalf("region eu: %v", err)
+			}
+		case !errors.As(err, &se) || se.Class != onceflow.Permanent || se.Reason != amqpstep.ReasonRoutingKeyInvalid || !strings.Contains(err.Error(), "not one word"):
+			t.Fatalf("region %q: %v, want a permanent %s", region, err, amqpstep.ReasonRoutingKeyInvalid)
+		}
+	}
+	count(t, ch, eu, 1)
+	count(t, ch, vip, 0)
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

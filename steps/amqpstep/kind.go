@@ -47,7 +47,10 @@ and the retry that follows may deliver the message twice, so consumers must dedu
 message_id. That is the contract of amqp steps and why an unknown outcome is retried under
 the same message_id by default; a workflow whose consumers cannot deduplicate sets
 on_unknown: needs_review. A negative confirm is retried; a message no queue is bound to
-receive, and an exchange that does not exist, are permanent.`,
+receive, and an exchange that does not exist, are permanent. The routing key is words
+separated by dots, and each template field's value must be one word: a value holding a dot
+(which would reach other bindings of a topic exchange) is a permanent error before anything
+is sent (reason routing_key_invalid).`,
 		Example: `- id: warehouse
   kind: amqp
   effect_key: "pick:{input.order_id}"
@@ -61,7 +64,8 @@ receive, and an exchange that does not exist, are permanent.`,
 					"type": "string"
 				},
 				"routing_key": {
-					"type": "string"
+					"type": "string",
+					"description": "Words separated by dots; the value of a template field must be one word: no '.' or control characters."
 				},
 				"headers": {
 					"type": "object",

@@ -6,12 +6,10 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile/block"
-	"github.com/onceflow/onceflow/internal/keytmpl"
 	"github.com/onceflow/onceflow/steps"
 )
 
@@ -22,8 +20,7 @@ type KindOptions struct {
 	Client *http.Client
 }
 
-// Kind is the http step kind, `kind: http` with an `http:` block. It also posts the
-// alerts of a notify block's `slack:` channel, as a request of its own.
+// Kind is the http step kind, `kind: http` with an `http:` block.
 type Kind struct {
 	client *http.Client
 }
@@ -31,10 +28,7 @@ type Kind struct {
 // NewKind returns the http kind.
 func NewKind(o KindOptions) *Kind { return &Kind{client: o.Client} }
 
-var (
-	_ steps.Kind    = (*Kind)(nil)
-	_ steps.Alerter = (*Kind)(nil)
-)
+var _ steps.Kind = (*Kind)(nil)
 
 // Spec describes the kind.
 func (k *Kind) Spec() steps.Spec {
@@ -312,85 +306,6 @@ func (s *Settings) Build(b *steps.Build) (onceflow.StepFunc, error) {
 // AlertBlock is the notify field of the channel the kind carries: a Slack incoming
 // webhook.
 func (k *Kind) AlertBlock() string { return "slack" }
-
-// AlertSchema is the JSON Schema of a notify block's slack channel.
-func (k *Kind) AlertSchema() json.RawMessage {
-	return json.RawMessage(`{
-			"type": "object",
-			"required": [
-				"webhook"
-			],
-			"additionalProperties": false,
-			"properties": {
-				"webhook": {
-					"$ref": "#/$defs/template",
-					"description": "The incoming webhook's URL, from the environment: \"{env.SLACK_WEBHOOK_URL}\"."
-				}
-			}
-		}`)
-}
-
-// AlertChannel decodes a notify block's slack channel: {webhook: "{env.NAME}"}. Each alert
-// is posted as Slack's JSON, {"text": …, "blocks": […]}, with the effect key in the
-// Idempotency-Key header; 5xx and 429 are retried, other 4xx wait for review.
-func (k *Kind) AlertChannel(s block.Settings) (steps.Channel, error) {
-	c := &SlackChannel{kind: k}
-	if err := s.Decode(c); err != nil {
-		return steps.Channel{}, err
-	}
-	var vars []string
-	if t, err := keytmpl.Parse(c.Webhook); err == nil {
-		for _, f := range t.Fields() {
-			vars = append(vars, strings.TrimPrefix(f, "env."))
-		}
-	}
-	return steps.Channel{Config: c, Label: strings.Join(vars, "-"), Identity: "slack\x00" + c.Webhook}, nil
-}
-
-// SlackChannel is a notify block's slack channel: alerts posted to a Slack incoming
-// webhook, or any endpoint that accepts its JSON.
-type SlackChannel struct {
-	// Webhook is the URL, read from the environment, e.g. "{env.SLACK_WEBHOOK_URL}": a
-	// webhook URL is a secret and never written in a workflow file.
-	Webhook string `yaml:"webhook"`
-
-	kind *Kind
-}
-
-// Spec is the request each alert is posted with.
-func (c *SlackChannel) Spec() Spec {
-	return Spec{
-		Request: Request{Method: "POST", URL: c.Webhook, Body: map[string]any{"text": "{input.text}", "blocks": "{input.blocks}"}},
-		Timeout: 15 * time.Second,
-	}
-}
-
-// Walk checks that the webhook comes from the environment, whose variables are secrets.
-func (c *SlackChannel) Walk(w block.Walker) {
-	if c.Webhook == "" {
-		w.Problem("webhook", `slack webhook: is required, e.g. "{env.SLACK_WEBHOOK_URL}"`)
-		return
-	}
-	w.Template("webhook", c.Webhook, block.Use{Label: "slack webhook", EnvOnly: true, Secret: true, ReportParse: true})
-	if t, err := keytmpl.Parse(c.Webhook); err == nil && len(t.Fields()) == 0 {
-		w.Problem("webhook", "slack webhook: %q must come from the environment, e.g. \"{env.SLACK_WEBHOOK_URL}\": a webhook URL is a secret", c.Webhook)
-	}
-}
-
-// OnUnknown leaves an unknown outcome to the engine.
-func (c *SlackChannel) OnUnknown() onceflow.UnknownAction { return "" }
-
-// Build compiles the request.
-func (c *SlackChannel) Build(b *steps.Build) (onceflow.StepFunc, error) {
-	if c.kind == nil || c.kind.client == nil {
-		return nil, errors.New("slack notifications need an HTTP client")
-	}
-	st, err := New(c.Spec(), c.kind.client, Env(b.Env))
-	if err != nil {
-		return nil, err
-	}
-	return st.Do, nil
-}
 
 // Close closes the idle connections of the kind's client.
 func (k *Kind) Close() error {

@@ -169,6 +169,10 @@ var envNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 func (s *Settings) Walk(w block.Walker) {
 	if !envNameRE.MatchString(s.Database) {
 		w.Problem("database", "database must name the environment variable holding the DSN (A-Z, 0-9, _), such as SHOP_DB; the DSN itself never goes in the file")
+	} else {
+		// The DSN holds the database's password: its value is masked whole, and a
+		// program serving the file refuses to start without it.
+		w.EnvVar("database", s.Database, block.EnvUse{Label: "database's DSN", Secret: true, Required: true})
 	}
 	if len(s.Statements) == 0 {
 		w.Problem("", "sql needs statements")

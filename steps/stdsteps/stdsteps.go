@@ -1,5 +1,5 @@
 // Package stdsteps is the set of standard step kinds, registered in one place: http,
-// email, transition, sql, nats, amqp and go, in that order. The onceflow command reads
+// slack, email, transition, sql, nats, amqp and go, in that order. The onceflow command reads
 // workflow files against it; a program that embeds onceflow starts from it and adds its
 // own kinds:
 //
@@ -25,6 +25,7 @@ import (
 	"github.com/onceflow/onceflow/steps/gostep"
 	"github.com/onceflow/onceflow/steps/httpstep"
 	"github.com/onceflow/onceflow/steps/natsstep"
+	"github.com/onceflow/onceflow/steps/slackstep"
 	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/steps/transitionstep"
 	"github.com/onceflow/onceflow/store"
@@ -80,6 +81,7 @@ func New(o Options) (*steps.Registry, error) {
 	r := steps.NewRegistry()
 	for _, k := range []steps.Kind{
 		httpstep.NewKind(httpstep.KindOptions{Client: policy.Client(0)}),
+		slackstep.NewKind(slackstep.KindOptions{Client: policy.Client(0)}),
 		emailstep.NewKind(emailstep.KindOptions{Server: srv, Dial: policy.DialContext}),
 		transitionstep.NewKind(transitionstep.KindOptions{Store: o.Store}),
 		sqlstep.NewKind(sqlstep.KindOptions{Hooks: o.Hooks.SQL}),

@@ -27,7 +27,7 @@ import (
 
 // runBound is the most a run may cost, whole workload (starts, claims and records).
 type runBound struct {
-	Statements float64 // statements sent, BEGIN, COMMIT, ROLLBACK and the notifier's pg_notify not counted
+	Statements float64 // statements sent, BEGIN, COMMIT, ROLLBACK, the planner settings of transactions and the notifier's pg_notify not counted
 	RoundTrips float64 // queries and batches sent, the notifier's not counted
 	Txs        float64 // transactions
 	Tuples     float64 // heap tuples written: rows inserted and row versions updated
@@ -184,6 +184,7 @@ type countingTracer struct {
 	trips    int
 	txs      int
 	notifies int
+	settings int
 }
 
 // sent is what a tracer counted.
@@ -192,6 +193,10 @@ type sent struct {
 	trips    int
 	txs      int
 	notifies int
+	// settings are the statements that only set how the transaction plans the others
+	// (set_config(…, true), SET LOCAL), sent in the round trips of the statements they
+	// serve, as BEGIN is.
+	settings int
 }
 
 func (s sent) statements() int {
@@ -218,8 +223,8 @@ func (s sent) detail(n float64) string {
 		}
 		fmt.Fprintf(&b, "  %7.3f  %s\n", float64(s.stmts[q])/n, shown)
 	}
-	fmt.Fprintf(&b, "  %7.3f  round trips\n  %7.3f  transactions\n  %7.3f  notifications (pg_notify, not counted above)\n",
-		float64(s.trips)/n, float64(s.txs)/n, float64(s.notifies)/n)
+	fmt.Fprintf(&b, "  %7.3f  round trips\n  %7.3f  transactions\n  %7.3f  notifications (pg_notify, not counted above)\n  %7.3f  planner settings (not counted above)\n",
+		float64(s.trips)/n, float64(s.txs)/n, float64(s.notifies)/n, float64(s.settings)/n)
 	return b.String()
 }
 
@@ -246,6 +251,8 @@ func (c *countingTracer) add(q string, trip bool) {
 	case strings.HasPrefix(lower, "begin"):
 		c.txs++
 	case lower == "commit", lower == "rollback":
+	case strings.HasPrefix(lower, "set local "), strings.HasPrefix(lower, "select set_config("):
+		c.settings++
 	default:
 		c.stmts[q]++
 	}
@@ -253,15 +260,15 @@ func (c *countingTracer) add(q string, trip bool) {
 
 func (c *countingTracer) reset() {
 	c.mu.Lock()
-	c.stmts, c.trips, c.txs, c.notifies = map[string]int{}, 0, 0, 0
+	c.stmts, c.trips, c.txs, c.notifies, c.settings = map[string]int{}, 0, 0, 0, 0
 	c.mu.Unlock()
 }
 
 func (c *countingTracer) take() sent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := sent{stmts: c.stmts, trips: c.trips, txs: c.txs, notifies: c.notifies}
-	c.stmts, c.trips, c.txs, c.notifies = map[string]int{}, 0, 0, 0
+	out := sent{stmts: c.stmts, trips: c.trips, txs: c.txs, notifies: c.notifies, settings: c.settings}
+	c.stmts, c.trips, c.txs, c.notifies, c.settings = map[string]int{}, 0, 0, 0, 0
 	return out
 }
 

@@ -38,7 +38,7 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 		p.Limit = 1
 	}
 	res := &store.ClaimResult{}
-	err := s.tx(ctx, "step claim", func(t *txn) error {
+	err := s.keyedTx(ctx, "step claim", func(t *txn) error {
 		*res = store.ClaimResult{}
 		return claim(ctx, t, &p, res)
 	})
@@ -72,16 +72,19 @@ var claimCandidatesSQL = lockingScanSQL(
 // for each other. A step left out stays due for the next claim.
 var claimCandidatesNoWaitSQL = strings.Replace(claimCandidatesSQL, "FOR NO KEY UPDATE)", "FOR NO KEY UPDATE SKIP LOCKED)", 1)
 
-// customPlans makes the rest of the transaction plan each statement for its parameters. A
-// generic plan, which PostgreSQL may switch to after a few executions of a prepared
-// statement, is costed from the table's statistics: after an ANALYZE of a nearly empty
-// steps table it would scan every step for the due ones with SKIP LOCKED. Only the claim and
-// the reaper's scan need it, so the other statements keep their cached plans.
-const customPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+// customPlans makes the statements that follow in the transaction be planned for their
+// parameters, and keptPlans returns to the connection's mode. A locking scan's best plan
+// depends on how many steps are due and how many it takes: a generic plan, costed for
+// neither, could sort every due step to lock the first few. Only the claim's and the
+// reaper's scans are planned this way; every other statement keeps its plan.
+const (
+	customPlans = `SET LOCAL plan_cache_mode = force_custom_plan`
+	keptPlans   = `SET LOCAL plan_cache_mode TO DEFAULT`
+)
 
-// lockingScan sends the transaction's queued writes, if any (so that query sees them),
-// customPlans unless the connections plan that way already, and query in one round trip
-// and returns query's rows.
+// lockingScan sends the transaction's queued writes, if any (so that query sees them), and
+// query planned for its arguments (between customPlans and keptPlans, unless the
+// connections plan that way already) in one round trip, and returns query's rows.
 func lockingScan[T any](ctx context.Context, t *txn, scan func(pgx.CollectableRow) (T, error), query string, args ...any) ([]T, error) {
 	b := &pgx.Batch{}
 	if t.queued != nil {
@@ -92,6 +95,9 @@ func lockingScan[T any](ctx context.Context, t *txn, scan func(pgx.CollectableRo
 	}
 	queued := b.Len()
 	b.Queue(query, args...)
+	if !t.s.customPlans {
+		b.Queue(keptPlans)
+	}
 	br := t.SendBatch(ctx, b)
 	defer br.Close()
 	for range queued {
@@ -106,6 +112,11 @@ func lockingScan[T any](ctx context.Context, t *txn, scan func(pgx.CollectableRo
 	out, err := pgx.CollectRows(rows, scan)
 	if err != nil {
 		return nil, err
+	}
+	if !t.s.customPlans {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 	}
 	return out, br.Close()
 }

@@ -25,6 +25,9 @@ type conn interface {
 // release, which hand the connection back to the pool.
 type pooledTx struct {
 	pool *pgxpool.Pool
+	// settings are sent right after BEGIN: statements that set the transaction's
+	// settings (set_config(…, true)).
+	settings []string
 	// c is the connection once the first statement was sent, and tx the transaction on it;
 	// begun is set once BEGIN succeeded.
 	c     *pgxpool.Conn
@@ -44,6 +47,9 @@ func (x *pooledTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	x.c = c
 	nb := &pgx.Batch{}
 	nb.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	for _, set := range x.settings {
+		nb.Queue(set)
+	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	br := c.SendBatch(ctx, nb)
 	x.tx = br.Tx()
@@ -52,6 +58,12 @@ func (x *pooledTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 		return errBatch{err}
 	}
 	x.begun = true
+	for range x.settings {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return errBatch{err}
+		}
+	}
 	return br
 }
 

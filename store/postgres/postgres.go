@@ -50,12 +50,21 @@
 // and a run.state_changed event follows the item's events when it changed; the dependents
 // and each run's final state are written once, before COMMIT. Rows are locked in a fixed
 // order (steps, then runs by ID, then ledger rows by key) so that concurrent batches never
-// wait for each other in a cycle. Statements are prepared once per connection and planned
-// for their parameters on every execution (plan_cache_mode=force_custom_plan, unless the
-// URL sets it): a generic plan chosen while a table is nearly empty would otherwise stay in
-// use as it grows. When the URL sets another mode, the claim's and the reaper's locking
-// scans set it for their own transaction (SET LOCAL, in the same round trip), since a
-// generic plan would make them scan every step.
+// wait for each other in a cycle.
+//
+// # Plans
+//
+// Statements are prepared once per connection (pgx's statement cache), and PostgreSQL
+// keeps their plans (plan_cache_mode=auto, unless the URL sets it): planning the write
+// path's statements costs more than running them. Every statement of the write path finds
+// its rows by key — a primary key or a unique key, for a batch passed as arrays — and its
+// transaction prices sequential scans out (enable_seqscan off, set for the transaction
+// alone with BEGIN), so that a generic plan made while the tables were small, or never analyzed, uses
+// their indexes as they grow. The claim's and the reaper's locking scans, whose best plan
+// depends on their parameters (how many steps are due, and how many to take), are planned
+// for them on every execution (SET LOCAL plan_cache_mode = force_custom_plan, sent with
+// the scan and reset after it). TestWritePathPlans explains every statement of the write
+// path, in a schema never analyzed and in one of 100,000 steps.
 //
 // # Audit trail order
 //
@@ -131,6 +140,9 @@ const DefaultRetryFor = 5 * time.Second
 
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
+	// purges counts the purges made through the store (store.PurgeCounter).
+	purges store.Purges
+
 	pool   *pgxpool.Pool
 	config *pgxpool.Config
 	// schema is the schema the tables live in (current_schema() of a pooled connection).
@@ -141,7 +153,7 @@ type Store struct {
 	// channel is the LISTEN/NOTIFY channel that says steps may be due in this schema.
 	channel string
 	// customPlans is set when every connection plans each execution for its parameters
-	// (plan_cache_mode=force_custom_plan from the start): the locking scans need not set it.
+	// (the URL sets plan_cache_mode=force_custom_plan): the locking scans need not set it.
 	customPlans bool
 	// destinations remembers the destinations whose slot and bucket rows exist (limits.go).
 	destinations sync.Map
@@ -167,6 +179,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
+	return openConfig(ctx, cfg, opts)
+}
+
+// openConfig is Open with the URL parsed.
+func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
 	if opts.Schema != "" {
 		if strings.ContainsRune(opts.Schema, 0) || len(opts.Schema) > 63 {
 			return nil, fmt.Errorf("postgres: open: schema %q is not a valid PostgreSQL name (at most 63 bytes, no NUL)", opts.Schema)
@@ -175,12 +192,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
-		// Plan every execution of a prepared statement for its parameters. A generic plan,
-		// which PostgreSQL may switch to after a few executions, is costed from the tables'
-		// statistics and the unknown length of the arrays the batch statements take: chosen
-		// while the tables are small, it stays in use as they grow (measured: a 3-step chain
-		// fell from about 1,000 to 250 steps/s by 20,000 runs).
-		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+		// Keep the plans of prepared statements: after five executions PostgreSQL keeps a
+		// generic plan when it costs no more than planning each execution, which for the
+		// write path's statements costs more than running them. Those statements find their
+		// rows by key under keyedSettings, so that a plan kept from when the tables were
+		// small stays right as they grow (with plain settings it read a table whole: a
+		// 3-step chain fell from about 1,000 to 250 steps/s by 20,000 runs). The locking
+		// scans, whose best plan depends on their parameters, are planned for them on
+		// every execution (lockingScan).
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
 	}
 	if testTracer != nil {
 		cfg.ConnConfig.Tracer = testTracer
@@ -434,9 +454,34 @@ func (e *commitError) Unwrap() error { return e.err }
 // transaction when it rolled back for a transient reason. fn must start from scratch each
 // time it is called.
 func (s *Store) tx(ctx context.Context, op string, fn func(t *txn) error) error {
+	return s.txWith(ctx, op, nil, fn)
+}
+
+// keyedTx is tx for a transaction of the write path, every statement of which finds its
+// rows by key: it runs with keyedSettings.
+func (s *Store) keyedTx(ctx context.Context, op string, fn func(t *txn) error) error {
+	return s.txWith(ctx, op, keyedSettings, fn)
+}
+
+// keyedSettings are the planner settings of the write path's transactions (keyedTx),
+// under which PostgreSQL plans their statements and makes the generic plans it keeps.
+// Every statement there finds its rows through a unique index or the index of a foreign
+// key, for a batch of keys passed as arrays; reading a table whole is never its best plan,
+// yet it is the plan PostgreSQL makes for a table it believes tiny — one that was never
+// analyzed is taken to be ten pages, whatever it holds — and a generic plan made then would
+// be kept as the table grows, until autovacuum's next ANALYZE, which can be a minute and
+// tens of thousands of rows later. With sequential scans priced out, an index is used at
+// every size (TestWritePathPlans). The price (PostgreSQL adds 10^10 to the cost of a
+// sequential scan) stays on the scans that have no alternative, such as reading the events
+// sequence, and would make those statements pass the threshold of JIT compilation, which
+// then costs hundreds of milliseconds each time: JIT is off as well, since no statement
+// here runs long enough to gain from it.
+var keyedSettings = []string{`SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`}
+
+func (s *Store) txWith(ctx context.Context, op string, settings []string, fn func(t *txn) error) error {
 	r := s.retrier()
 	for {
-		err := s.tryTx(ctx, fn)
+		err := s.tryTx(ctx, settings, fn)
 		if err == nil {
 			return nil
 		}
@@ -460,8 +505,8 @@ func failed(op string, err error) error {
 	return err
 }
 
-func (s *Store) tryTx(ctx context.Context, fn func(t *txn) error) error {
-	x := &pooledTx{pool: s.pool}
+func (s *Store) tryTx(ctx context.Context, settings []string, fn func(t *txn) error) error {
+	x := &pooledTx{pool: s.pool, settings: settings}
 	t := &txn{conn: x, s: s}
 	err := fn(t)
 	committed := false

@@ -24,7 +24,7 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 		p.Limit = 100
 	}
 	var reaped, cancelled int
-	err := s.tx(ctx, "step reap", func(t *txn) error {
+	err := s.keyedTx(ctx, "step reap", func(t *txn) error {
 		var err error
 		reaped, err = reap(ctx, t, &p)
 		return err
@@ -33,7 +33,7 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 		return 0, err
 	}
 	// In a transaction of its own, so that each takes its locks in its own order.
-	err = s.tx(ctx, "step reap cancelled", func(t *txn) error {
+	err = s.keyedTx(ctx, "step reap cancelled", func(t *txn) error {
 		var err error
 		cancelled, err = reapCancelled(ctx, t, &p)
 		return err
@@ -123,7 +123,8 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 	b := &pgx.Batch{}
 	// The steps of the runs as they were before (the runs are locked).
 	rs.queueLoad(b)
-	// The attempt is closed with outcome unknown; the key stays held.
+	// The attempt is closed with outcome unknown; the key stays held. The state expected is
+	// a parameter, as in the record's compare-and-set (recordSteps).
 	b.Queue(`WITH u AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]) WITH ORDINALITY
 				AS u(id, owner, attempt, state, next_at, error, reason, ord)),
@@ -131,12 +132,12 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 			UPDATE steps s SET state = u.state, next_at = u.next_at, lease_owner = '', lease_expires_at = NULL, last_outcome = 'unknown',
 				last_error = u.error, reason = u.reason, updated_at = $8
 			FROM u
-			WHERE s.id = u.id AND s.state = 'processing' AND s.lease_owner = u.owner AND s.attempt = u.attempt
+			WHERE s.id = u.id AND s.state = $9 AND s.lease_owner = u.owner AND s.attempt = u.attempt
 			RETURNING s.id, s.attempt, u.error, u.ord),
 		att AS (
 			UPDATE attempts a SET ended_at = $8, outcome = 'unknown', error = upd.error
 			FROM upd WHERE a.step_id = upd.id AND a.number = upd.attempt AND a.ended_at IS NULL)
-		SELECT ord FROM upd`, ids, owners, attempts, states, nextAts, errs, reasons, p.Now)
+		SELECT ord FROM upd`, ids, owners, attempts, states, nextAts, errs, reasons, p.Now, string(store.StateProcessing))
 	br := t.SendBatch(ctx, b)
 	applied := make([]bool, n)
 	err = func() error {

@@ -41,7 +41,7 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 		copy(results, invalid)
 		return results, nil
 	}
-	err := s.tx(ctx, "step record", func(t *txn) error {
+	err := s.keyedTx(ctx, "step record", func(t *txn) error {
 		copy(results, invalid)
 		return record(ctx, t, ps, results)
 	})
@@ -235,12 +235,15 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 		all = append(all, e.p.StepID)
 	}
 	b := &pgx.Batch{}
+	// The state the compare-and-set expects is a parameter, so that the plan PostgreSQL
+	// keeps finds the steps by ID rather than reading the partial index of the steps in
+	// flight whole (which a literal 'processing' lets it choose).
 	b.Queue(`UPDATE steps s SET state = u.state, next_at = u.next_at, lease_owner = '', lease_expires_at = NULL, last_outcome = u.outcome,
 			output = coalesce(u.output, s.output), last_error = u.error, reason = u.reason, updated_at = u.now
 		FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::timestamptz[])
 			WITH ORDINALITY AS u(id, owner, attempt, state, next_at, outcome, output, error, reason, now, ord)
-		WHERE s.id = u.id AND s.lease_owner = u.owner AND s.attempt = u.attempt AND s.state = 'processing'
-		RETURNING u.ord`, ids, owners, attempts, states, nextAts, outcomes, outputs, errs, reasons, nows)
+		WHERE s.id = u.id AND s.lease_owner = u.owner AND s.attempt = u.attempt AND s.state = $11
+		RETURNING u.ord`, ids, owners, attempts, states, nextAts, outcomes, outputs, errs, reasons, nows, string(store.StateProcessing))
 	b.Queue(`UPDATE attempts a SET ended_at = u.ended_at, outcome = u.outcome, error = u.error, response_status = u.status, response_excerpt = u.excerpt
 		FROM unnest($1::bigint[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::int4[], $8::text[])
 			AS u(step_id, number, worker, ended_at, outcome, error, status, excerpt)

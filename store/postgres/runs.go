@@ -67,7 +67,7 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 	if valid == 0 {
 		return results, nil
 	}
-	err := s.tx(ctx, "run insert", func(t *txn) error {
+	err := s.keyedTx(ctx, "run insert", func(t *txn) error {
 		return runInsertMany(ctx, t, ps, results)
 	})
 	if err != nil {

@@ -138,7 +138,7 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 		return nil, nil
 	}
 	held := map[int64]bool{}
-	err := s.tx(ctx, "step heartbeat", func(t *txn) error {
+	err := s.keyedTx(ctx, "step heartbeat", func(t *txn) error {
 		clear(held)
 		rows, err := t.Query(ctx, `UPDATE steps SET lease_expires_at = $1, updated_at = $2
 			WHERE lease_owner = $3 AND state IN ('processing', 'cancelled') AND id = ANY($4) RETURNING id`,
@@ -164,7 +164,7 @@ func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	return s.tx(ctx, "step checkpoint", func(t *txn) error {
+	return s.keyedTx(ctx, "step checkpoint", func(t *txn) error {
 		tag, err := t.Exec(ctx, `UPDATE steps SET progress = $1, updated_at = $2
 			WHERE id = $3 AND lease_owner = $4 AND attempt = $5 AND state = 'processing'`, []byte(p.Progress), p.Now, p.StepID, p.Owner, p.Attempt)
 		if err == nil && tag.RowsAffected() == 0 {

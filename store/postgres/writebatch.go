@@ -44,7 +44,7 @@ func (s *Store) WriteBatch(ctx context.Context, p store.WriteBatchParams) (*stor
 	if validStarts == 0 && validRecords == 0 && !claiming {
 		return res, nil
 	}
-	err := s.tx(ctx, "write batch", func(t *txn) error {
+	err := s.keyedTx(ctx, "write batch", func(t *txn) error {
 		// From scratch on each attempt.
 		*res.Claim = store.ClaimResult{}
 		copy(res.Records, invalid)

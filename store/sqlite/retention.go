@@ -41,6 +41,7 @@ func (s *Store) RetentionPurge(ctx context.Context, p store.RetentionPurgeParams
 	if p.DryRun {
 		return s.purgeDryRun(ctx, p)
 	}
+	defer s.purges.Begin()()
 	return store.PurgeBatches(p, func(size, n int) (*store.PurgeReport, error) {
 		var batch *store.PurgeReport
 		err := s.tx(ctx, "retention purge", func(tx *sql.Tx) error {
@@ -191,3 +192,9 @@ func purgeEvent(p store.RetentionPurgeParams, r *store.PurgeReport, n int) *stor
 	}
 	return &store.Event{At: p.Now, Type: store.EventRetentionPurged, Actor: actor, Detail: detail(d)}
 }
+
+var _ store.PurgeCounter = (*Store)(nil)
+
+// Purges implements store.PurgeCounter: it changes whenever a purge through this store
+// begins or ends.
+func (s *Store) Purges() uint64 { return s.purges.Purges() }

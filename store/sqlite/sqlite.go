@@ -54,6 +54,9 @@ type Options struct {
 
 // Store is the SQLite implementation of store.Store.
 type Store struct {
+	// purges counts the purges made through the store (store.PurgeCounter).
+	purges store.Purges
+
 	path string
 	w    *sql.DB // one connection, BEGIN IMMEDIATE
 	r    *sql.DB // read-only pool

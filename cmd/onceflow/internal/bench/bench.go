@@ -17,6 +17,9 @@
 //   - ledger: steps per second with M completed effects already in the ledger, against an
 //     empty database in the same invocation.
 //   - backlog: the memory and the throughput of serving N pending runs, loaded in bulk.
+//   - batch: an import of R leads started with StartMany in batches of B by C goroutines
+//     while Serve executes their one step with W workers; starts and steps per second
+//     until every run is completed, and the latency of StartMany.
 //
 // Bulk loads write rows with SQL of the backend's own dialect (bulk_sqlite.go,
 // bulk_postgres.go) into the tables the store's migrations created; everything else goes
@@ -37,7 +40,7 @@ import (
 )
 
 // Scenarios lists the scenario names in the order "all" runs them.
-var Scenarios = []string{"steps", "ingest", "dedupe", "ledger", "backlog"}
+var Scenarios = []string{"steps", "ingest", "dedupe", "ledger", "backlog", "batch"}
 
 // Config says what to measure and where. The CLI fills every field; zero values are not
 // defaults.
@@ -78,6 +81,10 @@ type Config struct {
 	BacklogWindow time.Duration
 	BacklogSteps  int
 
+	// BatchRuns is how many runs the batch scenario imports, BatchSize how many items each
+	// StartMany call holds.
+	BatchRuns, BatchSize int
+
 	// Progress, when set, receives a progress line rewritten in place with '\r'.
 	Progress io.Writer
 }
@@ -104,7 +111,8 @@ type Result struct {
 	Seconds        float64 `json:"seconds"`
 	StepsPerSecond float64 `json:"steps_per_second"`
 	// P50Ms and P99Ms are latencies of the scenario's requests, in milliseconds: Start for
-	// steps, ledger and dedupe, the HTTP request for ingest; 0 for backlog.
+	// steps, ledger and dedupe, the HTTP request for ingest, StartMany for batch; 0 for
+	// backlog.
 	P50Ms float64 `json:"p50_ms"`
 	P99Ms float64 `json:"p99_ms"`
 	// MaxRSSMB is the process's peak resident set in MiB (getrusage). On Linux the peak is
@@ -173,6 +181,8 @@ func Run(ctx context.Context, cfg Config, scenario string) (Report, error) {
 		rep, err = runLedger(ctx, cfg)
 	case "backlog":
 		rep, err = runBacklog(ctx, cfg)
+	case "batch":
+		rep, err = runBatch(ctx, cfg)
 	default:
 		return nil, fmt.Errorf("bench: unknown scenario %q", scenario)
 	}

@@ -13,7 +13,7 @@ func TestParseScenarios(t *testing.T) {
 	}{
 		{"all", Scenarios},
 		{"ledger, steps,ledger", []string{"ledger", "steps"}},
-		{"backlog,all", []string{"backlog", "steps", "ingest", "dedupe", "ledger"}},
+		{"backlog,all", []string{"backlog", "steps", "ingest", "dedupe", "ledger", "batch"}},
 		{"STEPS", []string{"steps"}},
 	} {
 		got, err := ParseScenarios(tc.in)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/onceflow/internal/bench"
 	"github.com/onceflow/onceflow/internal/duration"
 )
@@ -31,19 +32,21 @@ type benchFlags struct {
 	repeatShare   float64
 	ledgerEffects int
 	backlog       int
+	batch         int
 	duration      time.Duration
 }
 
 // benchDefaults are the sizes of a full run and of --quick.
 var benchDefaults = struct {
-	runs, dedupeRuns, clients, ledgerEffects, backlog [2]int
-	duration, backlogWindow                           [2]time.Duration
+	runs, dedupeRuns, clients, ledgerEffects, backlog, batchRuns [2]int
+	duration, backlogWindow                                      [2]time.Duration
 }{
 	runs:          [2]int{20000, 300},
 	dedupeRuns:    [2]int{2000, 300},
 	clients:       [2]int{64, 8},
 	ledgerEffects: [2]int{1_000_000, 10_000},
 	backlog:       [2]int{1_000_000, 5000},
+	batchRuns:     [2]int{100_000, 2000},
 	duration:      [2]time.Duration{10 * time.Second, time.Second},
 	backlogWindow: [2]time.Duration{5 * time.Second, time.Second},
 }
@@ -74,9 +77,12 @@ func newBenchCommand(g *globals) *cobra.Command {
   backlog  N pending runs (--backlog, 1000000) loaded in bulk, then served by W workers
            for at least 5 s (--duration) and until 10000 steps completed: the peak
            resident memory and the steps per second.
+  batch    an import of 100000 leads (--runs) started with StartMany in batches of
+           --batch (500) by C goroutines while W workers execute their one step; starts
+           and steps per second until every run completed, and the latency of StartMany.
 
 --quick shrinks every size so that all scenarios take seconds (300 runs, 8 clients for
-1 s, 10000 effects, 5000 pending runs); flags given explicitly win.
+1 s, 10000 effects, 5000 pending runs, 2000 leads); flags given explicitly win.
 
 Each scenario runs on databases of its own and removes them when it ends. Without --db
 (ONCEFLOW_DB is not consulted) they are SQLite files in a new temporary directory. --db
@@ -100,7 +106,8 @@ them, and bench exits with status 1.`,
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per scenario and line instead of a table")
 	fl.BoolVar(&f.progress, "progress", false, "draw the progress line on stderr even when it is not a terminal")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenarios to this file (read it with 'go tool pprof')")
-	fl.IntVar(&f.runs, "runs", benchDefaults.runs[0], "runs started by steps and ledger (quick 300); known runs of dedupe (default 2000); requests of ingest instead of --duration")
+	fl.IntVar(&f.runs, "runs", benchDefaults.runs[0], "runs started by steps and ledger (quick 300); known runs of dedupe (default 2000); requests of ingest instead of --duration; leads of batch (default 100000, quick 2000)")
+	fl.IntVar(&f.batch, "batch", 500, "items of each StartMany call of batch (at most 1000)")
 	fl.IntVar(&f.steps, "steps", 3, "steps per run of the steps and dedupe chains")
 	fl.IntVar(&f.starters, "starters", 16, "goroutines starting runs at once")
 	fl.IntVar(&f.workers, "workers", 100, "steps executed at once")
@@ -202,6 +209,8 @@ func benchConfig(cmd *cobra.Command, f benchFlags) (bench.Config, error) {
 		DedupeRuns:    pick("runs", f.runs, benchDefaults.dedupeRuns),
 		LedgerEffects: pick("ledger-effects", f.ledgerEffects, benchDefaults.ledgerEffects),
 		Backlog:       pick("backlog", f.backlog, benchDefaults.backlog),
+		BatchRuns:     pick("runs", f.runs, benchDefaults.batchRuns),
+		BatchSize:     f.batch,
 		BacklogSteps:  backlogSteps,
 	}
 	cfg.IngestDuration, cfg.DedupeDuration, cfg.BacklogWindow = benchDefaults.duration[q], benchDefaults.duration[q], benchDefaults.backlogWindow[q]
@@ -230,6 +239,9 @@ func benchConfig(cmd *cobra.Command, f benchFlags) (bench.Config, error) {
 		if c.v > maxRows {
 			return cfg, usagef("--%s must be at most %d, got %d", c.flag, maxRows, c.v)
 		}
+	}
+	if f.batch < 1 || f.batch > onceflow.DefaultMaxStartMany {
+		return cfg, usagef("--batch must be between 1 and %d, got %d", onceflow.DefaultMaxStartMany, f.batch)
 	}
 	if f.steps > 100 {
 		return cfg, usagef("--steps must be at most 100, got %d", f.steps)

@@ -51,6 +51,10 @@ type benchLine struct {
 
 	Backlog   int64 `json:"backlog"`
 	Remaining int64 `json:"remaining"`
+
+	BatchSize       int     `json:"batch_size"`
+	Batches         int64   `json:"batches"`
+	StartsPerSecond float64 `json:"starts_per_second"`
 }
 
 // Sizes of the bench runs of the tests: --quick, smaller still, so that every scenario on
@@ -64,7 +68,7 @@ const (
 
 var testBenchArgs = []string{"bench", "--quick", "--json",
 	"--runs", "60", "--steps", "2", "--ledger-effects", "3000", "--backlog", "600",
-	"--starters", "4", "--workers", "16", "--clients", "4", "--repeat-share", "0.3", "--duration", "300ms"}
+	"--starters", "4", "--workers", "16", "--clients", "4", "--repeat-share", "0.3", "--duration", "300ms", "--batch", "7"}
 
 // benchAll runs every scenario on db, checks what each line reports and returns stderr.
 func benchAll(t *testing.T, db, kind string) (stderr string) {
@@ -82,7 +86,7 @@ func benchAll(t *testing.T, db, kind string) (stderr string) {
 	for _, l := range lines {
 		names = append(names, l.Scenario)
 	}
-	if want := []string{"steps", "ingest", "dedupe", "ledger", "backlog"}; !slices.Equal(names, want) {
+	if want := []string{"steps", "ingest", "dedupe", "ledger", "backlog", "batch"}; !slices.Equal(names, want) {
 		t.Fatalf("scenarios %v, want %v", names, want)
 	}
 	for _, l := range lines {
@@ -132,6 +136,15 @@ func benchAll(t *testing.T, db, kind string) (stderr string) {
 				}
 				if l.EmptyStepsPerSecond <= 0 || l.RatioToEmpty <= 0 {
 					t.Errorf("empty database %v steps/s, ratio %v", l.EmptyStepsPerSecond, l.RatioToEmpty)
+				}
+			case "batch":
+				// --runs leads in calls of --batch items: 60 = 8 × 7 + 4.
+				if l.Runs != testBenchRuns || l.Steps != testBenchRuns || l.BatchSize != 7 || l.Batches != 9 || l.StartsPerSecond <= 0 {
+					t.Errorf("runs %d, steps %d, batch size %d, %d calls, %v starts/s; want %d runs in 9 calls of at most 7",
+						l.Runs, l.Steps, l.BatchSize, l.Batches, l.StartsPerSecond, testBenchRuns)
+				}
+				if l.P50Ms <= 0 || l.P99Ms < l.P50Ms {
+					t.Errorf("StartMany latency p50 %v ms, p99 %v ms", l.P50Ms, l.P99Ms)
 				}
 			case "backlog":
 				// Fewer than 10,000 pending runs: the scenario waits for all of them.

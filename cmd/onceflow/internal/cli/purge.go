@@ -29,8 +29,8 @@ func newPurgeCommand(g *globals) *cobra.Command {
 		Short: "Delete finished runs older than a cutoff and ledger keys whose retention ended",
 		Long: `purge deletes what is no longer worth keeping, in batches that each commit on their own:
 
-  - with --older-than, runs that finished (completed, failed or cancelled, every step
-    finished) before that age, with their steps, attempts and audit events;
+  - with --older-than (at least 1h), runs that finished (completed, failed or cancelled,
+    every step finished) before that age, with their steps, attempts and audit events;
   - ledger rows (effect keys) whose step declared a retention that has ended. A key whose
     retention ended is forgotten: a later run that produces it performs the effect again.
 
@@ -82,6 +82,12 @@ func purge(ctx context.Context, g *globals, f purgeFlags) error {
 	p := store.RetentionPurgeParams{DryRun: f.dryRun, BatchSize: f.batch, Actor: f.actor}
 	if f.batch <= 0 {
 		return usagef("--batch-size must be at least 1, got %d", f.batch)
+	}
+	if f.olderThan > 0 && f.olderThan < onceflow.DefaultRecentKeysTTL {
+		// A running client answers a key it started in the last RecentKeysTTL from memory:
+		// a run purged younger than that could be named as a repeated key's run.
+		return usagef("--older-than %v is shorter than %v: a running onceflow answers a repeated run key of the last %v from memory, and could name a run purged since; give --older-than %v or more",
+			f.olderThan, onceflow.DefaultRecentKeysTTL, onceflow.DefaultRecentKeysTTL, onceflow.DefaultRecentKeysTTL)
 	}
 	if p.Actor == "" {
 		p.Actor = defaultActor()
