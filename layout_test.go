@@ -110,7 +110,7 @@ func TestLayout(t *testing.T) {
 			case (ip == module+"/store" || ip == module+"/flowfile") && (p.dir == "onceflowhttp" || p.dir == "onceflowui"):
 				breaks("front-end imports store or flowfile", p.dir, "imports "+ip+" in "+strings.Join(files, ", "))
 			case (p.dir == "flowfile" || p.dir == "flowfile/block" || p.dir == "steps") && isKindPackage(ip):
-				breaks("reader names a kind", p.dir, "imports the step kind "+ip+" in "+strings.Join(files, ", ")+": the reader of files knows kinds only through the registry")
+				breaks("reader names a kind", p.dir, "imports the kind package "+ip+" in "+strings.Join(files, ", ")+": the reader of files knows step and trigger kinds only through their registries")
 			}
 		}
 		docs := 0
