@@ -22,9 +22,8 @@ type Rejection struct {
 	// Workflow+RejectedSuffix, the trigger's companion workflow, which must be registered
 	// wherever steps are executed.
 	Workflow string
-	// By, when set, is the caller from outside the program the item came from (a
-	// webhook's delivery); the audit trail names its Actor as the kept run's starter.
-	// Zero, for the program's own triggers (a queue consumer): "api", as Start.
+	// By, when set, is who the item came from (a webhook's delivery, a queue's message);
+	// the audit trail names its Actor as the kept run's starter. Zero: "api", as Start.
 	By Caller
 	// Source names where the item came from, such as "amqp:orders", and Identity what
 	// identifies it there: a message id, a stream sequence, a digest of the message.
@@ -53,7 +52,7 @@ func (c *Client) Reject(ctx context.Context, r Rejection) (*Run, error) {
 		return nil, fmt.Errorf("onceflow: keep rejected item: %w; register the companion workflow of the trigger of %s", &WorkflowNotFoundError{Name: companion}, r.Workflow)
 	}
 	actor := "api"
-	if r.By.Token != "" || r.By.Webhook != "" {
+	if r.By.Token != "" || r.By.Webhook != "" || r.By.Queue != "" {
 		actor = r.By.Actor()
 	}
 	run, err := c.startAs(ctx, nil, companion, rejectKey(r.Source, r.Identity), r.Input, actor)

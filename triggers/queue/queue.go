@@ -317,7 +317,7 @@ func (h *Handler) handle(ctx context.Context, s triggers.Starter, m Message) (st
 	if err != nil {
 		return h.reject(ctx, s, m, ReasonRunKeyMissing, err.Error())
 	}
-	run, err := s.Start(ctx, h.cfg.Workflow, key, json.RawMessage(m.Payload))
+	run, err := s.StartFrom(ctx, h.caller(), h.cfg.Workflow, key, json.RawMessage(m.Payload))
 	if reason := startRefused(err); reason != "" {
 		return h.reject(ctx, s, m, reason, err.Error())
 	}
@@ -426,7 +426,7 @@ func (h *Handler) rejectTooLarge(ctx context.Context, s triggers.Starter, m Mess
 // keep keeps a rejected message, in, for review (triggers.Starter.Reject).
 func (h *Handler) keep(ctx context.Context, s triggers.Starter, in map[string]any, reason string) (string, error) {
 	id, _ := in["identity"].(string)
-	if _, err := s.Reject(ctx, onceflow.Rejection{Workflow: h.cfg.Workflow, Source: h.cfg.Source, Identity: id, Input: in}); err != nil {
+	if _, err := s.Reject(ctx, onceflow.Rejection{Workflow: h.cfg.Workflow, Source: h.cfg.Source, Identity: id, Input: in, By: h.caller()}); err != nil {
 		return "", fmt.Errorf("keep rejected message: %w", err)
 	}
 	h.cfg.Logger.Warn("queue message rejected", "workflow", h.cfg.Workflow, "source", h.cfg.Source, "reason", reason)
@@ -502,7 +502,7 @@ func (h *Handler) startRejected(ctx context.Context, s triggers.Starter, raw jso
 			return park(ReasonRunKeyMissing, err)
 		}
 	}
-	run, err := s.Start(ctx, h.cfg.Workflow, key, payload)
+	run, err := s.StartFrom(ctx, h.caller(), h.cfg.Workflow, key, payload)
 	if reason := startRefused(err); reason != "" {
 		return park(reason, err)
 	} else if err != nil {
@@ -610,3 +610,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// caller is who the handler's starts are made for: its queue, which the audit trail names
+// queue:SOURCE.
+func (h *Handler) caller() onceflow.Caller { return onceflow.Caller{Queue: h.cfg.Source} }
