@@ -68,7 +68,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -488,8 +487,9 @@ func (h *Handler) startRejected(ctx context.Context, s triggers.Starter, raw jso
 	if json.Unmarshal(payload, &text) == nil {
 		payload = json.RawMessage(text) // the raw message, kept as text
 	}
-	// The depth is the start's to check, under the client's MaxInputDepth.
-	if reason, err := checkPayload(payload, math.MaxInt); err != nil {
+	// The handler's own limits, as when the message arrived: the start checks the
+	// client's MaxInputDepth on top.
+	if reason, err := checkPayload(payload, h.cfg.MaxDepth); err != nil {
 		return park(reason, err)
 	}
 	tree, err := keytmpl.Decode(payload)

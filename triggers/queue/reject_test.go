@@ -307,7 +307,7 @@ func TestMessagesGetTheBodyChecks(t *testing.T) {
 	c, trig := rejectingTrigger(t, st)
 	deep := `{"order_id":1,"x":` + strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64) + `}`
 	cases := map[string]struct{ payload, reason, says string }{
-		"seq:1": {deep, queue.ReasonInputInvalid, "nests objects and lists 65 levels deep; the limit is 64"},
+		"seq:1": {deep, queue.ReasonInputInvalid, "levels deep; the limit is 64"},
 		"seq:2": {`{"order_id":1,"total":5,"total":500}`, queue.ReasonInputInvalid, `the member "total" appears twice`},
 		"seq:3": {`{"order_id":"\ud800"}`, queue.ReasonInputNotJSON, "half of a UTF-16 surrogate pair"},
 	}
@@ -354,4 +354,34 @@ func mustAMQP(t *testing.T, cfg queue.Config, ac amqpqueue.Config) *amqpqueue.Co
 		t.Fatal(err)
 	}
 	return a
+}
+
+// A handler whose depth limit is below the client's keeps a message nested past it for
+// review, and the review item's step, trying the message again, refuses it by the same
+// limit: it does not start the run the handler refused.
+func TestRejectedMessageKeepsTheHandlersDepthLimit(t *testing.T) {
+	ctx := context.Background()
+	st := backends(t)["sqlite"](t)
+	c, err := onceflow.New(onceflow.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trig := natsHandler(t, c, queue.Config{Workflow: "orders", RunKey: "{headers.Event-Id}", MaxDepth: 4})
+	for _, w := range append([]onceflow.Workflow{ordersWorkflow()}, trig.h.Companions(c)...) {
+		if err := c.Register(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deep := `{"order_id":1,"x":{"a":{"a":{"a":{"a":1}}}}}` // 5 levels: within the client's 64, past the handler's 4
+	if out, err := trig.Handle(ctx, queue.Message{Headers: map[string]string{"Event-Id": "e-1"}, Payload: []byte(deep), Identity: "seq:1"}); err != nil || out != queue.Rejected {
+		t.Fatalf("%s %v, want rejected", out, err)
+	}
+	workAll(t, c)
+	if runs, err := st.RunList(ctx, store.RunListParams{Workflow: "orders"}); err != nil || len(runs) != 0 {
+		t.Fatalf("%d order runs (%v): the review item's step started the message the handler refused", len(runs), err)
+	}
+	items, err := st.ReviewList(ctx, store.ReviewListParams{Workflow: "orders.rejected"})
+	if err != nil || len(items) != 1 || items[0].Reason != queue.ReasonInputInvalid {
+		t.Fatalf("review items %+v (%v), want one, input_invalid", items, err)
+	}
 }
