@@ -71,13 +71,20 @@ type Caller struct {
 	// with a token. The entry point passes it only for the workflow that declares the
 	// webhook.
 	Webhook string
+	// Queue names the queue a message came from (a queue trigger's source, such as
+	// nats:ORDERS/onceflow); "" for any other caller. The trigger passes it only for the
+	// workflow the queue feeds.
+	Queue string
 }
 
 // Actor is the caller's name in the audit trail: token:NAME for an API token,
-// webhook:NAME for a webhook's delivery.
+// webhook:NAME for a webhook's delivery, queue:SOURCE for a queue's message.
 func (by Caller) Actor() string {
-	if by.Webhook != "" {
+	switch {
+	case by.Webhook != "":
 		return "webhook:" + by.Webhook
+	case by.Queue != "":
+		return "queue:" + by.Queue
 	}
 	return "token:" + by.Token
 }
@@ -191,8 +198,8 @@ func mayStart(by Caller, name string, a Access, scheduled bool) error {
 	if a.Internal {
 		return &WorkflowNotFoundError{Name: name}
 	}
-	if by.Webhook != "" {
-		return nil // the entry point passes only the workflow that declares the webhook
+	if by.Webhook != "" || by.Queue != "" {
+		return nil // the entry point passes only the workflow that declares the webhook or queue
 	}
 	if by.Token == "" {
 		return &StartRefusedError{Workflow: name, Caller: by}

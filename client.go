@@ -324,6 +324,56 @@ func (c *Client) Workflows() []string {
 	return append([]string(nil), c.names...)
 }
 
+// Workflow returns the registered workflow called name as it was registered, and whether
+// there is one. Internal workflows are returned too.
+func (c *Client) Workflow(name string) (Workflow, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	def, ok := c.workflows[name]
+	if !ok {
+		return Workflow{}, false
+	}
+	return def.Workflow, true
+}
+
+// ErrNoRunKey: DeriveRunKey was asked for the run key of a workflow without a
+// Workflow.RunKey template; the caller must name the run's key itself.
+var ErrNoRunKey = errors.New("the workflow has no run_key template; send an Idempotency-Key header")
+
+// DeriveRunKey derives the run key of a start of workflow whose caller named none, from
+// the JSON input with the workflow's RunKey template: an API request without an
+// Idempotency-Key. The error is a *WorkflowNotFoundError, ErrNoRunKey, or says which
+// field of the input is missing or why the input is not JSON.
+func (c *Client) DeriveRunKey(workflow string, input []byte) (string, error) {
+	def, err := c.workflow(workflow)
+	if err != nil {
+		return "", err
+	}
+	if def.runKey == nil {
+		return "", ErrNoRunKey
+	}
+	tree, err := keytmpl.Decode(input)
+	if err != nil {
+		return "", fmt.Errorf("the body is not valid JSON: %w", err)
+	}
+	return def.runKey.Render(map[string]any{"input": tree})
+}
+
+// Due counts the steps due now, by the engine's clock, and not yet claimed by any worker,
+// across every workflow: a trigger that feeds runs stops taking new items while the count
+// is above what the workers can catch up with (back-pressure). It reads the store.
+func (c *Client) Due(ctx context.Context) (int64, error) {
+	st, err := c.store.StatsGet(ctx, store.StatsGetParams{Now: c.now(ctx)})
+	if err != nil {
+		return 0, fmt.Errorf("onceflow: count due steps: %w", err)
+	}
+	var n int64
+	for _, d := range st.Due {
+		n += d.Count
+	}
+	return n, nil
+}
+
 func (c *Client) workflow(name string) (*workflowDef, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

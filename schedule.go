@@ -257,6 +257,18 @@ func (c *Client) RegisterSchedule(s Schedule) error {
 	return nil
 }
 
+// ScheduleDefinitions returns the registered schedules as they were registered, with the
+// defaults they took (a Name, a CatchUp), sorted by name. Schedules describes them with
+// their next ticks.
+func (c *Client) ScheduleDefinitions() []Schedule {
+	defs := c.scheduleDefs()
+	out := make([]Schedule, len(defs))
+	for i, sd := range defs {
+		out[i] = sd.Schedule
+	}
+	return out
+}
+
 // scheduleDefs returns the registered schedules by name.
 func (c *Client) scheduleDefs() []*scheduleDef {
 	c.mu.RLock()

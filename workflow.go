@@ -18,6 +18,15 @@ import (
 type Workflow struct {
 	// Name identifies the workflow: letters, digits, '.', '_' and '-', at most 100 bytes.
 	Name string
+	// Description says what the workflow does, for people (GET /v1/workflows). Optional.
+	Description string
+	// File is where the definition was read from, such as a workflow file's path, so
+	// that a message about the workflow can say what to edit; "" for one written in Go.
+	File string
+	// RunKey is a template deriving a run's key from its input when the caller names
+	// none, such as "lead:{input.submission_id}" (an API request without an
+	// Idempotency-Key; see Client.DeriveRunKey). It may read only {input.…}. Optional.
+	RunKey string
 	// Entity is a template naming the business object a run is about, such as
 	// "lead:{input.submission_id}". It may read {input.…} and {run.key}. Optional. The
 	// entity it renders follows the key rules (ValidateEntity): Start refuses one that
@@ -180,6 +189,8 @@ var (
 type workflowDef struct {
 	Workflow
 	entity *keytmpl.Template
+	// runKey is RunKey's template; nil without one.
+	runKey *keytmpl.Template
 	// required are the templates {input.F} of RequiredInput's fields, in its order.
 	required []*keytmpl.Template
 	steps    map[string]*stepDef
@@ -226,6 +237,19 @@ func compile(w Workflow) (*workflowDef, error) {
 				}
 			}
 			def.entity = t
+		}
+	}
+	if w.RunKey != "" {
+		t, err := keytmpl.Parse(w.RunKey)
+		if err != nil {
+			bad("", "run_key", "run key: %v", err)
+		} else {
+			for _, f := range t.Fields() {
+				if !strings.HasPrefix(f, "input.") {
+					bad("", "run_key", "run key template reads {%s}; it may read only {input.…}", f)
+				}
+			}
+			def.runKey = t
 		}
 	}
 	for _, f := range w.RequiredInput {

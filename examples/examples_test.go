@@ -6,6 +6,7 @@ import (
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/steps/stdsteps"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 // Every embedded example is a valid workflow file, and no two define the same workflow.
@@ -20,7 +21,11 @@ func TestExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := &flowfile.Reader{Kinds: kinds}
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &flowfile.Reader{Kinds: kinds, Triggers: trigs}
 	names := map[string]string{}
 	for file, src := range files {
 		d, problems := reader.Parse(file, src)

@@ -82,13 +82,12 @@ func (d *Definition) checkAPI() Problems {
 // what its api block opens to tokens.
 func (d *Definition) access() onceflow.Access {
 	var a onceflow.Access
-	switch {
-	case d.Schedule != nil:
-		a.Trigger = onceflow.TriggerSchedule
-	case d.Queue != nil:
-		a.Trigger = onceflow.TriggerQueue
-	case d.Webhook != nil:
-		a.Trigger = onceflow.TriggerWebhook
+	// The trigger the access rule names: the last one the file sets, in the registry's
+	// order (stdtriggers: a schedule before a queue before a webhook).
+	for _, t := range d.Triggers {
+		if tr := t.kind.Spec().Trigger; tr != "" {
+			a.Trigger = tr
+		}
 	}
 	if d.API != nil {
 		a.API = true

@@ -148,7 +148,8 @@ func (b *Builder) stepFunc(d *Definition, s StepDef, fields []string) (onceflow.
 
 // workflow converts the definition, with step functions from fn.
 func (d *Definition) workflow(fn func(int, StepDef) (onceflow.StepFunc, error)) (onceflow.Workflow, error) {
-	w := onceflow.Workflow{Name: d.Name, Entity: d.Entity, RequiredInput: d.Input.Required, Redact: d.Redact, Access: d.access()}
+	w := onceflow.Workflow{Name: d.Name, Description: d.Description, File: d.file, RunKey: d.RunKey, Entity: d.Entity,
+		RequiredInput: d.Input.Required, Redact: d.Redact, Access: d.access()}
 	for i, s := range d.Steps {
 		do, err := fn(i, s)
 		if err != nil {
@@ -306,11 +307,6 @@ func (d *Definition) DeriveRunKey(input []byte) (string, error) {
 		return "", errors.New("the workflow has no run_key template; send an Idempotency-Key header")
 	}
 	return renderInput(d.RunKey, input)
-}
-
-// DeriveEventID derives a webhook delivery's run key with the event_id template.
-func (d *Definition) DeriveEventID(body []byte) (string, error) {
-	return renderInput(d.Webhook.EventID, body)
 }
 
 func renderInput(src string, input []byte) (string, error) {

@@ -18,9 +18,6 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/egress"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/queuetrigger"
-	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/steps/amqpstep"
 	"github.com/onceflow/onceflow/steps/gostep"
@@ -28,6 +25,10 @@ import (
 	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	tqueue "github.com/onceflow/onceflow/triggers/queue"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/built/*.json from what the current code builds")
@@ -162,7 +163,11 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 	t.Helper()
 	out := map[string]any{}
 	st, kinds, funcs := k.st, k.kinds, k.funcs
-	defs, err := (&flowfile.Reader{Kinds: kinds}).LoadFiles(path)
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := (&flowfile.Reader{Kinds: kinds, Triggers: trigs}).LoadFiles(path)
 	if err != nil {
 		out["problems"] = problemStrings(err)
 		return out
@@ -219,8 +224,8 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 	}
 	out["limits"] = limits
 
-	if d.Schedule != nil {
-		sched := map[string]any{"settings": yamlValue(reflect.ValueOf(d.Schedule))}
+	if cfg, ok := d.Trigger("schedule"); ok {
+		sched := map[string]any{"settings": yamlValue(reflect.ValueOf(cfg))}
 		ss, err := b.Schedules(defs)
 		if err != nil {
 			sched["error"] = err.Error()
@@ -280,10 +285,22 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 		out["step_notify_settings"] = stepNotify
 	}
 
-	if h := d.Webhook; h != nil {
+	if h, ok := d.Trigger("webhook"); ok {
 		hook := map[string]any{"settings": yamlValue(reflect.ValueOf(h))}
 		for name, env := range map[string]func(string) (string, bool){"check_all_set": fakeEnv, "check_none_set": emptyEnv} {
-			if err := onceflowhttp.CheckWebhooks(defs, env); err != nil {
+			// What serve refuses to start with: a receiver it cannot build, or one
+			// without a usable secret.
+			ts, err := flowfile.Triggers(defs, flowfile.TriggerOptions{Env: env})
+			var errs []error
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for _, r := range triggers.Receivers(ts) {
+				if err := r.Err(); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", d.File(), err))
+				}
+			}
+			if err := errors.Join(errs...); err != nil {
 				hook[name] = err.Error()
 			} else {
 				hook[name] = "ok"
@@ -292,31 +309,34 @@ func builtDump(t *testing.T, k *dumpKinds, path string) map[string]any {
 		out["webhook"] = hook
 	}
 
-	if q := d.Queue; q != nil {
-		queue := map[string]any{"settings": yamlValue(reflect.ValueOf(q))}
+	if cfg, ok := d.Trigger("queue"); ok {
+		q := cfg.(*tqueue.Settings)
+		// The block as the file states it: its own fields and each broker's block.
+		settings := yamlValue(reflect.ValueOf(q)).(map[string]any)
+		delete(settings, "-")
+		for _, name := range []string{"nats", "amqp"} {
+			settings[name] = nil
+			if bs, ok := q.Brokers[name]; ok {
+				settings[name] = yamlValue(reflect.ValueOf(bs))
+			}
+		}
+		queue := map[string]any{"settings": settings}
 		// What serve completes the block with: the broker, its URL's variable, the consumer.
-		broker, urlEnv := "amqp", amqpstep.EnvURL
-		if q.NATS != nil {
-			broker, urlEnv = "nats", natsstep.EnvURL
-		}
-		if q.URLEnv != "" {
-			urlEnv = q.URLEnv
-		}
-		queue["broker"], queue["url_env"] = broker, urlEnv
-		if q.NATS != nil {
-			consumer := q.NATS.Consumer
+		b, _, _ := q.Broker()
+		broker := b.Name()
+		queue["broker"], queue["url_env"] = broker, q.URLVariable()
+		if ns, ok := q.Brokers["nats"].(*natsqueue.Settings); ok {
+			consumer := ns.Consumer
 			if consumer == "" {
 				consumer = "onceflow-" + d.Name
 			}
 			queue["consumer"] = consumer
 		}
-		var key *keytmpl.Template
-		if q.RunKey != "" {
-			if key, err = keytmpl.Parse(q.RunKey); err != nil {
-				t.Fatalf("%s: queue run_key: %v", path, err)
-			}
+		h, err := tqueue.NewHandler(tqueue.Config{Workflow: d.Name, Source: broker, RunKey: q.RunKey}, broker)
+		if err != nil {
+			t.Fatalf("%s: queue run_key: %v", path, err)
 		}
-		c := queuetrigger.RejectWorkflow(nil, d.Name, key)
+		c := h.Companion(nil)
 		var csteps []any
 		for _, s := range c.Steps {
 			csteps = append(csteps, map[string]any{"id": s.ID, "effect_key": s.EffectKey, "on_failure": string(s.OnFailure), "on_unknown": string(s.OnUnknown)})

@@ -24,9 +24,10 @@
 // A Reader reads files against a registry of step kinds (package steps; stdsteps.New holds
 // the standard ones): a step's kind is one of the registry's, and the field of the same
 // name holds its settings, which the kind decodes and checks. A Builder turns checked
-// definitions into onceflow.Workflow values whose steps the kinds build. A definition's
-// queue block (QueueDef) names the broker queue whose messages start its runs; onceflow
-// serve consumes it.
+// definitions into onceflow.Workflow values whose steps the kinds build. Its triggers —
+// a webhook:, queue: or schedule: block at the top of the file — belong to the trigger
+// kinds of the Reader's other registry (package triggers; stdtriggers holds the standard
+// ones), which decode and check them; Triggers builds them.
 package flowfile
 
 import (
@@ -48,8 +49,8 @@ import (
 	"github.com/onceflow/onceflow/flowfile/block"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // Problem is one thing wrong with a file, at a position (line and column from 1; 0 when
@@ -93,11 +94,10 @@ type Definition struct {
 	Description string `yaml:"description"`
 	// RunKey derives the run key from a request body when the caller sends no
 	// Idempotency-Key. It may read {input.…}.
-	RunKey  string    `yaml:"run_key"`
-	Entity  string    `yaml:"entity"`
-	Input   InputDef  `yaml:"input"`
-	Webhook *Webhook  `yaml:"webhook"`
-	Steps   []StepDef `yaml:"steps"`
+	RunKey string    `yaml:"run_key"`
+	Entity string    `yaml:"entity"`
+	Input  InputDef  `yaml:"input"`
+	Steps  []StepDef `yaml:"steps"`
 	// Redact lists paths of personal data in the input and step outputs ("email",
 	// "customer.name") masked in logs, audit details, attempt records and API answers
 	// (see onceflow.Redaction).
@@ -107,20 +107,39 @@ type Definition struct {
 	Secrets []string `yaml:"secrets"`
 	// Notify alerts people when the workflow's steps wait for review (see NotifyDef).
 	Notify *NotifyDef `yaml:"notify"`
-	// Queue starts runs from the messages of a NATS JetStream or RabbitMQ queue (see
-	// QueueDef).
-	Queue *QueueDef `yaml:"queue"`
 	// Limits bound the requests sent to hosts (see LimitDef).
 	Limits []LimitDef `yaml:"limits"`
-	// Schedule starts the workflow on the clock (see ScheduleDef).
-	Schedule *ScheduleDef `yaml:"schedule"`
 	// API says which API tokens may start the workflow (see APIDef).
 	API *APIDef `yaml:"api"`
+	// Triggers are the trigger blocks the file sets (webhook:, queue:, schedule:), in the
+	// registry's order, each decoded by its kind.
+	Triggers []TriggerDef `yaml:"-"`
 
-	file       string
-	ast        *ast.File
-	kinds      *steps.Registry
-	notifyUses []use // what the workflow's notify channels reported
+	file        string
+	ast         *ast.File
+	kinds       *steps.Registry
+	notifyUses  []use // what the workflow's notify channels reported
+	triggerUses []use // what the triggers' walks reported
+}
+
+// TriggerDef is one trigger block of a file: its kind, and the settings it decoded.
+type TriggerDef struct {
+	kind   triggers.Kind
+	Config triggers.Config
+}
+
+// Kind is the trigger kind the block belongs to.
+func (t TriggerDef) Kind() triggers.Kind { return t.kind }
+
+// Trigger returns the settings of the trigger block named block ("queue"), if the file sets
+// it.
+func (d *Definition) Trigger(block string) (triggers.Config, bool) {
+	for _, t := range d.Triggers {
+		if t.kind.Spec().Block == block {
+			return t.Config, true
+		}
+	}
+	return nil, false
 }
 
 // File returns the path the definition was read from.
@@ -129,28 +148,6 @@ func (d *Definition) File() string { return d.file }
 // InputDef lists what a run's input must contain.
 type InputDef struct {
 	Required []string `yaml:"required"`
-}
-
-// Webhook exposes the workflow at /hooks/{name} for a provider's deliveries.
-type Webhook struct {
-	Name   string `yaml:"name"`
-	Scheme string `yaml:"scheme"`
-	// SecretEnv names the environment variables holding the signing secrets (several for
-	// rotation; any one may match).
-	SecretEnv []string `yaml:"secret_env"`
-	Tolerance Duration `yaml:"tolerance"`
-	// EventID derives the run key from the delivery, e.g. "{input.id}" for Stripe; the
-	// default is the delivery id header of schemes that have one.
-	EventID string `yaml:"event_id"`
-	// EventTypes, when set, accepts only deliveries whose EventTypeField is listed; others
-	// are acknowledged and ignored.
-	EventTypes     []string `yaml:"event_types"`
-	EventTypeField string   `yaml:"event_type_field"`
-	// Header, Encoding, Prefix and TimestampHeader configure the generic hmac scheme.
-	Header          string `yaml:"header"`
-	Encoding        string `yaml:"encoding"`
-	Prefix          string `yaml:"prefix"`
-	TimestampHeader string `yaml:"timestamp_header"`
 }
 
 // StepDef is one step.
@@ -241,20 +238,30 @@ func (r *Reader) LoadFiles(files ...string) ([]*Definition, error) {
 			defs = append(defs, d)
 		}
 	}
-	names, hooks := map[string]string{}, map[string]string{}
+	names, unique := map[string]string{}, map[string]string{}
 	for _, d := range defs {
 		if prev, ok := names[d.Name]; ok && d.Name != "" {
 			all = append(all, d.problemAt("$.name", "workflow %q is also defined in %s", d.Name, prev))
 		}
 		names[d.Name] = d.file
-		if d.Webhook != nil && d.Webhook.Name != "" {
-			if prev, ok := hooks[d.Webhook.Name]; ok {
-				all = append(all, d.problemAt("$.webhook.name", "webhook %q is also defined in %s", d.Webhook.Name, prev))
+		// Names that must be unique across the files: a webhook's path, a schedule's name.
+		for _, t := range d.Triggers {
+			u, ok := t.Config.(triggers.Unique)
+			spec := t.kind.Spec()
+			if !ok || spec.Unique == "" {
+				continue
 			}
-			hooks[d.Webhook.Name] = d.file
+			name, path := u.UniqueName()
+			if name == "" {
+				continue
+			}
+			key := spec.Block + "\x00" + name
+			if prev, ok := unique[key]; ok {
+				all = append(all, d.problemAt(block.Join("$."+spec.Block, path), spec.Unique, name, prev))
+			}
+			unique[key] = d.file
 		}
 	}
-	all = append(all, checkScheduleNames(defs)...)
 	if len(all) > 0 {
 		return nil, all
 	}
@@ -272,15 +279,15 @@ func (r *Reader) Parse(file string, src []byte) (*Definition, Problems) {
 	}
 	f, err := parser.Parse(tokens, 0)
 	if err != nil {
-		return nil, Problems{yamlProblem(file, err, r.kinds())}
+		return nil, Problems{yamlProblem(file, err, r.kinds(), r.triggers())}
 	}
 	if p := checkNodes(file, f); p != nil {
 		return nil, Problems{*p}
 	}
-	kinds := r.kinds()
+	kinds, trigs := r.kinds(), r.triggers()
 	d := &Definition{file: file, ast: f, kinds: kinds}
-	if err := decodeStrict(src, d, newDecodeState(kinds)); err != nil {
-		return nil, Problems{yamlProblem(file, err, kinds)}
+	if err := decodeStrict(src, d, newDecodeState(kinds, trigs)); err != nil {
+		return nil, Problems{yamlProblem(file, err, kinds, trigs)}
 	}
 	// An empty document (an empty file, only comments) decodes as null, which zeroes d.
 	d.file, d.ast, d.kinds = file, f, kinds
@@ -310,7 +317,7 @@ func decodeStrict(src []byte, d *Definition, st *decodeState) (err error) {
 	return yaml.UnmarshalContext(context.WithValue(context.Background(), decodeKey{}, st), src, d, yaml.Strict())
 }
 
-func yamlProblem(file string, err error, kinds *steps.Registry) Problem {
+func yamlProblem(file string, err error, kinds *steps.Registry, trigs *triggers.Registry) Problem {
 	var ve *block.ValueError
 	if errors.As(err, &ve) {
 		return Problem{File: file, Line: ve.Line, Col: ve.Column, Message: ve.Message}
@@ -318,7 +325,7 @@ func yamlProblem(file string, err error, kinds *steps.Registry) Problem {
 	var ye yaml.Error
 	if errors.As(err, &ye) && ye.GetToken() != nil {
 		pos := ye.GetToken().Position
-		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: connectionHint(ye.GetMessage(), kinds)}
+		return Problem{File: file, Line: pos.Line, Col: pos.Column, Message: connectionHint(ye.GetMessage(), kinds, trigs)}
 	}
 	return Problem{File: file, Message: err.Error()}
 }
@@ -327,16 +334,18 @@ func yamlProblem(file string, err error, kinds *steps.Registry) Problem {
 // setting in the file.
 var connectionFieldRE = regexp.MustCompile(`^unknown field "(url|uri|dsn|servers?|password)"$`)
 
-// queueConnectionHint says where a queue's connection settings come from.
-const queueConnectionHint = "a queue's broker URL from ONCEFLOW_NATS_URL or ONCEFLOW_AMQP_URL, or the variable its url_env names"
-
 // connectionHint adds to the refusal of a connection setting where such settings come
-// from: a queue's, and each kind's that says.
-func connectionHint(msg string, kinds *steps.Registry) string {
+// from: each trigger kind's and each step kind's that says.
+func connectionHint(msg string, kinds *steps.Registry, trigs *triggers.Registry) string {
 	if !connectionFieldRE.MatchString(msg) {
 		return msg
 	}
-	hints := []string{queueConnectionHint}
+	var hints []string
+	for _, k := range trigs.Kinds() {
+		if h := k.Spec().ConnectionHint; h != "" {
+			hints = append(hints, h)
+		}
+	}
 	for _, k := range kinds.Kinds() {
 		if h := k.Spec().ConnectionHint; h != "" {
 			hints = append(hints, h)
@@ -366,10 +375,7 @@ func (d *Definition) problemAt(path string, format string, args ...any) Problem 
 	return p
 }
 
-var (
-	hookNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
-	envNameRE  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
-)
+var envNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 
 // check validates what the YAML schema cannot express.
 func (d *Definition) check() Problems {
@@ -394,18 +400,10 @@ func (d *Definition) check() Problems {
 	if d.RunKey != "" {
 		checkTemplate("$.run_key", d.RunKey, inputOnly, "run_key may read only {input.…}")
 	}
-	if d.Webhook != nil {
-		ps = append(ps, d.checkWebhook()...)
-	}
-	if d.Queue != nil {
-		ps = append(ps, d.checkQueue()...)
-	}
+	ps = append(ps, d.checkTriggers()...)
 	for i := range d.Steps {
 		ps = append(ps, d.checkStep(i, &d.Steps[i])...)
 		ps = append(ps, d.checkDelay(i, d.Steps[i])...)
-	}
-	if d.Schedule != nil {
-		ps = append(ps, d.checkSchedule()...)
 	}
 	ps = append(ps, d.checkAPI()...)
 	ps = append(ps, d.checkNotify()...)
@@ -428,8 +426,8 @@ func (d *Definition) check() Problems {
 				add("$", "%v", e)
 				continue
 			}
-			if de.Field == "access" {
-				continue // checkAPI checks the api block, placing each problem at its token
+			if de.Field == "access" || de.Field == "run_key" {
+				continue // checkAPI checks the api block, and check the run_key, each problem at its token
 			}
 			if de.Step == "" {
 				add("$."+yamlField(de.Field), "%s", de.Problem)
@@ -476,45 +474,13 @@ func dedupe(ps Problems) Problems {
 	return out
 }
 
-func (d *Definition) checkWebhook() Problems {
+// checkTriggers runs each trigger's walk over its block, recording the environment
+// variables it names.
+func (d *Definition) checkTriggers() Problems {
 	var ps Problems
-	add := func(path, format string, args ...any) { ps = append(ps, d.problemAt(path, format, args...)) }
-	w := d.Webhook
-	if !hookNameRE.MatchString(w.Name) {
-		add("$.webhook.name", "webhook name %q must be 1-100 lowercase letters, digits, '_' or '-'; it becomes /hooks/NAME", w.Name)
-	}
-	if _, err := webhook.ParseScheme(w.Scheme); err != nil {
-		add("$.webhook.scheme", "%v", err)
-	}
-	if len(w.SecretEnv) == 0 {
-		add("$.webhook", "secret_env must name at least one environment variable holding the signing secret")
-	}
-	for i, e := range w.SecretEnv {
-		if !envNameRE.MatchString(e) {
-			add(fmt.Sprintf("$.webhook.secret_env[%d]", i), "%q is not an environment variable name (A-Z, 0-9, _); secrets are never written in workflow files", e)
-		}
-	}
-	if w.EventID != "" {
-		t, err := keytmpl.Parse(w.EventID)
-		if err != nil {
-			add("$.webhook.event_id", "%v", err)
-		} else {
-			for _, f := range t.Fields() {
-				if !strings.HasPrefix(f, "input.") {
-					add("$.webhook.event_id", "{%s}: event_id may read only {input.…}", f)
-				}
-			}
-		}
-	} else if w.Scheme == "stripe" || w.Scheme == "hmac" {
-		add("$.webhook", "event_id is required for scheme %s (for Stripe: \"{input.id}\"); it makes a repeated delivery start nothing", w.Scheme)
-	} else if w.Scheme == "github" {
-		add("$.webhook", "event_id is required for scheme github: the X-GitHub-Delivery header is not signed, so the run key must come from the signed payload (such as \"{input.after}\" for push events or \"{input.workflow_run.id}-{input.action}\")")
-	}
-	if len(w.EventTypes) > 0 && w.EventTypeField == "" {
-		w.EventTypeField = "type"
-	}
-	if w.Scheme == "hmac" && w.Header == "" {
-		add("$.webhook", "header is required for scheme hmac: the request header that carries the signature")
+	for _, t := range d.Triggers {
+		w := &walker{d: d, base: "$." + t.kind.Spec().Block, ps: &ps, uses: &d.triggerUses}
+		t.Config.Walk(w)
 	}
 	return ps
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/steps/stdsteps"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 // testReader reads files against the standard kinds with no options: enough to check
@@ -17,7 +19,7 @@ func readerOf(o stdsteps.Options) *Reader {
 	if err != nil {
 		panic(err)
 	}
-	return &Reader{Kinds: kinds}
+	return &Reader{Kinds: kinds, Triggers: testTriggers}
 }
 
 // readerWith reads files against the standard kinds with o, closing their connections
@@ -29,8 +31,17 @@ func readerWith(t testing.TB, o stdsteps.Options) *Reader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kinds.Close() })
-	return &Reader{Kinds: kinds}
+	return &Reader{Kinds: kinds, Triggers: testTriggers}
 }
+
+// testTriggers are the standard trigger kinds.
+var testTriggers = func() *triggers.Registry {
+	r, err := stdtriggers.New()
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
 
 // loopback lets steps reach the test's servers on 127.0.0.1.
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}

@@ -8,6 +8,8 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/steps/amqpstep"
 	"github.com/onceflow/onceflow/steps/sqlstep"
+	"github.com/onceflow/onceflow/triggers/amqpqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 const orderEventsYAML = `name: order-events
@@ -43,13 +45,20 @@ func TestQueueAndBrokerStepsParse(t *testing.T) {
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if d.Queue.AMQP.Queue != "order-events" || d.Steps[0].Config.(*sqlstep.Settings).Statements[0].ExpectRows == nil || d.Steps[1].Config.(*amqpstep.Settings).Exchange != "warehouse" {
-		t.Fatalf("%+v", d.Queue)
+	if queueOf(d).Brokers["amqp"].(*amqpqueue.Settings).Queue != "order-events" || d.Steps[0].Config.(*sqlstep.Settings).Statements[0].ExpectRows == nil || d.Steps[1].Config.(*amqpstep.Settings).Exchange != "warehouse" {
+		t.Fatalf("%+v", queueOf(d))
 	}
 	d, ps = testReader.Parse("order-events.yaml", []byte(strings.Replace(orderEventsYAML, "  run_key:", "  max_message_bytes: 65536\n  run_key:", 1)))
-	if len(ps) > 0 || d.Queue.MaxMessageBytes != 65536 {
-		t.Fatalf("max_message_bytes: %v %+v", ps, d.Queue)
+	if len(ps) > 0 || queueOf(d).MaxMessageBytes != 65536 {
+		t.Fatalf("max_message_bytes: %v %+v", ps, queueOf(d))
 	}
+}
+
+// queueOf is d's queue: block.
+func queueOf(d *Definition) *queue.Settings {
+	cfg, _ := d.Trigger("queue")
+	q, _ := cfg.(*queue.Settings)
+	return q
 }
 
 func TestBrokerStepProblems(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow/flowfile/block"
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // Reader reads workflow files against the step kinds of a registry: a step's kind names a
@@ -20,10 +21,19 @@ import (
 //	…
 //	defs, err := (&flowfile.Reader{Kinds: kinds}).Load("workflows")
 //
-// A Reader is safe for concurrent use once its registry no longer changes.
+// Its triggers are read against a registry of trigger kinds (package triggers): each
+// top-level block a trigger kind names (webhook:, queue:, schedule:) holds its settings.
+//
+//	trigs, err := stdtriggers.New()
+//	…
+//	reader := &flowfile.Reader{Kinds: kinds, Triggers: trigs}
+//
+// A Reader is safe for concurrent use once its registries no longer change.
 type Reader struct {
 	// Kinds are the step kinds files may use; nil knows none.
 	Kinds *steps.Registry
+	// Triggers are the trigger kinds files may use; nil knows none.
+	Triggers *triggers.Registry
 }
 
 func (r *Reader) kinds() *steps.Registry {
@@ -33,14 +43,24 @@ func (r *Reader) kinds() *steps.Registry {
 	return r.Kinds
 }
 
+func (r *Reader) triggers() *triggers.Registry {
+	if r == nil || r.Triggers == nil {
+		return triggers.NewRegistry()
+	}
+	return r.Triggers
+}
+
 // decodeState is what the decoding of one file needs to read its steps' and notify blocks'
 // kind settings: the registry, and the shapes of a step and of a notify block with one
 // field per kind.
 type decodeState struct {
 	kinds      []steps.Kind
 	alerters   []steps.Alerter
+	triggers   []triggers.Kind
 	stepWire   reflect.Type
 	notifyWire reflect.Type
+	fileWire   reflect.Type
+	fileHead   int // how many of fileWire's fields are the Definition's own
 }
 
 type decodeKey struct{}
@@ -94,9 +114,22 @@ func (b *rawBlock) settings() block.Settings { return block.New(b.node, "", b.de
 
 var rawBlockType = reflect.TypeFor[*rawBlock]()
 
-func newDecodeState(kinds *steps.Registry) *decodeState {
-	st := &decodeState{kinds: kinds.Kinds(), alerters: kinds.Alerters()}
+func newDecodeState(kinds *steps.Registry, trigs *triggers.Registry) *decodeState {
+	st := &decodeState{kinds: kinds.Kinds(), alerters: kinds.Alerters(), triggers: trigs.Kinds()}
 	var fields []reflect.StructField
+	def := reflect.TypeFor[Definition]()
+	for i := range def.NumField() {
+		if f := def.Field(i); f.IsExported() && f.Tag.Get("yaml") != "-" {
+			fields = append(fields, f)
+		}
+	}
+	st.fileHead = len(fields)
+	for i, k := range st.triggers {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("Trigger%d", i), Type: rawBlockType,
+			Tag: reflect.StructTag(fmt.Sprintf(`yaml:%q`, k.Spec().Block))})
+	}
+	st.fileWire = reflect.StructOf(fields)
+	fields = nil
 	head := reflect.TypeFor[stepHead]()
 	for i := range head.NumField() {
 		fields = append(fields, head.Field(i))
@@ -194,6 +227,48 @@ func (s *StepDef) UnmarshalYAML(ctx context.Context, unmarshal func(any) error) 
 			first = derr
 		}
 		s.Limits = ld
+	}
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// UnmarshalYAML decodes a workflow file: its own fields, then the block of every
+// registered trigger kind it sets (the kind decodes it), strictly and with the file's
+// decoder. The first decoding error, in that order, is the file's; a field nobody declared
+// is refused only when none other has one, as the decoder does.
+func (d *Definition) UnmarshalYAML(ctx context.Context, unmarshal func(any) error) error {
+	st, _ := ctx.Value(decodeKey{}).(*decodeState)
+	if st == nil {
+		return errors.New("flowfile: a workflow file is decoded by a Reader")
+	}
+	wire := reflect.New(st.fileWire)
+	err := unmarshal(wire.Interface())
+	w := wire.Elem()
+	dv := reflect.ValueOf(d).Elem()
+	for i := range st.fileHead {
+		dv.FieldByName(st.fileWire.Field(i).Name).Set(w.Field(i))
+	}
+	if err != nil && !isUnknownField(err) {
+		return err
+	}
+	var first error
+	for i, k := range st.triggers {
+		raw, _ := w.Field(st.fileHead + i).Interface().(*rawBlock)
+		if raw == nil || raw.node == nil {
+			continue
+		}
+		cfg, derr := k.Decode(raw.settings(), d.Name)
+		if derr != nil {
+			if first == nil {
+				first = derr
+			}
+			continue
+		}
+		if cfg != nil {
+			d.Triggers = append(d.Triggers, TriggerDef{kind: k, Config: cfg})
+		}
 	}
 	if first != nil {
 		return first

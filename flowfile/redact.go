@@ -71,5 +71,6 @@ func (d *Definition) allUses() []use {
 		out = append(out, s.uses...)
 		out = append(out, s.notifyUses...)
 	}
-	return append(out, d.notifyUses...)
+	out = append(out, d.notifyUses...)
+	return append(out, d.triggerUses...)
 }

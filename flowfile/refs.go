@@ -37,11 +37,6 @@ func (d *Definition) checkRefs() Problems {
 			ps = append(ps, d.problemAt(path, "{+field} splices a value into a URL as it is; a key is written {field}"))
 		}
 	}
-	if d.Webhook != nil {
-		if t, err := keytmpl.Parse(d.Webhook.EventID); err == nil && t.Raw() {
-			ps = append(ps, d.problemAt("$.webhook.event_id", "{+field} splices a value into a URL as it is; a key is written {field}"))
-		}
-	}
 	for i, s := range d.Steps {
 		anc := ancestors(s.ID)
 		if t, err := keytmpl.Parse(s.EffectKey); err == nil && t.Raw() {

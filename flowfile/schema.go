@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/onceflow/onceflow/steps"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 //go:generate go run ./internal/schemagen
@@ -18,9 +19,10 @@ import (
 //go:embed schema_base.json
 var schemaBase []byte
 
-// Schema returns the JSON Schema (draft 2020-12) of a workflow file read against kinds,
-// for editors that complete and check YAML against a schema (`onceflow schema` prints
-// it): the file's own fields and, in the registry's order, each kind in a step's kind
+// Schema returns the JSON Schema (draft 2020-12) of a workflow file read against kinds and
+// trigs, for editors that complete and check YAML against a schema (`onceflow schema`
+// prints it): the file's own fields, each trigger kind's block at the top of the file
+// (#/$defs/BLOCK), and, in the registry's order, each kind in a step's kind
 // enum, its block (the definition named after the kind, #/$defs/NAME, and the kind's own
 // helper definitions), the requirement that a step of the kind has its block, and each
 // notification channel in the notify block. A Reader accepts exactly the fields it lists
@@ -28,9 +30,12 @@ var schemaBase []byte
 // The output is deterministic: object keys sorted, indented by two spaces.
 // flowfile/workflow.schema.json is this document for the standard kinds, written by
 // `go generate ./flowfile`.
-func Schema(kinds *steps.Registry) ([]byte, error) {
+func Schema(kinds *steps.Registry, trigs *triggers.Registry) ([]byte, error) {
 	if kinds == nil {
 		kinds = steps.NewRegistry()
+	}
+	if trigs == nil {
+		trigs = triggers.NewRegistry()
 	}
 	var doc map[string]any
 	dec := json.NewDecoder(bytes.NewReader(schemaBase))
@@ -81,6 +86,21 @@ func Schema(kinds *steps.Registry) ([]byte, error) {
 	kind["enum"] = names
 	if len(allOf) > 0 {
 		step["allOf"] = allOf
+	}
+	top := doc["properties"].(map[string]any)
+	for _, k := range trigs.Kinds() {
+		spec := k.Spec()
+		if _, taken := top[spec.Block]; taken {
+			return nil, fmt.Errorf("flowfile: schema: trigger %s: the file's field %s is taken", spec.Block, spec.Block)
+		}
+		if err := add(spec.Block, spec.Schema, "trigger "+spec.Block); err != nil {
+			return nil, err
+		}
+		prop := map[string]any{"$ref": "#/$defs/" + spec.Block}
+		if spec.Description != "" {
+			prop["description"] = spec.Description
+		}
+		top[spec.Block] = prop
 	}
 	notify := defs["notify"].(map[string]any)["properties"].(map[string]any)
 	for _, a := range kinds.Alerters() {

@@ -43,11 +43,6 @@ func (d *Definition) SecretNames() []string {
 			names[n] = true
 		}
 	}
-	if d.Webhook != nil {
-		for _, n := range d.Webhook.SecretEnv {
-			names[n] = true
-		}
-	}
 	for _, u := range d.allUses() {
 		if u.tmpl.Secret || u.vars.Secret {
 			for _, n := range u.envNames() {

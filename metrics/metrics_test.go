@@ -20,14 +20,16 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/apicheck"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/internal/testsvc"
-	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 const orderYAML = `name: order
@@ -202,7 +204,11 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, ps := (&flowfile.Reader{Kinds: kinds}).Parse("order.yaml", []byte(orderYAML))
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, ps := (&flowfile.Reader{Kinds: kinds, Triggers: trigs}).Parse("order.yaml", []byte(orderYAML))
 	if ps != nil {
 		t.Fatal(ps)
 	}
@@ -237,9 +243,12 @@ func TestMetricsAfterWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: []*flowfile.Definition{def},
+	hooks, err := flowfile.Triggers([]*flowfile.Definition{def}, flowfile.TriggerOptions{Env: func(k string) (string, bool) { return hookSecret, k == "HOOK_SECRET" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Receivers: triggers.Receivers(hooks),
 		Tokens:  []onceflowhttp.Token{{Name: "ops", Secret: adminToken, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
-		Env:     func(k string) (string, bool) { return hookSecret, k == "HOOK_SECRET" },
 		Now:     clk.Now,
 		Metrics: m, MetricsHandler: m.Handler(),
 	})
@@ -272,11 +281,11 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	}
 	deliver := func(id, body string, forged bool, want int) {
 		t.Helper()
-		cfg := webhook.Config{Scheme: webhook.StandardWebhooks, Secrets: []string{hookSecret}}
+		cfg := signature.Config{Scheme: signature.StandardWebhooks, Secrets: []string{hookSecret}}
 		if forged {
 			cfg.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("not-the-secret-0123456789"))}
 		}
-		h, err := webhook.Sign(cfg, 0, id, clk.Now(), []byte(body))
+		h, err := signature.Sign(cfg, 0, id, clk.Now(), []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}

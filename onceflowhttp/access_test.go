@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -161,7 +161,7 @@ func TestStartsAreAuditedWithTheirCaller(t *testing.T) {
 	again := b.do("POST", "/v1/workflows/website-lead/runs", adminToken, map[string]string{"Idempotency-Key": "form-a1"}, `{"submission_id": 1}`)
 	wantStatus(t, again, http.StatusCreated, "")
 	event := `{"id": "evt_a1", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "7"}}}}`
-	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{b.env["HOOK_SECRET"]}}, 0, "", b.now, []byte(event))
+	h, err := signature.Sign(signature.Config{Scheme: signature.Stripe, Secrets: []string{b.env["HOOK_SECRET"]}}, 0, "", b.now, []byte(event))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,16 +194,16 @@ func TestWebhookReplayWithAFreshIdempotencyKeyStartsNothing(t *testing.T) {
 	} {
 		t.Run(sc.scheme, func(t *testing.T) {
 			b := setup(t, fmt.Sprintf(paymentYAML, "payments", sc.scheme, sc.eventID))
-			scheme, err := webhook.ParseScheme(sc.scheme)
+			scheme, err := signature.ParseScheme(sc.scheme)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := webhook.Config{Scheme: scheme, Secrets: []string{b.env["HOOK_SECRET"]}, Header: "X-Signature", Prefix: "sha256="}
-			if scheme != webhook.HMAC {
+			cfg := signature.Config{Scheme: scheme, Secrets: []string{b.env["HOOK_SECRET"]}, Header: "X-Signature", Prefix: "sha256="}
+			if scheme != signature.HMAC {
 				cfg.Header, cfg.Prefix = "", ""
 			}
 			event := `{"id": "evt_7", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "7"}}}}`
-			h, err := webhook.Sign(cfg, 0, "evt_7", b.now, []byte(event))
+			h, err := signature.Sign(cfg, 0, "evt_7", b.now, []byte(event))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,19 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // Reloader reloads the workflow definitions a server runs: it reads and validates them,
 // and only if every one is valid, puts them in place of the old ones (the client's
-// workflows with onceflow.Client.ReplaceWorkflows, the server's with SetDefinitions). An
-// error that is, or wraps, flowfile.Problems lists what to fix; the old definitions then
-// keep running.
+// workflows with onceflow.Client.ReplaceDefinitions, the server's webhook receivers with
+// SetReceivers). An error that is, or wraps, ReloadProblems lists what to fix; the old
+// definitions then keep running.
 type Reloader func(ctx context.Context) (ReloadResult, error)
 
 // ReloadResult is what a successful reload changed.
@@ -30,40 +31,84 @@ type ReloadResult struct {
 	Replaced  []string `json:"replaced"`
 }
 
-// SetDefinitions replaces the workflow files the server serves (their run_key templates
-// and webhooks). Requests already being handled finish with the definitions they found.
-func (s *Server) SetDefinitions(defs []*flowfile.Definition) {
-	byName := make(map[string]*flowfile.Definition, len(defs))
-	hooks := map[string]*flowfile.Definition{}
-	var broken []string
-	for _, d := range defs {
-		byName[d.Name] = d
-		if d.Webhook != nil {
-			hooks[d.Webhook.Name] = d
-			if _, err := hookConfig(d.Webhook, s.cfg.Env); err != nil {
-				broken = append(broken, d.Webhook.Name)
-			}
+// ReloadProblem is one problem of a workflow file that kept a reload from applying: where
+// it is and what to fix.
+type ReloadProblem struct {
+	File    string
+	Line    int
+	Col     int
+	Message string
+}
+
+// ReloadProblems is the error a Reloader returns when the definitions have problems: it
+// lists every one, and POST /v1/admin/reload answers 422 workflows-invalid with them.
+type ReloadProblems []ReloadProblem
+
+func (ps ReloadProblems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		switch {
+		case p.Line > 0:
+			lines[i] = fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Message)
+		default:
+			lines[i] = p.File + ": " + p.Message
 		}
 	}
-	s.defsMu.Lock()
-	s.defs, s.hooks, s.hooksBroken = byName, hooks, broken
-	s.defsMu.Unlock()
+	return strings.Join(lines, "\n")
 }
 
-// definition returns the served workflow file called name.
-func (s *Server) definition(name string) (*flowfile.Definition, bool) {
-	s.defsMu.RLock()
-	defer s.defsMu.RUnlock()
-	d, ok := s.defs[name]
-	return d, ok
+// SetReceivers replaces the webhook receivers the server serves. Each one's workflow must
+// be registered on the client, and no two may share a name; the error says which is
+// not, and the old receivers then stay. Deliveries already being handled finish with the
+// receivers they found.
+func (s *Server) SetReceivers(rs []triggers.Receiver) error {
+	if _, err := receiverMap(s.cfg.Client, rs); err != nil {
+		return err
+	}
+	s.setReceivers(rs)
+	return nil
 }
 
-// hook returns the workflow file that declares the webhook name.
-func (s *Server) hook(name string) (*flowfile.Definition, bool) {
-	s.defsMu.RLock()
-	defer s.defsMu.RUnlock()
-	d, ok := s.hooks[name]
-	return d, ok
+func (s *Server) setReceivers(rs []triggers.Receiver) {
+	hooks := make(map[string]triggers.Receiver, len(rs))
+	byWorkflow := make(map[string]triggers.Receiver, len(rs))
+	for _, r := range rs {
+		hooks[r.Name()] = r
+		byWorkflow[r.Workflow()] = r
+	}
+	s.hooksMu.Lock()
+	s.hooks, s.byWorkflow = hooks, byWorkflow
+	s.hooksMu.Unlock()
+}
+
+// hook returns the receiver of the webhook name.
+func (s *Server) hook(name string) (triggers.Receiver, bool) {
+	s.hooksMu.RLock()
+	defer s.hooksMu.RUnlock()
+	r, ok := s.hooks[name]
+	return r, ok
+}
+
+// receiverOf returns the receiver that starts workflow, if one does.
+func (s *Server) receiverOf(workflow string) (triggers.Receiver, bool) {
+	s.hooksMu.RLock()
+	defer s.hooksMu.RUnlock()
+	r, ok := s.byWorkflow[workflow]
+	return r, ok
+}
+
+// brokenReceivers names the receivers that cannot verify deliveries, sorted.
+func (s *Server) brokenReceivers() []string {
+	s.hooksMu.RLock()
+	defer s.hooksMu.RUnlock()
+	var out []string
+	for name, r := range s.hooks {
+		if r.Err() != nil {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *Server) adminRoutes() {
@@ -205,7 +250,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) error {
 			"this server was started without a way to reload its workflows")
 	}
 	res, err := s.cfg.Reload(r.Context())
-	var ps flowfile.Problems
+	var ps ReloadProblems
 	switch {
 	case errors.As(err, &ps):
 		views := make([]problemView, len(ps))

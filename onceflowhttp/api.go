@@ -54,12 +54,12 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		def, ok := s.definition(name)
-		if !ok || def.RunKey == "" {
+		key, err = s.cfg.Client.DeriveRunKey(name, body)
+		switch {
+		case errors.Is(err, onceflow.ErrNoRunKey), errors.Is(err, onceflow.ErrWorkflowNotFound):
 			return newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required",
 				"send an Idempotency-Key header naming this business event (for example the form submission id)")
-		}
-		if key, err = def.DeriveRunKey(body); err != nil {
+		case err != nil:
 			return newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required",
 				fmt.Sprintf("no Idempotency-Key header, and the run key could not be derived from the body: %v", err))
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/flowfile"
 )
 
 // Limits of POST /v1/workflows/{name}/runs:batch, when Options leaves them zero.
@@ -77,7 +76,6 @@ func (s *Server) startBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	def, _ := s.definition(name)
 	out := struct {
 		Results []batchResult `json:"results"`
 		Counts  batchCounts   `json:"counts"`
@@ -92,7 +90,7 @@ func (s *Server) startBatch(w http.ResponseWriter, r *http.Request) error {
 			p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large", "Input too large",
 				fmt.Sprintf("the item's input is %d bytes; the limit is %d, as for the body of a single start", len(it.Input), s.cfg.MaxBody))
 		} else {
-			key, p = s.batchKey(def, it)
+			key, p = s.batchKey(name, it)
 		}
 		if p != nil {
 			out.Results[i].Status, out.Results[i].Problem = onceflow.StartInvalid, s.itemProblem(p)
@@ -173,7 +171,7 @@ func (s *Server) batchItems(body []byte) ([]batchItem, error) {
 
 // batchKey returns an item's run key: its idempotency_key, or the one the workflow's
 // run_key template derives from its input; or the item's problem.
-func (s *Server) batchKey(def *flowfile.Definition, it batchItem) (string, *problem) {
+func (s *Server) batchKey(workflow string, it batchItem) (string, *problem) {
 	if len(it.Input) == 0 || string(it.Input) == "null" {
 		return "", newProblem(http.StatusUnprocessableEntity, "invalid-input", "Invalid input", "the item has no input; give it an input object")
 	}
@@ -181,12 +179,13 @@ func (s *Server) batchKey(def *flowfile.Definition, it batchItem) (string, *prob
 	switch {
 	case it.IdempotencyKey != nil:
 		key = *it.IdempotencyKey
-	case def == nil || def.RunKey == "":
-		return "", newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency key required",
-			"the item has no idempotency_key, and the workflow has no run_key template to derive one from its input")
 	default:
-		k, err := def.DeriveRunKey(it.Input)
-		if err != nil {
+		k, err := s.cfg.Client.DeriveRunKey(workflow, it.Input)
+		switch {
+		case errors.Is(err, onceflow.ErrNoRunKey), errors.Is(err, onceflow.ErrWorkflowNotFound):
+			return "", newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency key required",
+				"the item has no idempotency_key, and the workflow has no run_key template to derive one from its input")
+		case err != nil:
 			return "", newProblem(http.StatusBadRequest, "idempotency-key-missing", "Idempotency key required",
 				fmt.Sprintf("the item has no idempotency_key, and the run key could not be derived from its input: %v", err))
 		}

@@ -11,7 +11,10 @@
 //
 //	client, _ := onceflow.New(onceflow.Config{Store: st})
 //	// register workflows, e.g. those a flowfile.Builder makes from files and your Go funcs
-//	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: defs, Tokens: tokens})
+//	hook, _ := webhook.New("payment", webhook.Config{Name: "stripe", Scheme: "stripe",
+//		SecretEnv: []string{"STRIPE_WEBHOOK_SECRET"}, EventID: "{input.id}"}, os.LookupEnv)
+//	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Tokens: tokens,
+//		Receivers: []triggers.Receiver{hook}})
 //	srv := onceflowhttp.HTTPServer(h)
 //	go client.Serve(ctx) // executes the steps
 //	srv.Serve(onceflowhttp.LimitListener(srv, listener, 0))
@@ -25,6 +28,9 @@
 // LimitListener caps the connections open at once below the process's open-file limit
 // (DefaultMaxConns), closing idle ones to make room for new ones.
 //
+// Package server does all of this from workflow files, with the console, the metrics,
+// the queue consumers and reloading; this package is the HTTP part alone.
+//
 // The handler's routes live at the root: /v1/… (the API), /hooks/{name} (webhooks),
 // /healthz, /readyz and, with Options.MetricsHandler, /metrics. GET /v1/openapi.json
 // serves the OpenAPI 3.1 document that describes every /v1 route.
@@ -35,8 +41,11 @@
 // ONCEFLOW_API_TOKENS form "name:scope[+scope]:secret"). A token of scope ingest starts
 // runs and lists the workflows; admin reads runs, the review queue, the audit trail and
 // the effect ledger and acts on review items. Webhooks need no token: each delivery is
-// verified by its provider's signature (Stripe, Standard Webhooks, GitHub or HMAC) against
-// the secrets named by the workflow file's secret_env, looked up with Options.Env.
+// verified by its receiver (Options.Receivers, a triggers.Receiver such as package
+// triggers/webhook builds: Stripe, Standard Webhooks, GitHub or HMAC signatures), which
+// also ignores the event types its workflow does not handle and derives the run key from
+// the provider's event id. The server bounds the body, asks the receiver to verify it,
+// checks its JSON, asks the receiver to route it and starts the run.
 //
 // Which workflows a token may start is the client's rule (onceflow.Access,
 // Client.MayStart), applied to every start and delivery: the engine's own workflows are

@@ -19,6 +19,8 @@ import (
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 // A Go program registers its own step function, builds the workflow file that uses it
@@ -43,7 +45,11 @@ func ExampleNewHandler() {
 		log.Fatal(err)
 	}
 	defer kinds.Close()
-	def, problems := (&flowfile.Reader{Kinds: kinds}).Parse("push.yaml", []byte(`
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	def, problems := (&flowfile.Reader{Kinds: kinds, Triggers: trigs}).Parse("push.yaml", []byte(`
 name: repo-push
 entity: "repo:{input.repository}"
 webhook:
@@ -75,12 +81,17 @@ steps:
 	}
 
 	const secret = "a-long-random-webhook-secret"
-	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{
-		Workflows: []*flowfile.Definition{def},
-		Tokens:    []onceflowhttp.Token{{Name: "ops", Secret: "ops-token-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
+	hooks, err := flowfile.Triggers([]*flowfile.Definition{def}, flowfile.TriggerOptions{
 		Env: func(name string) (string, bool) {
-			return secret, name == "GITHUB_WEBHOOK_SECRET" // in production: the default, os.LookupEnv
+			return secret, name == "GITHUB_WEBHOOK_SECRET" // in production: os.LookupEnv
 		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{
+		Receivers: triggers.Receivers(hooks),
+		Tokens:    []onceflowhttp.Token{{Name: "ops", Secret: "ops-token-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -45,7 +45,7 @@ func fuzzHandler(f *testing.F) http.Handler {
 	if err := c.Register(wfs[0]); err != nil {
 		f.Fatal(err)
 	}
-	srv, err := NewHandler(c, Options{Workflows: []*flowfile.Definition{d}, MaxBody: fuzzMaxBody,
+	srv, err := NewHandler(c, Options{MaxBody: fuzzMaxBody,
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}}})
 	if err != nil {
 		f.Fatal(err)

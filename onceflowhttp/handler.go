@@ -6,30 +6,27 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // Options configures the handler NewHandler returns. The zero value serves the API with no
 // tokens (every /v1 request answers 401), no webhooks and no metrics.
 type Options struct {
-	// Workflows are the workflow files the client's workflows were built from (with
-	// flowfile.Builder): their run_key templates derive a run key from a request that sends
-	// no Idempotency-Key, and their webhook blocks are served at /hooks/{name}. Every one
-	// must be registered on the client. Workflows registered in Go are served too; a
-	// request to start one must send an Idempotency-Key.
-	Workflows []*flowfile.Definition
+	// Receivers are the webhook receivers served at /hooks/{name} (package
+	// triggers/webhook builds them; package server those of the workflow files). Each
+	// one's workflow must be registered on the client, and no two may share a name.
+	// Server.SetReceivers replaces them.
+	Receivers []triggers.Receiver
 	// Tokens are the bearer tokens the API accepts (ParseTokens reads them from the form of
 	// ONCEFLOW_API_TOKENS). Without any, every /v1 request answers 401; webhooks, which
 	// are verified by their signatures, still work. Which workflows a token may start is
 	// the client's rule (onceflow.Access), with the token's own list (Token.Workflows).
+	// A request to start a run that sends no Idempotency-Key gets its key from the
+	// workflow's RunKey template (onceflow.Client.DeriveRunKey).
 	Tokens []Token
-	// Env looks up the webhooks' signing secrets (their secret_env names). Default:
-	// os.LookupEnv.
-	Env func(name string) (string, bool)
 	// MaxBody caps request bodies, before anything is parsed or verified. Default: 1 MiB.
 	MaxBody int64
 	// MaxBodyMemory caps the request bodies held in memory at once, across requests: a
@@ -53,7 +50,8 @@ type Options struct {
 	// Logger receives one line per request and the errors that are answered with a 500,
 	// with the client's secrets masked. Default: nothing is logged.
 	Logger *slog.Logger
-	// Now is the clock against which webhook timestamps are checked. Default: time.Now.
+	// Now is the clock against which webhook timestamps are checked (Delivery.Received).
+	// Default: time.Now.
 	Now func() time.Time
 	// MetricsHandler, when set, is served at GET /metrics without a token (package
 	// metrics provides one): what it serves carries no keys, entities, ids or personal
@@ -67,7 +65,7 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Reload, when set, serves POST /v1/admin/reload (scope admin): it reloads the
 	// workflow definitions and returns what changed, or the problems that kept the old
-	// definitions in place (see Reloader and Server.SetDefinitions). Default: the route
+	// definitions in place (see Reloader and Server.SetReceivers). Default: the route
 	// answers 501 reload-unavailable.
 	Reload Reloader
 }
@@ -79,29 +77,17 @@ type Options struct {
 // HTTPServer for bounded timeouts. The client executes the steps: call client.Serve
 // beside it.
 //
-// The error names an entry of opts.Workflows that is not registered on the client, two
-// that declare the same webhook, or a token and a workflow that do not fit (a token whose
-// list names a workflow that does not exist or that it may not start, a workflow that
-// names a token opts.Tokens does not have; see onceflow.Client.CheckCallers).
+// The error names a receiver of opts.Receivers whose workflow is not registered on the
+// client, two receivers that share a name, or a token and a workflow that do not fit (a
+// token whose list names a workflow that does not exist or that it may not start, a
+// workflow that names a token opts.Tokens does not have; see
+// onceflow.Client.CheckCallers).
 func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	if client == nil {
 		return nil, errors.New("onceflowhttp: NewHandler needs a client (onceflow.New)")
 	}
-	registered := map[string]bool{}
-	for _, name := range client.Workflows() {
-		registered[name] = true
-	}
-	hooks := map[string]string{}
-	for _, d := range opts.Workflows {
-		if !registered[d.Name] {
-			return nil, fmt.Errorf("onceflowhttp: workflow %q (%s) is not registered on the client; register what flowfile.Builder.Workflows returns first", d.Name, d.File())
-		}
-		if d.Webhook != nil {
-			if other, ok := hooks[d.Webhook.Name]; ok {
-				return nil, fmt.Errorf("onceflowhttp: workflows %q and %q both declare the webhook %q", other, d.Name, d.Webhook.Name)
-			}
-			hooks[d.Webhook.Name] = d.Name
-		}
+	if _, err := receiverMap(client, opts.Receivers); err != nil {
+		return nil, err
 	}
 	// A token that may start nothing it lists, or a workflow that only a missing token may
 	// start, is a mistake to fix before anything is served.
@@ -112,8 +98,21 @@ func NewHandler(client *onceflow.Client, opts Options) (*Server, error) {
 	if err := client.CheckCallers(callers); err != nil {
 		return nil, fmt.Errorf("onceflowhttp: API tokens: %w", err)
 	}
-	if opts.Env == nil {
-		opts.Env = os.LookupEnv
-	}
 	return newServer(config{Options: opts, Client: client}), nil
+}
+
+// receiverMap returns the receivers by name, refusing one whose workflow the client does
+// not have and two that share a name.
+func receiverMap(client *onceflow.Client, rs []triggers.Receiver) (map[string]triggers.Receiver, error) {
+	out := make(map[string]triggers.Receiver, len(rs))
+	for _, r := range rs {
+		if _, ok := client.Workflow(r.Workflow()); !ok {
+			return nil, fmt.Errorf("onceflowhttp: webhook %q starts workflow %q, which is not registered on the client; register the workflow first", r.Name(), r.Workflow())
+		}
+		if other, ok := out[r.Name()]; ok {
+			return nil, fmt.Errorf("onceflowhttp: workflows %q and %q both declare the webhook %q", other.Workflow(), r.Workflow(), r.Name())
+		}
+		out[r.Name()] = r
+	}
+	return out, nil
 }

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
+	"github.com/onceflow/onceflow/triggers/webhook"
 )
 
 // nested returns {"submission_id":"deep","x":{"a":{"a":…1…}}} with depth levels in all.
@@ -45,7 +46,7 @@ func TestDeepJSONIsRefused(t *testing.T) {
 	// So do webhooks: a correctly signed delivery nested too deeply is refused.
 	hooks := setupWith(t, func(c *Options) { c.MaxBody = 1 << 20 }, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
 	deep := `{"id":"evt_deep","type":"payment_intent.succeeded","x":` + nested(10000) + `}`
-	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{hooks.env["HOOK_SECRET"]}}, 0, "d-1", hooks.now, []byte(deep))
+	h, err := signature.Sign(signature.Config{Scheme: signature.Stripe, Secrets: []string{hooks.env["HOOK_SECRET"]}}, 0, "d-1", hooks.now, []byte(deep))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +226,7 @@ func TestWebhookWithoutSecretFailsReadiness(t *testing.T) {
 	wantStatus(t, b.do("GET", "/readyz", "", nil, ""), http.StatusOK, "")
 
 	b.env = map[string]string{"HOOK_SECRET": "whsec_not base64!"}
-	bad := setupWith(t, func(c *Options) {
-		c.Env = func(k string) (string, bool) { v, ok := b.env[k]; return v, ok }
-	}, yaml)
+	bad := setupEnv(t, b.env, nil, yaml)
 	a := bad.do("GET", "/readyz", "", nil, "")
 	wantStatus(t, a, http.StatusServiceUnavailable, "not-ready")
 	if !strings.Contains(a.body, "payments") || strings.Contains(a.body, "not base64") {
@@ -235,12 +234,12 @@ func TestWebhookWithoutSecretFailsReadiness(t *testing.T) {
 	}
 
 	defs := bad.defs(t, yaml)
-	err := CheckWebhooks(defs, func(k string) (string, bool) { v, ok := b.env[k]; return v, ok })
+	err := receivers(t, defs, b.env)[0].Err()
 	if err == nil || !strings.Contains(err.Error(), "payments") || !strings.Contains(err.Error(), "HOOK_SECRET") || strings.Contains(err.Error(), "not base64!") {
-		t.Fatalf("CheckWebhooks = %v", err)
+		t.Fatalf("the receiver's Err = %v", err)
 	}
-	if err := CheckWebhooks(defs, func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "none of its secret variables") {
-		t.Fatalf("CheckWebhooks without secrets = %v", err)
+	if err := receivers(t, defs, nil)[0].Err(); err == nil || !strings.Contains(err.Error(), "none of its secret variables") {
+		t.Fatalf("the receiver's Err without secrets = %v", err)
 	}
 }
 
@@ -266,10 +265,10 @@ func TestGitHubRunKeyComesFromThePayload(t *testing.T) {
 		t.Fatalf("a github webhook without event_id: %v", ps)
 	}
 	b := setup(t, fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`))
-	cfg := webhook.Config{Scheme: webhook.GitHub, Secrets: []string{b.env["HOOK_SECRET"]}}
+	cfg := signature.Config{Scheme: signature.GitHub, Secrets: []string{b.env["HOOK_SECRET"]}}
 	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "1001"}}}}`
 	for _, delivery := range []string{"d-1", "d-2", "d-3"} {
-		h, err := webhook.Sign(cfg, 0, "d-1", b.now, []byte(event))
+		h, err := signature.Sign(cfg, 0, "d-1", b.now, []byte(event))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,8 +284,9 @@ func TestGitHubRunKeyComesFromThePayload(t *testing.T) {
 	}
 	// A definition built without Parse is caught when serving.
 	d, _ := readerWith(t, nil).Parse("gh.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "github", `"{input.id}"`)))
-	d.Webhook.EventID = ""
-	if err := CheckWebhooks([]*flowfile.Definition{d}, func(string) (string, bool) { return "s3cret-value-0123", true }); err == nil || !strings.Contains(err.Error(), "event_id") {
-		t.Fatalf("CheckWebhooks = %v", err)
+	hook, _ := d.Trigger("webhook")
+	hook.(*webhook.Settings).EventID = ""
+	if _, err := flowfile.Triggers([]*flowfile.Definition{d}, flowfile.TriggerOptions{Env: func(string) (string, bool) { return "s3cret-value-0123", true }}); err == nil || !strings.Contains(err.Error(), "event_id") {
+		t.Fatalf("building the receiver = %v", err)
 	}
 }

@@ -34,7 +34,7 @@ func TestBodiesInMemoryAreBounded(t *testing.T) {
 	const maxBody = 1 << 20
 	b := setupWith(t, func(c *Options) { c.MaxBody = maxBody }, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
 	// Served without the OpenAPI checker, which reads each body before the handler does.
-	srv, err := NewHandler(b.client, Options{Workflows: b.defs(t, leadYAML, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`)), MaxBody: maxBody, Env: func(k string) (string, bool) { v, ok := b.env[k]; return v, ok }})
+	srv, err := NewHandler(b.client, Options{Receivers: receivers(t, b.defs(t, leadYAML, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`)), b.env), MaxBody: maxBody})
 	if err != nil {
 		t.Fatal(err)
 	}

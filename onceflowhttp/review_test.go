@@ -116,7 +116,7 @@ func setupReviewOn(t *testing.T, wrap func(store.Store) store.Store) *reviewBund
 	if err := c.Register(wfs[0]); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewHandler(c, Options{Workflows: []*flowfile.Definition{d},
+	srv, err := NewHandler(c, Options{
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/bodybudget"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // Scope is what a token may do.
@@ -147,12 +147,10 @@ type Server struct {
 	mux *http.ServeMux
 	h   http.Handler // mux, each request logged
 
-	defsMu sync.RWMutex // guards defs, hooks and hooksBroken, which SetDefinitions replaces
-	defs   map[string]*flowfile.Definition
-	hooks  map[string]*flowfile.Definition
-	// hooksBroken names the webhooks whose secrets are missing or malformed (see
-	// CheckWebhooks); /readyz fails while there is one.
-	hooksBroken []string
+	hooksMu sync.RWMutex // guards hooks and byWorkflow, which SetReceivers replaces
+	// hooks are the webhook receivers by name, and byWorkflow by their workflow's name.
+	hooks      map[string]triggers.Receiver
+	byWorkflow map[string]triggers.Receiver
 
 	// digests are the SHA-256 digests of the tokens' secrets and callers what their
 	// requests act as (onceflow.Caller), index by index with cfg.Tokens.
@@ -195,9 +193,6 @@ func newServer(cfg config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Env == nil {
-		cfg.Env = func(string) (string, bool) { return "", false }
-	}
 	cfg.Logger = slog.New(cfg.Client.LogHandler(cfg.Logger.Handler()))
 	cfg.Tokens = slices.Clone(cfg.Tokens) // digests and callers follow it index by index
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), inFlight: map[string]bool{},
@@ -206,7 +201,7 @@ func newServer(cfg config) *Server {
 		s.digests = append(s.digests, sha256.Sum256([]byte(t.Secret)))
 		s.callers = append(s.callers, t.Caller())
 	}
-	s.SetDefinitions(cfg.Workflows)
+	s.setReceivers(cfg.Receivers)
 	s.handleFunc("GET /v1/openapi.json", "", nil, s.openAPI)
 	s.handleFunc("GET /v1/workflows", ScopeIngest, nil, s.listWorkflows)
 	s.handleFunc("POST /v1/workflows/{name}/runs", ScopeIngest, nil, s.startRun)
@@ -312,13 +307,11 @@ func (s *Server) releaseKey(workflow, key string) {
 	delete(s.inFlight, workflow+"\x00"+key)
 }
 
-// ready is GET /readyz: 503 while a webhook's secret is missing, the database cannot be
-// reached or Options.Ready fails; otherwise 200 with where the engine's time comes from.
+// ready is GET /readyz: 503 while a webhook receiver cannot verify deliveries (its
+// secrets are missing or malformed), the database cannot be reached or Options.Ready
+// fails; otherwise 200 with where the engine's time comes from.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
-	s.defsMu.RLock()
-	broken := s.hooksBroken
-	s.defsMu.RUnlock()
-	if len(broken) > 0 {
+	if broken := s.brokenReceivers(); len(broken) > 0 {
 		return newProblem(http.StatusServiceUnavailable, "not-ready", "Not ready",
 			fmt.Sprintf("the signing secrets of webhook(s) %s are missing or malformed; set them and restart", strings.Join(broken, ", ")))
 	}

@@ -16,9 +16,10 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/sqlite"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 const (
@@ -72,9 +73,25 @@ func setup(t *testing.T, yamls ...string) *bundle {
 // setupWith is setup with tune applied to the server's Config before it is built.
 func setupWith(t *testing.T, tune func(*Options), yamls ...string) *bundle {
 	t.Helper()
+	return setupEnv(t, map[string]string{"HOOK_SECRET": "whsec_bmV3LXNlY3JldC0wMTIzNDU2Nzg5", "HOOK_SECRET_OLD": "whsec_b2xkLXNlY3JldC0wMTIzNDU2Nzg5"}, tune, yamls...)
+}
+
+// receivers are the webhook receivers of defs, their secrets read from env.
+func receivers(t *testing.T, defs []*flowfile.Definition, env map[string]string) []triggers.Receiver {
+	t.Helper()
+	ts, err := flowfile.Triggers(defs, flowfile.TriggerOptions{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return triggers.Receivers(ts)
+}
+
+// setupEnv is setupWith with the environment the webhook receivers read their secrets
+// from.
+func setupEnv(t *testing.T, env map[string]string, tune func(*Options), yamls ...string) *bundle {
+	t.Helper()
 	ctx := context.Background()
-	b := &bundle{t: t, path: filepath.Join(t.TempDir(), "onceflow.db"), now: time.Unix(1700000000, 0),
-		env: map[string]string{"HOOK_SECRET": "whsec_bmV3LXNlY3JldC0wMTIzNDU2Nzg5", "HOOK_SECRET_OLD": "whsec_b2xkLXNlY3JldC0wMTIzNDU2Nzg5"}}
+	b := &bundle{t: t, path: filepath.Join(t.TempDir(), "onceflow.db"), now: time.Unix(1700000000, 0), env: env}
 	st, err := sqlite.Open(ctx, b.path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +124,11 @@ func setupWith(t *testing.T, tune func(*Options), yamls ...string) *bundle {
 			t.Fatal(err)
 		}
 	}
-	opts := Options{Workflows: defs, MaxBody: 4096,
+	if err := flowfile.RegisterSchedules(c, defs, flowfile.NewBuilder(flowfile.BuildOptions{})); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Receivers: receivers(t, defs, b.env), MaxBody: 4096,
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}, {Name: "viewer", Secret: readToken, Scopes: []Scope{ScopeRead}}},
-		Env:    func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
 		Now:    func() time.Time { return b.now },
 	}
 	if tune != nil {
@@ -323,16 +342,16 @@ func TestWebhooks(t *testing.T) {
 	for _, sc := range schemes {
 		t.Run(sc.scheme, func(t *testing.T) {
 			b := setup(t, fmt.Sprintf(paymentYAML, "payments", sc.scheme, sc.eventID))
-			scheme, err := webhook.ParseScheme(sc.scheme)
+			scheme, err := signature.ParseScheme(sc.scheme)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := webhook.Config{Scheme: scheme, Secrets: []string{b.env["HOOK_SECRET"], b.env["HOOK_SECRET_OLD"], "whsec_cmVtb3ZlZC1zZWNyZXQtMDEyMzQ1Njc4OQ=="}}
-			if scheme == webhook.HMAC {
+			cfg := signature.Config{Scheme: scheme, Secrets: []string{b.env["HOOK_SECRET"], b.env["HOOK_SECRET_OLD"], "whsec_cmVtb3ZlZC1zZWNyZXQtMDEyMzQ1Njc4OQ=="}}
+			if scheme == signature.HMAC {
 				cfg.Header, cfg.Prefix = "X-Signature", "sha256="
 			}
 			deliver := func(secret int, id string, at time.Time, body string, mutate func(http.Header)) answer {
-				h, err := webhook.Sign(cfg, secret, id, at, []byte(body))
+				h, err := signature.Sign(cfg, secret, id, at, []byte(body))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -369,13 +388,13 @@ func TestWebhooks(t *testing.T) {
 				}
 			}), http.StatusBadRequest, "signature-missing")
 			tampered := strings.Replace(event, "1001", "1002", 1)
-			h, _ := webhook.Sign(cfg, 0, "evt_1", b.now, []byte(event))
+			h, _ := signature.Sign(cfg, 0, "evt_1", b.now, []byte(event))
 			hdr := map[string]string{}
 			for k := range h {
 				hdr[k] = h.Get(k)
 			}
 			wantStatus(t, b.do("POST", "/hooks/payments", "", hdr, tampered), http.StatusUnauthorized, "signature-invalid")
-			if scheme == webhook.Stripe || scheme == webhook.StandardWebhooks {
+			if scheme == signature.Stripe || scheme == signature.StandardWebhooks {
 				wantStatus(t, deliver(0, "evt_3", b.now.Add(-10*time.Minute), event, nil), http.StatusUnauthorized, "signature-invalid")
 			}
 			// Too large: refused before anything is parsed or verified.
@@ -395,8 +414,7 @@ func TestWebhooks(t *testing.T) {
 }
 
 func TestWebhookWithoutSecretIsRefused(t *testing.T) {
-	b := setup(t, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
-	clear(b.env)
+	b := setupEnv(t, map[string]string{}, nil, fmt.Sprintf(paymentYAML, "payments", "stripe", `"{input.id}"`))
 	a := b.do("POST", "/hooks/payments", "", map[string]string{"Stripe-Signature": "t=1,v1=00"}, `{"id": "evt_1"}`)
 	wantStatus(t, a, http.StatusInternalServerError, "webhook-misconfigured")
 	if strings.Contains(a.body, "HOOK_SECRET") {

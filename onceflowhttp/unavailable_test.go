@@ -18,8 +18,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/internal/testsvc"
-	"github.com/onceflow/onceflow/internal/webhook"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/store/postgres"
 	"github.com/onceflow/onceflow/store/sqlite"
@@ -57,9 +57,8 @@ func storeBundle(t *testing.T, st store.Store) (*bundle, *syncBuffer) {
 		}
 	}
 	log := newSyncBuffer()
-	srv, err := NewHandler(c, Options{Workflows: defs, Logger: slog.New(slog.NewJSONHandler(log, nil)),
+	srv, err := NewHandler(c, Options{Receivers: receivers(t, defs, b.env), Logger: slog.New(slog.NewJSONHandler(log, nil)),
 		Tokens: []Token{{Name: "form", Secret: ingestToken, Scopes: []Scope{ScopeIngest}}, {Name: "ops", Secret: adminToken, Scopes: []Scope{ScopeAdmin}}},
-		Env:    func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +118,7 @@ func TestLockedDatabaseIsA503(t *testing.T) {
 	}
 	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "1"}}}}`
 	deliver := func() answer {
-		h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{b.env["HOOK_SECRET"]}}, 0, "", time.Now(), []byte(event))
+		h, err := signature.Sign(signature.Config{Scheme: signature.Stripe, Secrets: []string{b.env["HOOK_SECRET"]}}, 0, "", time.Now(), []byte(event))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +204,7 @@ func TestUnreachablePostgresIsA503(t *testing.T) {
 	proxy.cut()
 	wantUnavailable(t, "start", b.do("POST", "/v1/workflows/website-lead/runs", ingestToken, map[string]string{"Idempotency-Key": "form-2"}, `{"submission_id": 2}`))
 	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"metadata": {"order_id": "1"}}}}`
-	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{b.env["HOOK_SECRET"]}}, 0, "", time.Now(), []byte(event))
+	h, err := signature.Sign(signature.Config{Scheme: signature.Stripe, Secrets: []string{b.env["HOOK_SECRET"]}}, 0, "", time.Now(), []byte(event))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,12 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 		Workflows []workflowView `json:"workflows"`
 	}{Workflows: []workflowView{}}
 	by := caller(r)
+	schedules := map[string]onceflow.Schedule{}
+	for _, sc := range s.cfg.Client.ScheduleDefinitions() {
+		if _, ok := schedules[sc.Workflow]; !ok {
+			schedules[sc.Workflow] = sc
+		}
+	}
 	for _, name := range s.cfg.Client.Workflows() {
 		err := s.cfg.Client.MayStart(by, name)
 		var re *onceflow.StartRefusedError
@@ -70,21 +76,18 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 		if err == nil {
 			v.Links.Start = "/v1/workflows/" + name + "/runs"
 		}
-		if d, ok := s.definition(name); ok {
-			v.Description, v.RunKey, v.Entity, v.RequiredInput = d.Description, d.RunKey, d.Entity, d.Input.Required
+		if d, ok := s.cfg.Client.Workflow(name); ok {
+			v.Description, v.RunKey, v.Entity, v.RequiredInput = d.Description, d.RunKey, d.Entity, d.RequiredInput
 			for _, st := range d.Steps {
 				v.Steps = append(v.Steps, st.ID)
 			}
-			if h := d.Webhook; h != nil {
-				v.Webhook = &webhookView{Name: h.Name, Path: "/hooks/" + h.Name, Scheme: h.Scheme, EventTypes: h.EventTypes}
-			}
-			if sc := d.Schedule; sc != nil {
-				name := sc.Name
-				if name == "" {
-					name = d.Name
-				}
-				v.Schedule = &scheduleRef{Name: name, Cron: sc.Cron, Timezone: sc.Timezone}
-			}
+		}
+		if rcv, ok := s.receiverOf(name); ok {
+			info := rcv.Info()
+			v.Webhook = &webhookView{Name: info.Name, Path: "/hooks/" + info.Name, Scheme: info.Scheme, EventTypes: info.EventTypes}
+		}
+		if sc, ok := schedules[name]; ok {
+			v.Schedule = &scheduleRef{Name: sc.Name, Cron: sc.Cron, Timezone: sc.Timezone}
 		}
 		out.Workflows = append(out.Workflows, v)
 	}
@@ -121,8 +124,8 @@ func (s *Server) startRefused(r *http.Request, name string, err error) error {
 	}
 	where := "its onceflow.Workflow's Access"
 	file := ""
-	if d, ok := s.definition(name); ok {
-		where, file = d.File(), d.File()
+	if d, ok := s.cfg.Client.Workflow(name); ok && d.File != "" {
+		where, file = d.File, d.File
 	}
 	var detail string
 	switch re.Reason {

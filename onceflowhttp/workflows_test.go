@@ -49,7 +49,7 @@ func TestListWorkflowsAndUnknownWorkflow(t *testing.T) {
 	}
 }
 
-// NewHandler refuses workflow files whose workflows the client does not have.
+// NewHandler refuses webhook receivers whose workflows the client does not have.
 func TestNewHandlerChecksWorkflows(t *testing.T) {
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
 	if err != nil {
@@ -60,12 +60,12 @@ func TestNewHandlerChecksWorkflows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ps := readerWith(t, nil).Parse("lead.yaml", []byte(leadYAML))
+	d, ps := readerWith(t, nil).Parse("hook.yaml", []byte(fmt.Sprintf(paymentYAML, "payments", "hmac", `"{input.id}"`)))
 	if ps != nil {
 		t.Fatal(ps)
 	}
-	_, err = NewHandler(c, Options{Workflows: []*flowfile.Definition{d}})
-	if err == nil || !strings.Contains(err.Error(), `workflow "website-lead" (lead.yaml) is not registered on the client`) {
+	_, err = NewHandler(c, Options{Receivers: receivers(t, []*flowfile.Definition{d}, nil)})
+	if err == nil || !strings.Contains(err.Error(), `webhook "payments" starts workflow "payment", which is not registered on the client`) {
 		t.Fatalf("unregistered workflow: %v", err)
 	}
 	if _, err := NewHandler(nil, Options{}); err == nil {

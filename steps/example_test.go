@@ -235,7 +235,7 @@ func TestCustomKindInSchemaAndChecks(t *testing.T) {
 	if err := kinds.Add(&crmKind{}); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := flowfile.Schema(kinds)
+	doc, err := flowfile.Schema(kinds, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

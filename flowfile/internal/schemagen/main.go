@@ -1,4 +1,4 @@
-// Command schemagen writes the files generated from the standard step kinds:
+// Command schemagen writes the files generated from the standard step and trigger kinds:
 // flowfile/workflow.schema.json (the JSON Schema of a workflow file, for editors) and
 // docs/steps.md (the kinds' reference). Run it with `go generate ./flowfile` (or
 // `make schema`) after changing a kind's Spec; a test fails while either file is stale.
@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/steps/stdsteps"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 func main() {
@@ -30,7 +31,11 @@ func generate(dir string) error {
 	if err != nil {
 		return err
 	}
-	schema, err := flowfile.Schema(kinds)
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		return err
+	}
+	schema, err := flowfile.Schema(kinds, trigs)
 	if err != nil {
 		return err
 	}

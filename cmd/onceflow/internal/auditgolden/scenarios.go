@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/queuetrigger"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // Scenario is one story of the golden audit test.
@@ -325,12 +324,12 @@ func schedules(d *Driver) {
 }
 
 func queueRejections(d *Driver) {
-	key, err := keytmpl.Parse("{headers.Event-Id}")
-	d.Check("run key", err)
+	tr, err := queue.NewHandler(queue.Config{Workflow: "orders-in", Source: "nats:ORDERS/onceflow", RunKey: "{headers.Event-Id}"}, "nats")
+	d.Check("queue", err)
 	// The companion's step starts the message's run again; a start refused as a conflict
 	// appends its run.deduplicated with the next commit, which Flush makes the one before
 	// the step's record.
-	rejected := queuetrigger.RejectWorkflow(d.Client, "orders-in", key)
+	rejected := tr.Companion(d.Client)
 	for i := range rejected.Steps {
 		do := rejected.Steps[i].Do
 		rejected.Steps[i].Do = func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
@@ -344,20 +343,18 @@ func queueRejections(d *Driver) {
 	d.Register(onceflow.Workflow{Name: "orders-in", Entity: "order:{input.order_id}", RequiredInput: []string{"order_id"},
 		Steps: []onceflow.Step{{ID: "accept", EffectKey: "accept:{input.order_id}", Do: d.Act(100 * time.Millisecond)}}},
 		rejected)
-	tr := queuetrigger.NewNATS(queuetrigger.Config{Workflow: "orders-in", Source: "nats:ORDERS/onceflow", Client: d.Client, Stats: d.Store,
-		RunKey: key}, queuetrigger.NATSConfig{Stream: "ORDERS"}).Trigger
 	msgs := []struct {
 		id, event, payload, want string
 	}{
-		{"m-1", "e-1", `{"order_id": 31}`, queuetrigger.Started},
-		{"m-1", "e-1", `{"order_id": 31}`, queuetrigger.Duplicate},
-		{"m-2", "e-2", `order 32, please`, queuetrigger.Rejected},
-		{"m-3", "e-3", `{"order_id": 33, "a": ` + strings.Repeat(`{"a": `, 64) + `1` + strings.Repeat(`}`, 65), queuetrigger.Rejected},
-		{"m-4", "e-4", `{"note": "no order id"}`, queuetrigger.Rejected},
-		{"m-5", "e-1", `{"order_id": 35}`, queuetrigger.Rejected},
+		{"m-1", "e-1", `{"order_id": 31}`, queue.Started},
+		{"m-1", "e-1", `{"order_id": 31}`, queue.Duplicate},
+		{"m-2", "e-2", `order 32, please`, queue.Rejected},
+		{"m-3", "e-3", `{"order_id": 33, "a": ` + strings.Repeat(`{"a": `, 64) + `1` + strings.Repeat(`}`, 65), queue.Rejected},
+		{"m-4", "e-4", `{"note": "no order id"}`, queue.Rejected},
+		{"m-5", "e-1", `{"order_id": 35}`, queue.Rejected},
 	}
 	for _, m := range msgs {
-		out, err := tr.Handle(d.Ctx, queuetrigger.Message{ID: m.id, Headers: map[string]string{"Event-Id": m.event}, Payload: []byte(m.payload),
+		out, err := tr.Handle(d.Ctx, d.Client, queue.Message{ID: m.id, Headers: map[string]string{"Event-Id": m.event}, Payload: []byte(m.payload),
 			Identity: "seq-" + m.id})
 		d.Check("handle "+m.id, err)
 		if out != m.want {

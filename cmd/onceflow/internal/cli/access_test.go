@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -51,20 +51,10 @@ func TestServeRefusesTheScheduleOfMonthlyInvoices(t *testing.T) {
 	defer cancel()
 	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: "../../../../examples/monthly-invoices.yaml", allowNet: []string{"127.0.0.1/32"}, workers: 4,
-		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ingest := onceflowhttp.Token{Name: "website", Secret: "ingest-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}}
 	admin := onceflowhttp.Token{Name: "ops", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
-	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, ln, []onceflowhttp.Token{ingest, admin}) }()
-	base := "http://" + ln.Addr().String()
+	_, base, done := startServer(t, ctx, server.Config{Store: st, Workflows: []string{"../../../../examples/monthly-invoices.yaml"}, AllowNet: loopback,
+		Engine: onceflow.Config{Workers: 4, PollInterval: 10 * time.Millisecond}, API: &server.APIConfig{Tokens: []onceflowhttp.Token{ingest, admin}}})
 
 	post := func(path, secret, key, body string) (int, map[string]any) {
 		t.Helper()
@@ -133,21 +123,13 @@ func TestReloadChecksTokenLists(t *testing.T) {
 	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	noop := func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }
-	a, err := newApp(appConfig{store: st, workflows: dir, funcs: map[string]onceflow.StepFunc{"noop": noop}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	admin := onceflowhttp.Token{Name: "ops", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
 	site := onceflowhttp.Token{Name: "site", Secret: "site-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeIngest}, Workflows: []string{"a"}}
-	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, ln, []onceflowhttp.Token{admin, site}) }()
+	a, base, done := startServer(t, ctx, server.Config{Store: st, Workflows: []string{dir}, Funcs: map[string]onceflow.StepFunc{"noop": noop},
+		API: &server.APIConfig{Tokens: []onceflowhttp.Token{admin, site}}})
 	reload := func() (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/v1/admin/reload", nil)
+		req, _ := http.NewRequest("POST", base+"/v1/admin/reload", nil)
 		req.Header.Set("Authorization", "Bearer "+admin.Secret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -169,7 +151,7 @@ func TestReloadChecksTokenLists(t *testing.T) {
 			t.Errorf("reload: %d %s\nwant 422 with %s", code, body, want)
 		}
 	}
-	if got := a.client.Workflows(); !slices.Equal(got, []string{"a"}) {
+	if got := a.Client().Workflows(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("workflows after the refused reload: %v", got)
 	}
 	write("a.yaml", "name: a\nsteps:\n  - id: s\n    kind: go\n    func: noop\n")

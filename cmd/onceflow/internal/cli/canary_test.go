@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/webhook"
-	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -219,14 +219,15 @@ func TestCanariesNeverLeak(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clk := &manualClock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	tokens := []onceflowhttp.Token{{Name: "ops", Secret: canaryAPIToken, Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}}
-	m := metrics.New(metrics.Config{Store: st, Now: clk.Now})
-	a, err := newApp(appConfig{
-		store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 4, log: log,
-		env:     func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		redact:  []string{"phone"},
-		secrets: processSecrets(dbLocation{}, tokens),
-		metrics: m,
-		funcs: map[string]onceflow.StepFunc{"note": func(_ context.Context, sc *onceflow.StepContext) (any, error) {
+	a, err := server.New(ctx, server.Config{
+		Store: st, Workflows: []string{dir}, AllowNet: loopback, Logger: log,
+		Env:          func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		RedactFields: []string{"phone"},
+		Secrets:      processSecrets(dbLocation{}, tokens),
+		Metrics:      &server.MetricsConfig{}, // on the API
+		API:          &server.APIConfig{Tokens: tokens},
+		Middleware:   wrapHandler,
+		Funcs: map[string]onceflow.StepFunc{"note": func(_ context.Context, sc *onceflow.StepContext) (any, error) {
 			var in struct {
 				Email    string `json:"email"`
 				Phone    string `json:"phone"`
@@ -239,17 +240,13 @@ func TestCanariesNeverLeak(t *testing.T) {
 			}
 			return nil, onceflow.PermanentError(fmt.Errorf("CRM note for %s <%s>, %s refused (token %s)", in.Customer.Name, in.Email, in.Phone, canaryCRMToken))
 		}},
-		tune: func(c *onceflow.Config) { c.Clock = clk.Now; c.Rand = func() float64 { return 0.5 } },
+		Engine: onceflow.Config{Workers: 4, Clock: clk.Now, Rand: func() float64 { return 0.5 }},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.metricsOnAPI = true
-	h, err := a.handler(tokens)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
+	defer a.Close()
+	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
 
 	var api strings.Builder // every answer of the API
@@ -279,7 +276,7 @@ func TestCanariesNeverLeak(t *testing.T) {
 	}
 	hook := func(body, secret string) int {
 		t.Helper()
-		h, err := webhook.Sign(webhook.Config{Scheme: webhook.HMAC, Secrets: []string{secret}, Header: "X-Signature", Prefix: "sha256="}, 0, "", time.Now(), []byte(body))
+		h, err := signature.Sign(signature.Config{Scheme: signature.HMAC, Secrets: []string{secret}, Header: "X-Signature", Prefix: "sha256="}, 0, "", time.Now(), []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +326,7 @@ func TestCanariesNeverLeak(t *testing.T) {
 	// unreachable step cannot connect.
 	work := func() {
 		t.Helper()
-		if _, err := a.client.Work(ctx); err != nil {
+		if _, err := a.Client().Work(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

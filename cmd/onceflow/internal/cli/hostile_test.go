@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -210,19 +211,23 @@ func TestURLsFromTheEnvironment(t *testing.T) {
 	st := openSQLite(t, path)
 	defer st.Close()
 	logs := &lockedBuffer{}
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 2,
-		log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	admin := onceflowhttp.Token{Name: "ops", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
+	a, err := server.New(ctx, server.Config{Store: st, Workflows: []string{dir}, AllowNet: loopback, Engine: onceflow.Config{Workers: 2},
+		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Env:        func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		API:        &server.APIConfig{Tokens: []onceflowhttp.Token{admin}},
+		Middleware: wrapHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Close()
 	for i, wf := range []string{"urls", "open"} {
-		if _, err := a.client.Start(ctx, wf, fmt.Sprint("u-", i), map[string]any{"id": "1"}); err != nil {
+		if _, err := a.Client().Start(ctx, wf, fmt.Sprint("u-", i), map[string]any{"id": "1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 4 {
-		if _, err := a.client.Work(ctx); err != nil {
+		if _, err := a.Client().Work(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,11 +302,7 @@ func TestURLsFromTheEnvironment(t *testing.T) {
 		texts["table "+table] = strings.Join(all, " | ")
 	}
 	// The API's run view and audit trail.
-	admin := onceflowhttp.Token{Name: "ops", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
-	h, err := a.handler([]onceflowhttp.Token{admin})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := a.Handler()
 	for _, target := range []string{"/v1/runs/1", "/v1/runs/2", "/v1/audit?run=1", "/v1/audit?run=2"} {
 		req := httptest.NewRequest("GET", target, nil)
 		req.Header.Set("Authorization", "Bearer "+admin.Secret)
@@ -355,7 +356,7 @@ func TestStartChecksTheEnvironment(t *testing.T) {
 	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	env := map[string]string{"HOOK_URL": "http://127.0.0.1:9/x"}
-	_, err := newApp(appConfig{store: st, workflows: file, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	_, err := server.New(context.Background(), server.Config{Store: st, Workflows: []string{file}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err == nil {
 		t.Fatal("started without CRM_URL and INTERNAL_URL")
 	}
@@ -365,11 +366,12 @@ func TestStartChecksTheEnvironment(t *testing.T) {
 		}
 	}
 	env["CRM_URL"], env["INTERNAL_URL"] = "http://127.0.0.1:9", "http://127.0.0.1:9"
-	a, err := newApp(appConfig{store: st, workflows: file, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	a, err := server.New(context.Background(), server.Config{Store: st, Workflows: []string{file}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatalf("a single file with its environment: %v", err)
 	}
-	if got := a.client.Workflows(); len(got) != 1 || got[0] != "urls" {
+	defer a.Close()
+	if got := a.Client().Workflows(); len(got) != 1 || got[0] != "urls" {
 		t.Fatalf("workflows %v", got)
 	}
 }

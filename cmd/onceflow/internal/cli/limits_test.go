@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -110,9 +111,9 @@ func TestDestinationLimitInOneProcess(t *testing.T) {
 	defer cancel()
 	a := limitsApp(t, dir, dest.URL, 8)
 	served := make(chan error, 1)
-	go func() { served <- a.client.Serve(ctx) }()
+	go func() { served <- a.Client().Serve(ctx) }()
 	for i := range 10 {
-		if _, err := a.client.Start(ctx, []string{"a", "b"}[i%2], fmt.Sprint(i), map[string]any{"id": fmt.Sprint(i)}); err != nil {
+		if _, err := a.Client().Start(ctx, []string{"a", "b"}[i%2], fmt.Sprint(i), map[string]any{"id": fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,13 +156,13 @@ func TestRetryAfterSlowsTheWholeDestination(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := limitsApp(t, dir, dest.URL, 4)
-	if _, err := a.client.Start(ctx, "a", "1", map[string]any{"id": "1"}); err != nil {
+	if _, err := a.Client().Start(ctx, "a", "1", map[string]any{"id": "1"}); err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- a.client.Serve(ctx) }()
+	go func() { served <- a.Client().Serve(ctx) }()
 	waitFor(t, "the 429", func() bool { mu.Lock(); defer mu.Unlock(); return !first429.IsZero() })
-	if _, err := a.client.Start(ctx, "a", "2", map[string]any{"id": "2"}); err != nil {
+	if _, err := a.Client().Start(ctx, "a", "2", map[string]any{"id": "2"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "both runs served", func() bool { mu.Lock(); defer mu.Unlock(); return len(arrivals) == 2 })
@@ -241,9 +242,9 @@ steps:
 	defer cancel()
 	a := limitsApp(t, dir, dest.URL, 4)
 	served := make(chan error, 1)
-	go func() { served <- a.client.Serve(ctx) }()
+	go func() { served <- a.Client().Serve(ctx) }()
 	for i := range 4 {
-		if _, err := a.client.Start(ctx, "a", fmt.Sprint(i), map[string]any{"id": fmt.Sprint(i)}); err != nil {
+		if _, err := a.Client().Start(ctx, "a", fmt.Sprint(i), map[string]any{"id": fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -256,15 +257,16 @@ steps:
 
 // limitsApp loads the workflow files of dir on a new SQLite store, with LIMIT_DEST set to
 // destURL, the given number of workers and a 10 ms poll.
-func limitsApp(t *testing.T, dir, destURL string, workers int) *app {
+func limitsApp(t *testing.T, dir, destURL string, workers int) *server.Server {
 	t.Helper()
 	st := openSQLite(t, filepath.Join(t.TempDir(), "l.db"))
 	t.Cleanup(func() { st.Close() })
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: workers,
-		env:  func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": destURL}[k], k == "LIMIT_DEST" },
-		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
+	a, err := server.New(context.Background(), server.Config{Store: st, Workflows: []string{dir}, AllowNet: loopback,
+		Env:    func(k string) (string, bool) { return map[string]string{"LIMIT_DEST": destURL}[k], k == "LIMIT_DEST" },
+		Engine: onceflow.Config{Workers: workers, PollInterval: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
 	return a
 }

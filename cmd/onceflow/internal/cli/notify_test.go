@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/server"
 )
 
 // serve and worker wire the notify blocks of the workflow files: a refused step alerts the
@@ -39,29 +40,30 @@ func TestAppNotifies(t *testing.T) {
 	st := openSQLite(t, filepath.Join(t.TempDir(), "db"))
 	defer st.Close()
 	env := map[string]string{"SLACK_OPS_WEBHOOK": hook.URL + "/services/T0/B0/x"}
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 2, log: slog.New(slog.DiscardHandler),
-		env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		funcs: map[string]onceflow.StepFunc{"crm": func(context.Context, *onceflow.StepContext) (any, error) {
+	a, err := server.New(ctx, server.Config{Store: st, Workflows: []string{dir}, AllowNet: loopback, Engine: onceflow.Config{Workers: 2}, Logger: slog.New(slog.DiscardHandler),
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Funcs: map[string]onceflow.StepFunc{"crm": func(context.Context, *onceflow.StepContext) (any, error) {
 			return nil, onceflow.PermanentError(errors.New("customer refused"))
 		}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wfs := a.client.Workflows(); !slices.Contains(wfs, "onceflow.notify-slack.slack_ops_webhook") {
+	defer a.Close()
+	if wfs := a.Client().Workflows(); !slices.Contains(wfs, "onceflow.notify-slack.slack_ops_webhook") {
 		t.Fatalf("workflows %q lack the Slack channel", wfs)
 	}
-	if _, err := a.client.Start(ctx, "signup", "s-1", map[string]any{}); err != nil {
+	if _, err := a.Client().Start(ctx, "signup", "s-1", map[string]any{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := a.client.Work(ctx); err != nil {
+		if _, err := a.Client().Work(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.client.Notify(ctx); err != nil {
+		if _, err := a.Client().Notify(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.client.Work(ctx); err != nil {
+	if _, err := a.Client().Work(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -90,8 +92,8 @@ func TestBigIntegersStayExact(t *testing.T) {
 	}
 	st := openSQLite(t, filepath.Join(t.TempDir(), "n.db"))
 	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: dir, allowNet: []string{"127.0.0.1/32"}, workers: 4,
-		env: func(k string) (string, bool) {
+	a, err := server.New(context.Background(), server.Config{Store: st, Workflows: []string{dir}, AllowNet: loopback, Engine: onceflow.Config{Workers: 4},
+		Env: func(k string) (string, bool) {
 			if k == "BILLING_URL" {
 				return billing.URL, true
 			}
@@ -100,13 +102,13 @@ func TestBigIntegersStayExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
+	defer a.Close()
 	ctx := context.Background()
-	if _, err := a.client.TriggerSchedule(ctx, "invoices", time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)); err != nil {
+	if _, err := a.Client().TriggerSchedule(ctx, "invoices", time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		n, err := a.client.Work(ctx)
+		n, err := a.Client().Work(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

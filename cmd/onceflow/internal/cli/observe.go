@@ -1,24 +1,14 @@
 package cli
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/redact"
-	"github.com/onceflow/onceflow/metrics"
 	"github.com/onceflow/onceflow/onceflowhttp"
-	"github.com/onceflow/onceflow/steps/emailstep"
 )
 
 // envRedactFields is the environment variable --redact-fields defaults to.
@@ -38,35 +28,6 @@ func observeFlags(cmd *cobra.Command, f *serveFlags) {
 		"personal-data fields masked in logs, audit details and API answers of every workflow, e.g. email,customer.name (env "+envRedactFields+")")
 }
 
-// redaction collects what the app must never write: the values of the secret environment
-// variables the workflow files read (flowfile.Definition.SecretNames: declared in
-// secrets:, named *_TOKEN, *_SECRET, *_KEY or *_PASSWORD, webhook and Slack webhook
-// secrets) and the parts of the other variables that look like credentials
-// (flowfile.Definition.MaskedValues), the SMTP password, the
-// secrets the command passes (API tokens, the database password), and the personal-data
-// fields of --redact-fields and of each file's redact list.
-func (c appConfig) redaction(defs []*flowfile.Definition) (onceflow.Redaction, *redact.Policy, error) {
-	secrets := append([]string(nil), c.secrets...)
-	if v, ok := c.env(emailstep.EnvPassword); ok && v != "" {
-		secrets = append(secrets, v)
-	}
-	for _, d := range defs {
-		secrets = append(secrets, d.MaskedValues(c.env)...)
-	}
-	sort.Strings(secrets)
-	red := onceflow.Redaction{Secrets: secrets, Fields: c.redact}
-	policy, err := redact.New(red.Secrets, red.Fields)
-	if err != nil {
-		return red, nil, usagef("--redact-fields: %v", err)
-	}
-	for _, d := range defs {
-		if err := policy.SetWorkflow(d.Name, d.Redact); err != nil {
-			return red, nil, fmt.Errorf("%s: %w", d.File(), err)
-		}
-	}
-	return red, policy, nil
-}
-
 // processSecrets are the secrets of the command line and environment that no workflow
 // file names: the API tokens and the database password.
 func processSecrets(loc dbLocation, tokens []onceflowhttp.Token) []string {
@@ -84,63 +45,6 @@ func processSecrets(loc dbLocation, tokens []onceflowhttp.Token) []string {
 	return out
 }
 
-// maskedLogger returns log with the policy's secrets masked; nil stays nil.
-func maskedLogger(log *slog.Logger, policy *redact.Policy) *slog.Logger {
-	if log == nil {
-		return nil
-	}
-	return slog.New(redact.Handler(log.Handler(), policy.Secrets()))
-}
-
-// handler returns the API and webhook endpoints of the app, with its metrics, accepting
-// tokens: onceflowhttp.NewHandler, as a Go program embedding onceflow would call it. The
-// handler masks what the app's client masks.
-func (a *app) handler(tokens []onceflowhttp.Token) (http.Handler, error) {
-	opts := onceflowhttp.Options{Workflows: a.defs, Tokens: tokens, Env: a.env, Logger: a.log, MaxDepth: a.maxDepth}
-	if len(a.triggers) > 0 {
-		opts.Ready = a.queuesReady
-	}
-	opts.Reload = a.reloadWorkflows
-	if a.metrics != nil {
-		opts.Metrics = a.metrics
-		if a.metricsOnAPI {
-			opts.MetricsHandler = a.metrics.Handler()
-		}
-	}
-	h, err := onceflowhttp.NewHandler(a.client, opts)
-	if err != nil {
-		return nil, err
-	}
-	a.reload.setServer(h, tokens)
-	return wrapHandler(h), nil
-}
-
-// wrapHandler wraps the handler of every app; tests set it to check each request and
-// answer against the OpenAPI document.
+// wrapHandler wraps the API of every server the commands build (server.Config.Middleware);
+// tests set it to check each request and answer against the OpenAPI document.
 var wrapHandler = func(h http.Handler) http.Handler { return h }
-
-// serveMetrics serves m at /metrics on addr, holding at most maxConns connections, until
-// stop is called. The address joins own: steps never reach it.
-func serveMetrics(ctx context.Context, own *listeners, addr string, maxConns int, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
-	ln, err := own.listen(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	hs := onceflowhttp.HTTPServer(mux)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := serveLimited(hs, ln, maxConns); err != nil {
-			log.Error("metrics server stopped", "error", err)
-		}
-	}()
-	log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
-	return func() {
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shutdown)
-		<-done
-	}, nil
-}

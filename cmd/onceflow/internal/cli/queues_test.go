@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/testsvc"
-	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -35,9 +34,9 @@ steps:
 `
 
 // queueApp serves a workflow fed by queue q with ONCEFLOW_AMQP_URL=url, until the test
-// ends; it returns the API's base URL, the store and the app, its workflow directory and
-// its database file.
-func queueApp(t *testing.T, url, q string) (string, store.Store, *app, string, string) {
+// ends; it returns the API's base URL, the store and the server, its workflow directory
+// and its database file.
+func queueApp(t *testing.T, url, q string) (string, store.Store, *server.Server, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(strings.Replace(queueYAML, "QUEUE", q, 1)), 0o600); err != nil {
@@ -46,37 +45,30 @@ func queueApp(t *testing.T, url, q string) (string, store.Store, *app, string, s
 	ctx, cancel := context.WithCancel(context.Background())
 	db := filepath.Join(t.TempDir(), "onceflow.db")
 	st := openSQLite(t, db)
-	m := metrics.New(metrics.Config{Store: st})
 	env := func(k string) (string, bool) {
 		if k == "ONCEFLOW_AMQP_URL" && url != "" {
 			return url, true
 		}
 		return "", false
 	}
-	a, err := newApp(appConfig{store: st, workflows: dir, workers: 2, env: env, metrics: m,
-		funcs: map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return map[string]any{}, nil }},
-		tune:  func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.metricsOnAPI = true
-	if a.triggers, err = a.newTriggers(); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := server.New(ctx, server.Config{Store: st, Workflows: []string{dir}, Env: env, Metrics: &server.MetricsConfig{},
+		API: &server.APIConfig{Addr: "127.0.0.1:0"}, Middleware: wrapHandler,
+		Funcs:  map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return map[string]any{}, nil }},
+		Engine: onceflow.Config{Workers: 2, PollInterval: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, ln, nil) }()
+	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
+		a.Close()
 		st.Close()
 	})
-	return "http://" + ln.Addr().String(), st, a, dir, db
+	return "http://" + a.Addr("api").String(), st, a, dir, db
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -116,12 +108,10 @@ func TestServeQueueNeedsItsURL(t *testing.T) {
 	}
 	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: dir, env: func(string) (string, bool) { return "", false },
-		funcs: map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.newTriggers(); err == nil || !strings.Contains(err.Error(), "workflow orders consumes a queue: set ONCEFLOW_AMQP_URL") {
+	_, err := server.New(context.Background(), server.Config{Store: st, Workflows: []string{dir}, Env: func(string) (string, bool) { return "", false },
+		API:   &server.APIConfig{},
+		Funcs: map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return nil, nil }}})
+	if err == nil || !strings.Contains(err.Error(), "workflow orders consumes a queue: set ONCEFLOW_AMQP_URL") {
 		t.Fatalf("%v", err)
 	}
 }
@@ -178,10 +168,10 @@ func TestServeQueue(t *testing.T) {
 
 	// After a reload, the rejected message is corrected and replayed: its run starts once,
 	// under the message id.
-	if _, err := a.reloadWorkflows(ctx); err != nil {
+	if _, err := a.Reload(ctx); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	items, err := a.client.ReviewList(ctx, onceflow.ReviewFilter{Workflow: "orders.rejected"})
+	items, err := a.Client().ReviewList(ctx, onceflow.ReviewFilter{Workflow: "orders.rejected"})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("review items %v %v", items, err)
 	}
@@ -191,7 +181,7 @@ func TestServeQueue(t *testing.T) {
 	if r := runOK(t, "review", "replay", id, "input", "--db", db, "--workflows", dir, "--patch", patch, "--dry-run"); !strings.Contains(r.stdout, "input") {
 		t.Fatalf("preview: %s", r.stdout)
 	}
-	if _, err := a.client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: items[0].RunID, Step: items[0].Step,
+	if _, err := a.Client().ReviewReplay(ctx, onceflow.ReplayRequest{RunID: items[0].RunID, Step: items[0].Step,
 		MergePatch: json.RawMessage(patch), Actor: "ops"}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onceflow/onceflow/server"
 )
 
 // command is the onceflow command running as a process of its own (this test binary in
@@ -244,11 +246,11 @@ func TestReloadKeepsTheMasks(t *testing.T) {
 	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
 	env := map[string]string{"RELOAD_DEST": "http://127.0.0.1:9", "OTHER_DEST": "http://127.0.0.1:9"}
-	a, err := newApp(appConfig{store: st, workflows: dir, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	a, err := server.New(context.Background(), server.Config{Store: st, Workflows: []string{dir}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
+	defer a.Close()
 	for _, tc := range []struct{ yaml, want string }{
 		{"secrets: [RELOAD_DEST]\n" + workflowFile("crm"), "makes the environment variable RELOAD_DEST secret"},
 		{strings.ReplaceAll(workflowFile("crm"), "RELOAD_DEST", "OTHER_DEST"), "reads the environment variable OTHER_DEST"},
@@ -256,14 +258,14 @@ func TestReloadKeepsTheMasks(t *testing.T) {
 		if err := os.WriteFile(file, []byte(tc.yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.reloadWorkflows(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := a.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("reload: %v, want it refused saying %q", err, tc.want)
 		}
 	}
 	if err := os.WriteFile(file, []byte(workflowFile("crm")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.reloadWorkflows(context.Background()); err != nil {
+	if _, err := a.Reload(context.Background()); err != nil {
 		t.Fatalf("reload of the files as they were: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/duration"
 	"github.com/onceflow/onceflow/onceflowhttp/apiv1"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 func newReviewCommand(g *globals) *cobra.Command {
@@ -147,10 +148,18 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 			st.Close()
 			return nil, err
 		}
-		rejects, err := rejectWorkflows(c, defs)
+		// The companion workflows of the queues (NAME.rejected), whose review items a
+		// replay restarts.
+		ts, err := flowfile.Triggers(defs, flowfile.TriggerOptions{})
 		if err != nil {
 			st.Close()
 			return nil, err
+		}
+		var rejects []onceflow.Workflow
+		for _, t := range ts {
+			if cs, ok := t.(triggers.Companions); ok {
+				rejects = append(rejects, cs.Companions(c)...)
+			}
 		}
 		for _, w := range append(wfs, rejects...) {
 			if err := c.Register(w); err != nil {

@@ -21,7 +21,7 @@ onceflow validate checks more than the schema can: templates, when expressions a
 steps' graph.`,
 		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			doc, err := flowfile.Schema(fileReader().Kinds)
+			doc, err := flowfile.Schema(fileReader().Kinds, fileReader().Triggers)
 			if err != nil {
 				return err
 			}

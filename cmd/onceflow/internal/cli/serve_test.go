@@ -3,11 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/onceflow/onceflow/internal/smtptest"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +15,10 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
+	"github.com/onceflow/onceflow/internal/smtptest"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -85,19 +86,9 @@ func TestServeExamples(t *testing.T) {
 	defer cancel()
 	st := openSQLite(t, filepath.Join(t.TempDir(), "onceflow.db"))
 	defer st.Close()
-	a, err := newApp(appConfig{store: st, workflows: "../../../../examples", allowNet: []string{"127.0.0.1/32"}, workers: 4,
-		tune: func(c *onceflow.Config) { c.PollInterval = 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	token := onceflowhttp.Token{Name: "test", Secret: "admin-secret-0123456789", Scopes: []onceflowhttp.Scope{onceflowhttp.ScopeAdmin}}
-	done := make(chan error, 1)
-	go func() { done <- a.run(ctx, ln, []onceflowhttp.Token{token}) }()
-	base := "http://" + ln.Addr().String()
+	_, base, done := startServer(t, ctx, server.Config{Store: st, Workflows: []string{"../../../../examples"}, AllowNet: loopback,
+		Engine: onceflow.Config{Workers: 4, PollInterval: 10 * time.Millisecond}, API: &server.APIConfig{Tokens: []onceflowhttp.Token{token}}})
 
 	post := func(path string, header map[string]string, body string) int {
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
@@ -121,7 +112,7 @@ func TestServeExamples(t *testing.T) {
 	}
 	event := `{"id": "evt_1", "type": "payment_intent.succeeded", "data": {"object": {"id": "pi_1", "amount": 1990, "currency": "eur",
 		"receipt_email": "ana@example.com", "metadata": {"order_id": "1001"}}}}`
-	h, err := webhook.Sign(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{secret}}, 0, "", time.Now(), []byte(event))
+	h, err := signature.Sign(signature.Config{Scheme: signature.Stripe, Secrets: []string{secret}}, 0, "", time.Now(), []byte(event))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,3 +229,26 @@ steps:
 		t.Fatalf("requests %v", svc.keys)
 	}
 }
+
+// startServer builds the server of cfg (its API on a loopback port, checked against the
+// OpenAPI document), runs it until ctx ends and returns it, the API's base URL and what
+// Run returned.
+func startServer(t *testing.T, ctx context.Context, cfg server.Config) (*server.Server, string, <-chan error) {
+	t.Helper()
+	if cfg.API == nil {
+		cfg.API = &server.APIConfig{}
+	}
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.Middleware = wrapHandler
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	return srv, "http://" + srv.Addr("api").String(), done
+}
+
+// loopback opens the loopback range to steps, as --allow-net 127.0.0.1/32 does.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}

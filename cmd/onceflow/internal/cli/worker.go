@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/metrics"
+	"github.com/onceflow/onceflow/server"
 )
 
 func newWorkerCommand(g *globals) *cobra.Command {
@@ -14,13 +14,14 @@ func newWorkerCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Execute workflow steps, without serving the API",
-		Long: `worker loads the workflow files of --workflows and executes their steps until it
-receives SIGINT or SIGTERM, like serve but without the HTTP API. Run any number of workers,
-on any number of machines, against one PostgreSQL database (--db postgres://…): each step is
-claimed by one worker at a time, a worker that dies has its steps taken over when its lease
-expires, and one worker at a time reaps expired leases. With --metrics-addr it serves
-Prometheus metrics at /metrics on that address. On SIGHUP it reads the workflow files again,
-as serve does.`,
+		Long: `worker loads the workflow files of --workflows, consumes the queues they declare and
+executes their steps until it receives SIGINT or SIGTERM, like serve but without the HTTP API,
+the webhooks and the console. Run any number of workers, on any number of machines, against
+one PostgreSQL database (--db postgres://…): each step is claimed by one worker at a time, a
+worker that dies has its steps taken over when its lease expires, and one worker at a time
+reaps expired leases; the workers share each queue, the broker handing each message to one
+of them. With --metrics-addr it serves Prometheus metrics at /metrics on that address. On
+SIGHUP it reads the workflow files again, as serve does.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -34,28 +35,21 @@ as serve does.`,
 				return err
 			}
 			defer st.Close()
-			var m *metrics.Metrics
-			var clock *clientClock
-			if f.metricsAddr != "" {
-				m, clock = newMetrics(st, log)
-			}
-			a, err := newApp(f.appConfig(st, log, processSecrets(loc, nil), m, clock))
+			cfg, err := f.serverConfig(st, log, processSecrets(loc, nil))
 			if err != nil {
 				return err
 			}
-			defer a.close()
-			log = a.log
-			if m != nil {
-				_, side := connLimits(0)
-				stop, err := serveMetrics(ctx, a.listeners, f.metricsAddr, side, m, log)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			if f.metricsAddr != "" {
+				cfg.Metrics = &server.MetricsConfig{Addr: f.metricsAddr}
 			}
-			a.reloadOnHangup(ctx)
-			log.Info("onceflow worker running", "worker", a.client.WorkerID(), "db", loc.URL(), "workflows", a.client.Workflows())
-			return a.client.Serve(ctx)
+			srv, err := newServer(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			reloadOnHangup(ctx, srv, f.workflows)
+			srv.Logger().Info("onceflow worker running", "worker", srv.Client().WorkerID(), "db", loc.URL(), "workflows", srv.Client().Workflows())
+			return srv.Run(ctx)
 		},
 	}
 	stepFlags(cmd, &f)

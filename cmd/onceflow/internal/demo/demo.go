@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/examples"
-	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/onceflowhttp"
 	"github.com/onceflow/onceflow/store"
 )
@@ -141,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer kinds.Close()
-	defs, err := loadWorkflows(examples.FS, "examples", &flowfile.Reader{Kinds: kinds})
+	defs, err := loadWorkflows(examples.FS, "examples", reader(kinds))
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/webhook"
+	"github.com/onceflow/onceflow/internal/signature"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -161,10 +161,10 @@ func (p *provider) deliverSecond(ctx context.Context, os []order) {
 // deliver signs body now and posts it; a provider retries a delivery that failed, so an
 // unexpected answer is retried twice before it counts as a problem.
 func (p *provider) deliver(ctx context.Context, eventID string, body []byte) {
-	cfg := webhook.Config{Scheme: webhook.Stripe, Secrets: []string{p.secret}}
+	cfg := signature.Config{Scheme: signature.Stripe, Secrets: []string{p.secret}}
 	var last string
 	for range 3 {
-		h, err := webhook.Sign(cfg, 0, "", time.Now(), body)
+		h, err := signature.Sign(cfg, 0, "", time.Now(), body)
 		if err != nil {
 			p.runs.fail("event %s: sign: %v", eventID, err)
 			return

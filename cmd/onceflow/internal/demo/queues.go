@@ -20,13 +20,13 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples"
 	"github.com/onceflow/onceflow/flowfile"
-	"github.com/onceflow/onceflow/internal/keytmpl"
-	"github.com/onceflow/onceflow/internal/queuetrigger"
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/steps/natsstep"
 	"github.com/onceflow/onceflow/steps/sqlstep"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers/natsqueue"
+	"github.com/onceflow/onceflow/triggers/queue"
 )
 
 // EnvQueuesTag passes the queue scenario's name suffix to its worker process.
@@ -119,8 +119,9 @@ func queueDefs(n queueNames, r *flowfile.Reader) ([]*flowfile.Definition, error)
 	if len(ps) > 0 {
 		return nil, ps
 	}
-	d.Queue.NATS.Stream, d.Queue.NATS.Consumer = n.orders, "onceflow-"+n.subject
-	d.Queue.NATS.Subject = n.subject + "." + d.Queue.NATS.Subject
+	ns := natsSettings(d)
+	ns.Stream, ns.Consumer = n.orders, "onceflow-"+n.subject
+	ns.Subject = n.subject + "." + ns.Subject
 	for i := range d.Steps {
 		if c, ok := d.Steps[i].Config.(*natsstep.Settings); ok {
 			c.Subject = n.subject + "." + c.Subject
@@ -129,16 +130,22 @@ func queueDefs(n queueNames, r *flowfile.Reader) ([]*flowfile.Definition, error)
 	return []*flowfile.Definition{d}, nil
 }
 
+// natsSettings is the nats: block of d's queue: block (order-events.yaml has one).
+func natsSettings(d *flowfile.Definition) *natsqueue.Settings {
+	cfg, _ := d.Trigger("queue")
+	return cfg.(*queue.Settings).Brokers["nats"].(*natsqueue.Settings)
+}
+
 // queueStack builds the workflow as onceflow serve does and returns the client and the
 // consumer.
-func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, hooks stdsteps.Hooks) (*onceflow.Client, *queuetrigger.NATS, *steps.Registry, error) {
+func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, hooks stdsteps.Hooks) (*onceflow.Client, *natsqueue.Consumer, *steps.Registry, error) {
 	env := map[string]string{"SHOP_DB": n.shopDSN(shopURL), "ONCEFLOW_NATS_URL": natsURL}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	deps, err := stdsteps.New(stdsteps.Options{Store: st, Env: lookup, Hooks: hooks})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	defs, err := queueDefs(n, &flowfile.Reader{Kinds: deps})
+	defs, err := queueDefs(n, reader(deps))
 	if err != nil {
 		return nil, nil, deps, err
 	}
@@ -151,18 +158,18 @@ func queueStack(st store.Store, n queueNames, natsURL, shopURL, worker string, h
 	if err != nil {
 		return nil, nil, deps, err
 	}
-	q := defs[0].Queue
-	key, err := keytmpl.Parse(q.RunKey)
+	cfg, _ := defs[0].Trigger("queue")
+	q, ns := cfg.(*queue.Settings), natsSettings(defs[0])
+	trig, err := natsqueue.New(queue.Config{Workflow: defs[0].Name, RunKey: q.RunKey, MaxBacklog: q.MaxBacklog},
+		natsqueue.Config{URL: natsURL, Stream: ns.Stream, Consumer: ns.Consumer, Subject: ns.Subject, AckWait: 5 * time.Second, Batch: 20})
 	if err != nil {
 		return nil, nil, deps, err
 	}
-	for _, w := range append(wfs, queuetrigger.RejectWorkflow(c, defs[0].Name, key)) {
+	for _, w := range append(wfs, trig.Companions(c)...) {
 		if err := c.Register(w); err != nil {
 			return nil, nil, deps, err
 		}
 	}
-	trig := queuetrigger.NewNATS(queuetrigger.Config{Workflow: defs[0].Name, RunKey: key, Client: c, Stats: st, MaxBacklog: q.MaxBacklog},
-		queuetrigger.NATSConfig{URL: natsURL, Stream: q.NATS.Stream, Consumer: q.NATS.Consumer, Subject: q.NATS.Subject, AckWait: 5 * time.Second, Batch: 20})
 	return c, trig, deps, nil
 }
 
@@ -189,7 +196,7 @@ func QueuesWorker(ctx context.Context, st store.Store, natsURL, shopURL string, 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { _ = trig.Run(ctx) }()
+	go func() { _ = trig.Run(ctx, c) }()
 	return c.Serve(ctx)
 }
 
@@ -313,7 +320,7 @@ func RunQueues(ctx context.Context, cfg QueuesConfig) (*QueuesSummary, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	served, consumed := make(chan error, 1), make(chan error, 1)
 	go func() { served <- c.Serve(runCtx) }()
-	go func() { consumed <- trig.Run(runCtx) }()
+	go func() { consumed <- trig.Run(runCtx, c) }()
 	defer func() { stop(); <-consumed }()
 	say("second worker consuming")
 	deadline := time.Now().Add(cfg.Deadline)

@@ -18,6 +18,7 @@ import (
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
+	"github.com/onceflow/onceflow/triggers"
 )
 
 // stack is onceflow as `onceflow serve` runs it: workflow definitions built with the
@@ -79,7 +80,12 @@ func startStack(c stackConfig) (*stack, error) {
 		ln.Close()
 		return nil, err
 	}
-	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Workflows: c.defs, Tokens: c.tokens, Env: lookup, Logger: c.log})
+	ts, err := flowfile.Triggers(c.defs, flowfile.TriggerOptions{Env: lookup})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	api, err := onceflowhttp.NewHandler(client, onceflowhttp.Options{Receivers: triggers.Receivers(ts), Tokens: c.tokens, Logger: c.log})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("demo: %w", err)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/flowfile"
+	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/steps/httpstep"
+	"github.com/onceflow/onceflow/triggers/stdtriggers"
 )
 
 // Names of the example workflows and their webhook, as the files define them.
@@ -44,8 +46,10 @@ func loadWorkflows(fsys fs.FS, dir string, r *flowfile.Reader) ([]*flowfile.Defi
 		}
 		d, ps := r.Parse(path.Join(dir, n), src)
 		problems = append(problems, ps...)
-		if d != nil && d.Queue != nil {
-			continue // fed by a broker, which the demo does not simulate
+		if d != nil {
+			if _, fed := d.Trigger("queue"); fed {
+				continue // fed by a broker, which the demo does not simulate
+			}
 		}
 		if d != nil && len(ps) == 0 {
 			defs = append(defs, d)
@@ -98,4 +102,13 @@ func stepKinds(defs []*flowfile.Definition) map[string]map[string]string {
 		}
 	}
 	return out
+}
+
+// reader reads workflow files against kinds and the standard trigger kinds.
+func reader(kinds *steps.Registry) *flowfile.Reader {
+	trigs, err := stdtriggers.New()
+	if err != nil {
+		panic(err) // the standard trigger kinds register without a conflict
+	}
+	return &flowfile.Reader{Kinds: kinds, Triggers: trigs}
 }

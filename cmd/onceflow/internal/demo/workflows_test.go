@@ -20,7 +20,7 @@ func testReader(t *testing.T) *flowfile.Reader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kinds.Close() })
-	return &flowfile.Reader{Kinds: kinds}
+	return reader(kinds)
 }
 
 func TestLoadWorkflowsShortensDelaysOnly(t *testing.T) {
