@@ -56,8 +56,17 @@ type ClaimPlan struct {
 	// UpdateFingerprint is set when the step takes a key whose ledger row holds another
 	// fingerprint (a corrected request after a replay): the row's fingerprint is updated.
 	UpdateFingerprint bool
-	// Events are appended in the claim's transaction, in order.
+	// Events are appended in the claim's transaction, in order. A take has none: its
+	// step.claimed is derived from the claim the backend writes (see ClaimSource), and
+	// TakeEvent builds it.
 	Events []*Event
+}
+
+// TakeEvent is the step.claimed event of a ClaimTake of candidate c, as PlanClaim advanced
+// its step, for a backend that stores it or checks what it derives.
+func TakeEvent(p *StepClaimParams, c *ClaimCandidate) *Event {
+	st := c.Step
+	return StepClaimedEvent(p.Now, c.Run, st, p.Owner, st.LeaseExpiresAt, st.LastOutcome)
 }
 
 // PlanPrepare runs p.Prepare for a candidate and decides what needs no ledger row: a
@@ -138,18 +147,22 @@ func PlanClaim(p *StepClaimParams, c *ClaimCandidate, spec EffectSpec, eff *Effe
 	default:
 		plan.Action = ClaimTake
 		plan.UpdateFingerprint = eff.Fingerprint != spec.Fingerprint
-		prev := st.LastOutcome
 		st.Attempt++
 		st.State = StateProcessing
 		st.LeaseOwner = p.Owner
-		st.LeaseExpiresAt = p.Now.Add(p.LeaseFor)
-		d := map[string]any{"worker": p.Owner, "lease_expires_at": st.LeaseExpiresAt}
-		if prev != "" {
-			d["previous_outcome"] = string(prev)
-		}
-		plan.Events = []*Event{StepEvent(EventStepClaimed, p.Now, run, st, ActorEngine, "", d)}
+		st.LeaseExpiresAt = NormalTime(p.Now.Add(p.LeaseFor))
 	}
 	return plan
+}
+
+// StepClaimedEvent is the event of a claim of attempt st.Attempt of step st by worker,
+// under a lease until leaseUntil; prev is the outcome of the attempt before ("" for none).
+func StepClaimedEvent(at time.Time, run *Run, st *Step, worker string, leaseUntil time.Time, prev Outcome) *Event {
+	d := map[string]any{"worker": worker, "lease_expires_at": leaseUntil}
+	if prev != "" {
+		d["previous_outcome"] = string(prev)
+	}
+	return StepEvent(EventStepClaimed, at, run, st, ActorEngine, "", d)
 }
 
 // Lost returns the steps of p.StepIDs whose lease a heartbeat did not extend, given the
@@ -200,7 +213,9 @@ const (
 type RecordPlan struct {
 	Effect     EffectChange
 	Dependents DependentChange
-	// Event is appended in the record's transaction.
+	// Event is appended in the record's transaction. It is nil for a record whose event is
+	// derived from the attempt row (DerivableRecord): RecordEvent builds it for a backend
+	// that stores it.
 	Event *Event
 	// Due is set when a step may be due at once because of this record (a dependent
 	// released, or a retry due now): stores that notify other processes do so.
@@ -252,6 +267,45 @@ func (p *StepRecordParams) RecordNextAt() time.Time {
 // PlanRecord decides what a record whose compare-and-set applied changes besides the step
 // (st is the step as updated, run its run). errText is the error as the backend stored it.
 func PlanRecord(p *StepRecordParams, run *Run, st *Step, errText string) RecordPlan {
+	plan := RecordPlan{Effect: p.LedgerChange()}
+	switch p.NextState {
+	case StateCompleted:
+		plan.Dependents, plan.Due = DependentsRelease, true
+	case StateRetrying:
+		plan.Due = !p.NextAt.After(p.Now)
+	case StateSkipped:
+		plan.Dependents = DependentsSkip
+	case StateFailed:
+		plan.Dependents = DependentsCancel
+	}
+	if !DerivableRecord(p) {
+		plan.Event = RecordEvent(p, run, st, errText)
+	}
+	return plan
+}
+
+// LedgerChange is what a record whose compare-and-set applied does to the key its step
+// holds (PlanRecord's Effect): a success completes it; a skip, or a failure the
+// destination answered (permanent, retryable given up), releases it, since the effect did
+// not happen; after an unknown outcome, or a success the engine sends to review, the effect
+// may exist: the key stays held, as it does for a retry.
+func (p *StepRecordParams) LedgerChange() EffectChange {
+	switch p.NextState {
+	case StateCompleted:
+		return EffectComplete
+	case StateSkipped:
+		return EffectRelease
+	case StateNeedsReview, StateFailed:
+		if p.Outcome == OutcomePermanent || p.Outcome == OutcomeRetryable {
+			return EffectRelease
+		}
+	}
+	return EffectKeep
+}
+
+// RecordEvent is the event a record whose compare-and-set applied appends (st is the step
+// as updated, run its run, errText the error as the backend stored it).
+func RecordEvent(p *StepRecordParams, run *Run, st *Step, errText string) *Event {
 	actor := p.RecordActor()
 	d := MergeDetail(map[string]any{"outcome": string(p.Outcome)}, p.Detail)
 	if errText != "" {
@@ -260,33 +314,20 @@ func PlanRecord(p *StepRecordParams, run *Run, st *Step, errText string) RecordP
 	if p.ResponseStatus != 0 {
 		d["response_status"] = p.ResponseStatus
 	}
-	var plan RecordPlan
+	typ := EventStepCompleted
 	switch p.NextState {
-	case StateCompleted:
-		plan.Effect, plan.Dependents, plan.Due = EffectComplete, DependentsRelease, true
-		plan.Event = StepEvent(EventStepCompleted, p.Now, run, st, actor, p.Reason, d)
 	case StateRetrying:
 		d["next_at"] = p.NextAt
 		d["delay"] = p.NextAt.Sub(p.Now).String()
-		plan.Due = !p.NextAt.After(p.Now)
-		plan.Event = StepEvent(EventStepRetryPlanned, p.Now, run, st, actor, p.Reason, d)
+		typ = EventStepRetryPlanned
 	case StateSkipped:
-		// The step found nothing to do: nothing happened, so the key is free again.
-		plan.Effect, plan.Dependents = EffectRelease, DependentsSkip
-		plan.Event = StepEvent(EventStepSkipped, p.Now, run, st, actor, p.Reason, d)
-	case StateNeedsReview, StateFailed:
-		if p.Outcome == OutcomePermanent || p.Outcome == OutcomeRetryable {
-			// The destination said no: the effect did not happen, so the key is free again.
-			// After a success or an unknown outcome the effect may exist: the key stays held.
-			plan.Effect = EffectRelease
-		}
-		typ := EventStepNeedsReview
-		if p.NextState == StateFailed {
-			typ, plan.Dependents = EventStepFailed, DependentsCancel
-		}
-		plan.Event = StepEvent(typ, p.Now, run, st, actor, p.Reason, d)
+		typ = EventStepSkipped
+	case StateNeedsReview:
+		typ = EventStepNeedsReview
+	case StateFailed:
+		typ = EventStepFailed
 	}
-	return plan
+	return StepEvent(typ, p.Now, run, st, actor, p.Reason, d)
 }
 
 // LostRecordEvent is the event a record appends when its compare-and-set did not apply (st
@@ -394,10 +435,15 @@ func RunStateEvent(at time.Time, runID int64, workflow, entity, actor string, fr
 // run.deduplicated for one that existed.
 func RunInsertEvent(p *RunInsertParams, run *Run, created bool) *Event {
 	if created {
-		return &Event{At: p.Now, Type: EventRunCreated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
-			Actor: p.Actor, Detail: EncodeDetail(map[string]any{"run_key": run.RunKey, "steps": len(p.Steps)})}
+		return RunCreatedEvent(p.Now, run, p.Actor, len(p.Steps))
 	}
 	return &Event{At: p.Now, Type: EventRunDeduplicated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
 		Actor: p.Actor, Reason: "run_key_exists",
 		Detail: EncodeDetail(map[string]any{"run_key": run.RunKey, "same_input": run.InputHash == p.InputHash})}
+}
+
+// RunCreatedEvent is the run.created event of run, started by actor with steps steps.
+func RunCreatedEvent(at time.Time, run *Run, actor string, steps int) *Event {
+	return &Event{At: at, Type: EventRunCreated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
+		Actor: actor, Detail: EncodeDetail(map[string]any{"run_key": run.RunKey, "steps": steps})}
 }

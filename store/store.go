@@ -22,6 +22,14 @@
 // that describe the change. A method either commits all of it or none of it. The events a
 // method appends are listed on its documentation.
 //
+// Every event takes the next ID of one audit sequence, in the order its transaction appends
+// it. A backend may store an event, or keep it in the row that holds its facts and build it
+// again when the trail is read (see NormalTime and the sources of derive.go): a run's
+// creation in the run, a claim in the step while the attempt is in flight and in the
+// attempt once it ended, a completion in the attempt, and the run state changes right after
+// them. EventList and EventScan merge both by ID; what they show never changes except by
+// appending (the rows events are derived from are written once), and a purge counts both.
+//
 // # Idempotency
 //
 // RunInsert is idempotent per (workflow, run key). StepClaim consults the effect ledger so
@@ -218,7 +226,9 @@ type Step struct {
 	Progress json.RawMessage
 }
 
-// Effect is a row of the global effect ledger.
+// Effect is a row of the global effect ledger. A backend may keep it in the row of the step
+// that holds the key; a key whose step is purged keeps its row, completed or in flight, as
+// long as its RetainUntil says.
 type Effect struct {
 	Key         string
 	State       EffectState
@@ -579,11 +589,15 @@ type Store interface {
 	// run_cancelled_effect_may_exist). Returns how many steps it reaped.
 	StepReapExpired(ctx context.Context, p StepReapParams) (int, error)
 
-	// AttemptListByRun returns a run's attempts in order.
+	// AttemptListByRun returns a run's attempts in the order they were claimed: those that
+	// ended, and one for each step whose attempt is in flight (EndedAt zero, Outcome "",
+	// and ID 0: an attempt's ID is given when it ends, and increases with the end).
 	AttemptListByRun(ctx context.Context, runID int64) ([]*Attempt, error)
 	// EffectGetByKey returns ErrNotFound for a free key.
 	EffectGetByKey(ctx context.Context, key string) (*Effect, error)
-	// EventList returns audit events in ID order.
+	// EventList returns audit events in ID order, the stored and the derived merged. An
+	// event's Entity is the run's entity when the event happened: a correction that changes
+	// it (RunReplay) changes the entity of the events after it only.
 	EventList(ctx context.Context, p EventListParams) ([]*Event, error)
 
 	// LeaderAttempt acquires or renews the leadership called Name for Owner, so that one

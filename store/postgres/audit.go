@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,72 +79,18 @@ func (s *Store) eventHorizon(ctx context.Context) (int64, error) {
 	return horizon, br.Close()
 }
 
-// EventList implements store.Store. It lists only events below the horizon of
-// transactions in progress (see eventHorizon), so that, as the contract says, IDs appear in
-// commit order: a reader paging with AfterID never skips an event committed later with a
-// smaller ID.
-func (s *Store) EventList(ctx context.Context, p store.EventListParams) ([]*store.Event, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if p.RunID > 0 {
-		add("run_id = ?", p.RunID)
-	}
-	if p.Entity != "" {
-		add("entity = ?", p.Entity)
-	}
-	if p.EffectKey != "" {
-		add("effect_key = ?", p.EffectKey)
-	}
-	if !p.Since.IsZero() {
-		add("at >= ?", p.Since)
-	}
-	if !p.Until.IsZero() {
-		add("at < ?", p.Until)
-	}
-	if p.AfterID > 0 {
-		add("id > ?", p.AfterID)
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	var out []*store.Event
-	err := s.read(ctx, "event list", func(q querier) error {
-		horizon, err := s.eventHorizon(ctx)
-		if err != nil {
-			return err
-		}
-		args := append(args[:len(args):len(args)], horizon, limit)
-		conds := append(where[:len(where):len(where)], "id <= $"+strconv.Itoa(len(args)-1))
-		rows, err := q.Query(ctx, `SELECT id, at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail
-			FROM events WHERE `+strings.Join(conds, " AND ")+` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Event, error) {
-			var e store.Event
-			var d []byte
-			if err := row.Scan(&e.ID, &e.At, &e.Type, &e.RunID, &e.StepID, &e.Workflow, &e.Entity, &e.StepName, &e.EffectKey, &e.Attempt, &e.Actor, &e.Reason, &d); err != nil {
-				return nil, err
-			}
-			e.At, e.Detail = e.At.UTC(), json.RawMessage(d)
-			return &e, nil
-		})
-		return err
-	})
-	return out, err
-}
-
-// AttemptListByRun implements store.Store.
+// AttemptListByRun implements store.Store: the attempts that ended, and those in flight
+// from the claims their steps hold, in the order they were claimed.
 func (s *Store) AttemptListByRun(ctx context.Context, runID int64) ([]*store.Attempt, error) {
 	var out []*store.Attempt
 	err := s.read(ctx, "attempt list", func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, response_status, response_excerpt
-			FROM attempts WHERE run_id = $1 ORDER BY id`, runID)
+		rows, err := q.Query(ctx, `SELECT id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, response_status,
+				response_excerpt, coalesce(claim_event_id, id) AS claim
+			FROM attempts WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)
+			UNION ALL
+			SELECT 0, run_id, id, name, attempt, effect_key, lease_owner, claimed_at, NULL, '', '', 0, '', claim_event_id
+			FROM steps WHERE run_id = $1 AND claim_event_id > 0
+			ORDER BY claim`, runID)
 		if err != nil {
 			return err
 		}
@@ -154,7 +98,9 @@ func (s *Store) AttemptListByRun(ctx context.Context, runID int64) ([]*store.Att
 			var a store.Attempt
 			var ended pgtype.Timestamptz
 			var outcome string
-			if err := row.Scan(&a.ID, &a.RunID, &a.StepID, &a.StepName, &a.Number, &a.EffectKey, &a.Worker, &a.StartedAt, &ended, &outcome, &a.Error, &a.ResponseStatus, &a.ResponseExcerpt); err != nil {
+			var claim int64
+			if err := row.Scan(&a.ID, &a.RunID, &a.StepID, &a.StepName, &a.Number, &a.EffectKey, &a.Worker, &a.StartedAt, &ended, &outcome, &a.Error,
+				&a.ResponseStatus, &a.ResponseExcerpt, &claim); err != nil {
 				return nil, err
 			}
 			a.StartedAt, a.EndedAt, a.Outcome = a.StartedAt.UTC(), fromTS(ended), store.Outcome(outcome)
@@ -170,7 +116,7 @@ func (s *Store) EffectGetByKey(ctx context.Context, key string) (*store.Effect, 
 	var e *store.Effect
 	err := s.read(ctx, "effect get", func(q querier) error {
 		var err error
-		e, err = getEffect(ctx, q, key, false)
+		e, err = getEffect(ctx, q, key)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -185,13 +131,14 @@ func (s *Store) EffectGetByKey(ctx context.Context, key string) (*store.Effect, 
 // effectColumns are the columns of a ledger row, as scanEffect reads them.
 const effectColumns = `effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until`
 
-func scanEffect(row pgx.Row) (*store.Effect, error) {
+// scanEffect scans a row of extra's columns, then effectColumns.
+func scanEffect(row pgx.Row, extra ...any) (*store.Effect, error) {
 	var e store.Effect
 	var state string
 	var result []byte
 	var created time.Time
 	var completed, retain pgtype.Timestamptz
-	if err := row.Scan(&e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain); err != nil {
+	if err := row.Scan(append(extra, &e.Key, &state, &e.Fingerprint, &result, &e.RunID, &e.StepID, &e.Workflow, &e.StepName, &created, &completed, &retain)...); err != nil {
 		return nil, err
 	}
 	e.State, e.Result = store.EffectState(state), json.RawMessage(result)
@@ -199,11 +146,8 @@ func scanEffect(row pgx.Row) (*store.Effect, error) {
 	return &e, nil
 }
 
-// getEffect reads a ledger row, locking it until the transaction ends if forUpdate.
-func getEffect(ctx context.Context, q querier, key string, forUpdate bool) (*store.Effect, error) {
-	sql := `SELECT ` + effectColumns + ` FROM effects WHERE effect_key = $1`
-	if forUpdate {
-		sql += ` FOR UPDATE`
-	}
-	return scanEffect(q.QueryRow(ctx, sql, key))
+// getEffect reads the ledger row of key: the step that holds it, or its row in effects.
+func getEffect(ctx context.Context, q querier, key string) (*store.Effect, error) {
+	var inStep bool
+	return scanEffect(q.QueryRow(ctx, keyHoldersSQL+` LIMIT 1`, []string{key}), &inStep)
 }

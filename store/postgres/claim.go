@@ -3,10 +3,8 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -51,7 +49,11 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 // lockingScanSQL selects the steps matching where, in order, at most $limit of them,
 // skipping those another transaction holds, and locks their runs in ID order. The run rows
 // come from the locking scan, so they are the newest versions.
-func lockingScanSQL(where, order, limit string) string {
+func lockingScanSQL(where, order, limit string, extra ...string) string {
+	cols := stepColumns + `, ` + runColumns
+	for _, c := range extra {
+		cols += `, ` + c
+	}
 	return `WITH cand AS MATERIALIZED (
 		SELECT s.* FROM steps s WHERE ` + where + `
 		ORDER BY ` + order + `
@@ -59,12 +61,12 @@ func lockingScanSQL(where, order, limit string) string {
 		FOR UPDATE OF s SKIP LOCKED),
 	locked AS MATERIALIZED (
 		SELECT r.* FROM runs r WHERE r.id IN (SELECT run_id FROM cand) ORDER BY r.id FOR NO KEY UPDATE)
-	SELECT ` + stepColumns + `, ` + runColumns + ` FROM cand s JOIN locked r ON r.id = s.run_id ORDER BY ` + order
+	SELECT ` + cols + ` FROM cand s JOIN locked r ON r.id = s.run_id ORDER BY ` + order
 }
 
 // claimCandidatesSQL selects the due steps, oldest due first.
 var claimCandidatesSQL = lockingScanSQL(
-	`s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= $1 AND s.workflow = ANY($2)`, "s.next_at, s.id", "$3")
+	`s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= $1 AND s.workflow = ANY($2)`, "s.next_at, s.id", "$3", ledgerColumns)
 
 // claimCandidatesNoWaitSQL is claimCandidatesSQL for a transaction that already holds
 // run locks (WriteBatch's records took theirs): it leaves out the steps whose run another
@@ -128,9 +130,13 @@ func claim(ctx context.Context, t *txn, p *store.StepClaimParams, res *store.Cla
 // claimWith is claim with the candidates that query (claimCandidatesSQL or
 // claimCandidatesNoWaitSQL) selects.
 func claimWith(ctx context.Context, t *txn, query string, p *store.StepClaimParams, res *store.ClaimResult) error {
+	keyOf := map[*store.ClaimCandidate]keyFacts{}
 	cands, err := lockingScan(ctx, t, func(row pgx.CollectableRow) (*store.ClaimCandidate, error) {
-		st, r, err := scanStepRun(row)
-		return &store.ClaimCandidate{Run: r, Step: st}, err
+		var ks keyScan
+		st, r, err := scanStepRun(row, ks.dest()...)
+		c := &store.ClaimCandidate{Run: r, Step: st}
+		keyOf[c] = ks.facts()
+		return c, err
 	}, query, p.Now, p.Workflows, p.Limit)
 	if err != nil || len(cands) == 0 {
 		return err
@@ -156,14 +162,29 @@ func claimWith(ctx context.Context, t *txn, query string, p *store.StepClaimPara
 	specs := make([]store.EffectSpec, len(cands))
 	var takers []int
 	taking := map[string]bool{}
+	oldKeys := make([]string, len(cands))
+	var retire []int64
 	for i, c := range cands {
+		held := c.Step.EffectKey
+		if c.Step.Attempt > 0 {
+			oldKeys[i] = c.Step.EffectKey // the key its attempts were made under
+		}
 		plans[i], specs[i] = store.PlanPrepare(p, c)
-		if plans[i] == nil && !taking[specs[i].Key] {
+		if plans[i] != nil {
+			continue
+		}
+		if k := keyOf[c]; k.holds() && held != specs[i].Key {
+			// The step holds another key than the one it acts under now: effects keeps
+			// that one, as it stands.
+			retire = append(retire, c.Step.ID)
+			keyOf[c] = keyFacts{slot: c.Step.ID}
+		}
+		if !taking[specs[i].Key] {
 			taking[specs[i].Key] = true
 			takers = append(takers, i)
 		}
 	}
-	effs, err := takeEffects(ctx, t, cands, specs, takers, p.Now)
+	effs, moveIn, err := takeEffects(ctx, t, cands, specs, takers)
 	if err != nil {
 		return err
 	}
@@ -172,7 +193,26 @@ func claimWith(ctx context.Context, t *txn, query string, p *store.StepClaimPara
 			plans[i] = store.PlanClaim(p, c, specs[i], effs[specs[i].Key])
 		}
 	}
-	return applyClaims(ctx, t, p, cands, plans, effs, &rs, res)
+	// A step whose key changes keeps the key its attempts were made under, for the audit
+	// trail of that key.
+	var usedKeys []string
+	var usedSteps []int64
+	for i, c := range cands {
+		if oldKeys[i] != "" && oldKeys[i] != c.Step.EffectKey {
+			usedKeys, usedSteps = append(usedKeys, oldKeys[i]), append(usedSteps, c.Step.ID)
+		}
+	}
+	if len(usedKeys) > 0 {
+		t.queue(`INSERT INTO step_keys_used (effect_key, step_id) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT DO NOTHING`, usedKeys, usedSteps)
+	}
+	b := &pgx.Batch{}
+	if len(retire) > 0 {
+		b.Queue(retireSQL, retire)
+	}
+	for _, i := range moveIn {
+		b.Queue(`DELETE FROM effects WHERE effect_key = $1 AND step_id = $2 AND state = 'in_flight'`, specs[i].Key, cands[i].Step.ID)
+	}
+	return applyClaims(ctx, t, b, p, cands, plans, effs, &rs, res)
 }
 
 // storablePrepare returns p with a Prepare that refuses, as an invalid key, an effect key
@@ -201,63 +241,39 @@ func loadSteps(ctx context.Context, t *txn, rs *runSet) error {
 	return rs.load(rows)
 }
 
-// takeEffects makes sure every key the takers prepared has a ledger row, held by the
-// taker unless another step holds or completed it, and returns the rows by key, locked
-// until the transaction ends. The rows are inserted and locked in key order, so that
-// claimers taking several keys never wait for each other in a cycle. When another
-// transaction inserts the same key at the same time, the INSERT waits for it to end; the
-// SELECT that follows takes a new snapshot (read committed), so it sees that row. A row the
-// INSERT conflicted with may be deleted before the SELECT (its step gave up): its key is
-// taken again.
-func takeEffects(ctx context.Context, t *txn, cands []*store.ClaimCandidate, specs []store.EffectSpec, takers []int, now time.Time) (map[string]*store.Effect, error) {
+// takeEffects returns the ledger rows of the keys the takers prepared, by key: the holder's
+// (a step, or a row of effects) or, for a free key, the row the taker's take will write
+// into its step. The keys are locked first (see keyLocksSQL), so that a free key stays
+// free until this transaction ends. moveIn lists the takers whose own key is in effects
+// in flight (written before migration 0014, or retired): it moves into their row.
+func takeEffects(ctx context.Context, t *txn, cands []*store.ClaimCandidate, specs []store.EffectSpec, takers []int) (map[string]*store.Effect, []int, error) {
 	effs := make(map[string]*store.Effect, len(takers))
 	if len(takers) == 0 {
-		return effs, nil
+		return effs, nil, nil
 	}
-	takers = slices.Clone(takers)
-	slices.SortFunc(takers, func(a, b int) int { return strings.Compare(specs[a].Key, specs[b].Key) })
-	for try := 1; ; try++ {
-		n := len(takers)
-		keys, fps, workflows, names := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		runIDs, stepIDs := make([]int64, n), make([]int64, n)
-		for j, i := range takers {
-			c := cands[i]
-			keys[j], fps[j], workflows[j], names[j] = specs[i].Key, specs[i].Fingerprint, c.Run.Workflow, c.Step.Name
-			runIDs[j], stepIDs[j] = c.Run.ID, c.Step.ID
-		}
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO effects (effect_key, state, fingerprint, run_id, step_id, workflow, step_name, created_at)
-			SELECT u.effect_key, 'in_flight', u.fingerprint, u.run_id, u.step_id, u.workflow, u.step_name, $7
-			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY
-				AS u(effect_key, fingerprint, run_id, step_id, workflow, step_name, ord)
-			ORDER BY u.ord
-			ON CONFLICT (effect_key) DO NOTHING`, keys, fps, runIDs, stepIDs, workflows, names, now)
-		b.Queue(`SELECT `+effectColumns+` FROM effects WHERE effect_key = ANY($1) ORDER BY effect_key FOR UPDATE`, keys)
-		br := t.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
-					e, err := scanEffect(row)
-					if err == nil {
-						effs[e.Key] = e
-					}
-					return struct{}{}, err
-				})
-			}
-		}
-		if err := errors.Join(err, br.Close()); err != nil {
-			return nil, err
-		}
-		takers = slices.DeleteFunc(takers, func(i int) bool { return effs[specs[i].Key] != nil })
-		if len(takers) == 0 {
-			return effs, nil
-		}
-		if try == 5 {
-			return nil, errConflict
-		}
+	keys := make([]string, len(takers))
+	for j, i := range takers {
+		keys[j] = specs[i].Key
 	}
+	holders, err := keyHolders(ctx, t, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	var moveIn []int
+	for _, i := range takers {
+		c, spec := cands[i], specs[i]
+		h := holders[spec.Key]
+		eff := h.Effect
+		switch {
+		case eff == nil:
+			eff = &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: c.Run.ID, StepID: c.Step.ID,
+				Workflow: c.Run.Workflow, StepName: c.Step.Name}
+		case eff.StepID == c.Step.ID && eff.State == store.EffectInFlight && !h.inStep:
+			moveIn = append(moveIn, i)
+		}
+		effs[spec.Key] = eff
+	}
+	return effs, moveIn, nil
 }
 
 // stepWrites are the updates of a claim's candidates, sent as one statement.
@@ -270,13 +286,16 @@ type stepWrites struct {
 	nextAt, leaseExpires            []*time.Time
 	setOutput                       []bool
 	output                          [][]byte
-	plans                           []*store.ClaimPlan
-	candidates                      []*store.ClaimCandidate
+	// The claim of a take: its step.claimed event and the run.state_changed after it
+	// (nil: none), the outcome of the attempt before, and the change.
+	claimEv, runEv []*txEvent
+	prevOutcome    []string
+	runChange      []string
 }
 
 // add adds the update of candidate c, whose step is as plan left it: reason is the step's
 // new reason; lastError, nextAt and output (with setOutput) are set when not nil.
-func (w *stepWrites) add(c *store.ClaimCandidate, plan *store.ClaimPlan, reason string, prevAttempt int, lastError *string, nextAt *time.Time, output []byte, setOutput bool) {
+func (w *stepWrites) add(c *store.ClaimCandidate, reason string, prevAttempt int, lastError *string, nextAt *time.Time, output []byte, setOutput bool) {
 	st := c.Step
 	var lease *time.Time
 	if st.State == store.StateProcessing {
@@ -288,82 +307,45 @@ func (w *stepWrites) add(c *store.ClaimCandidate, plan *store.ClaimPlan, reason 
 	w.reason, w.owner = append(w.reason, clean(reason)), append(w.owner, st.LeaseOwner)
 	w.lastError, w.nextAt, w.leaseExpires = append(w.lastError, lastError), append(w.nextAt, nextAt), append(w.leaseExpires, lease)
 	w.setOutput, w.output = append(w.setOutput, setOutput), append(w.output, output)
-	w.plans, w.candidates = append(w.plans, plan), append(w.candidates, c)
+	w.claimEv, w.runEv, w.prevOutcome, w.runChange = append(w.claimEv, nil), append(w.runEv, nil), append(w.prevOutcome, ""), append(w.runChange, "")
 }
 
-// applyClaims writes what the plans decided, in one round trip for the candidates' rows,
-// their attempts and the ledger's fingerprints. Then, candidate by candidate, it appends the
-// candidate's events, applies its change and its propagation (release or skip of the steps
-// that need it) to rs and re-derives its run's state; the dependents and the run states are
-// written by the flush that ends the transaction.
-func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []*store.ClaimCandidate, plans []*store.ClaimPlan,
+// applyClaims writes what the plans decided. Candidate by candidate, in claim order, it
+// appends the candidate's events, applies its change and its propagation (release or skip
+// of the steps that need it) to rs and re-derives its run's state; a take's step.claimed,
+// and the run.state_changed that follows it, are derived from the step row. Then one round
+// trip writes the candidates' rows, drawing the IDs of every event of the transaction so
+// far, and the ledger's fingerprints. The candidates are locked, so every update applies;
+// one that does not rolls the transaction back (errConflict). The dependents and the run
+// states are written by the flush that ends the transaction.
+func applyClaims(ctx context.Context, t *txn, b *pgx.Batch, p *store.StepClaimParams, cands []*store.ClaimCandidate, plans []*store.ClaimPlan,
 	effs map[string]*store.Effect, rs *runSet, res *store.ClaimResult) error {
 	var w stepWrites
-	var fpKeys, fps []string
 	for i, c := range cands {
 		plan, st := plans[i], c.Step
 		switch plan.Action {
 		case store.ClaimPark:
 			st.State = store.StateNeedsReview
 			msg := clean(plan.Error)
-			w.add(c, plan, plan.Reason, st.Attempt, &msg, nil, nil, false)
+			w.add(c, plan.Reason, st.Attempt, &msg, nil, nil, false)
 		case store.ClaimSkip:
 			st.State = store.StateSkipped
-			w.add(c, plan, plan.Reason, st.Attempt, nil, nil, nil, false)
+			w.add(c, plan.Reason, st.Attempt, nil, nil, nil, false)
 		case store.ClaimReuse:
-			w.add(c, plan, "effect_reused", st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
+			w.add(c, "effect_reused", st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
 		case store.ClaimWait:
-			w.add(c, plan, plan.Reason, st.Attempt, nil, &plan.NextAt, nil, false)
+			w.add(c, plan.Reason, st.Attempt, nil, &plan.NextAt, nil, false)
 		case store.ClaimTake:
-			w.add(c, plan, "", st.Attempt-1, nil, nil, nil, false)
-			if plan.UpdateFingerprint {
-				fpKeys, fps = append(fpKeys, plan.Spec.Key), append(fps, plan.Spec.Fingerprint)
-			}
+			// The step row is the ledger row: the take writes the fingerprint.
+			w.add(c, "", st.Attempt-1, nil, nil, nil, false)
 		}
-	}
-
-	b := &pgx.Batch{}
-	if len(fpKeys) > 0 {
-		b.Queue(`UPDATE effects e SET fingerprint = u.fingerprint FROM unnest($1::text[], $2::text[]) AS u(effect_key, fingerprint)
-			WHERE e.effect_key = u.effect_key`, fpKeys, fps)
-	}
-	// Every candidate is locked by this transaction; the compare-and-set on its state and
-	// attempt is a guard. An attempt row starts for each step now processing.
-	b.Queue(`WITH u AS (
-			SELECT * FROM unnest($1::bigint[], $2::int4[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-				$9::text[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[]) WITH ORDINALITY
-				AS u(id, prev_attempt, attempt, state, effect_key, fingerprint, reason, lease_owner, last_error, next_at, lease_expires_at, set_output, output, ord)),
-		upd AS (
-			UPDATE steps s SET state = u.state, attempt = u.attempt, effect_key = u.effect_key, fingerprint = u.fingerprint, reason = u.reason,
-				lease_owner = u.lease_owner, lease_expires_at = u.lease_expires_at, last_error = coalesce(u.last_error, s.last_error),
-				next_at = coalesce(u.next_at, s.next_at), output = CASE WHEN u.set_output THEN u.output ELSE s.output END, updated_at = $14
-			FROM u
-			WHERE s.id = u.id AND s.state IN ('pending', 'retrying') AND s.attempt = u.prev_attempt
-			RETURNING s.id, s.run_id, s.name, s.attempt, s.effect_key, s.state, u.ord),
-		att AS (
-			INSERT INTO attempts (run_id, step_id, step_name, number, effect_key, worker, started_at)
-			SELECT run_id, id, name, attempt, effect_key, $15, $14 FROM upd WHERE state = 'processing' ORDER BY ord)
-		SELECT ord FROM upd`,
-		w.ids, w.prevAttempt, w.attempt, w.state, w.key, w.fingerprint, w.reason, w.owner, w.lastError, w.nextAt, w.leaseExpires,
-		w.setOutput, w.output, p.Now, p.Owner)
-	br := t.SendBatch(ctx, b)
-	applied, err := readClaimWrites(br, len(fpKeys) > 0, len(w.ids))
-	if err := errors.Join(err, br.Close()); err != nil {
-		return err
-	}
-
-	for i, plan := range w.plans {
-		c := w.candidates[i]
-		if !applied[i] {
-			if plan.Action != store.ClaimTake {
-				return fmt.Errorf("step %d changed while locked", w.ids[i])
+		j := len(w.ids) - 1
+		if plan.Action == store.ClaimTake {
+			w.claimEv[j], w.prevOutcome[j] = t.derive(p.Now), string(st.LastOutcome)
+		} else {
+			for _, e := range plan.Events {
+				t.event(e)
 			}
-			// Taken meanwhile: nothing changed.
-			rs.refresh(t, c.Run.ID, p.Now, store.ActorEngine)
-			continue
-		}
-		for _, e := range plan.Events {
-			t.event(e)
 		}
 		switch plan.Action {
 		case store.ClaimPark:
@@ -390,32 +372,81 @@ func applyClaims(ctx context.Context, t *txn, p *store.StepClaimParams, cands []
 		case store.ClaimTake:
 			res.Claimed = append(res.Claimed, &store.ClaimedStep{Run: c.Run, Step: c.Step, Outputs: c.Outputs, PreviousOutcome: c.Step.LastOutcome})
 			rs.set(c.Run.ID, c.Step.ID, store.StateProcessing)
+			if r, next, changed := rs.change(c.Run.ID); changed {
+				// Right after the take: derived from the step row too.
+				w.runEv[j] = t.derive(p.Now)
+				w.runChange[j] = store.RunChange(r.run.State, next)
+				rs.apply(r, next, p.Now)
+			}
 		}
 		rs.refresh(t, c.Run.ID, p.Now, store.ActorEngine)
 	}
-	rs.queueWrites(t)
-	return nil
-}
-
-// readClaimWrites reads the results of the batch applyClaims sent: which candidates'
-// updates applied.
-func readClaimWrites(br pgx.BatchResults, fingerprints bool, n int) (applied []bool, err error) {
-	if fingerprints {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
+	n := len(w.ids)
+	claimOrd, runOrd := make([]*int32, n), make([]*int32, n)
+	for j := range n {
+		if w.claimEv[j] != nil {
+			o := int32(t.ordinal(w.claimEv[j]))
+			claimOrd[j] = &o
+		}
+		if w.runEv[j] != nil {
+			o := int32(t.ordinal(w.runEv[j]))
+			runOrd[j] = &o
 		}
 	}
-	rows, err := br.Query()
+
+	t.queueMark(b)
+	// Every candidate is locked by this transaction; the compare-and-set on its state and
+	// attempt is a guard. A take keeps its claim in the step row.
+	b.Queue(`WITH `+fmt.Sprintf(drawSQL, "$19")+`,
+		u AS (
+			SELECT * FROM unnest($1::bigint[], $2::int4[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+				$9::text[], $10::timestamptz[], $11::timestamptz[], $12::bool[], $13::bytea[], $15::int4[], $16::int4[], $17::text[], $18::text[])
+				WITH ORDINALITY AS u(id, prev_attempt, attempt, state, effect_key, fingerprint, reason, lease_owner, last_error, next_at,
+					lease_expires_at, set_output, output, claim_ord, run_ord, prev_outcome, run_change, ord)),
+		upd AS (
+			UPDATE steps s SET state = u.state, attempt = u.attempt, effect_key = u.effect_key, fingerprint = u.fingerprint, reason = u.reason,
+				lease_owner = u.lease_owner, lease_expires_at = u.lease_expires_at, last_error = coalesce(u.last_error, s.last_error),
+				next_at = coalesce(u.next_at, s.next_at), output = CASE WHEN u.set_output THEN u.output ELSE s.output END, updated_at = $14,
+				claim_event_id = ci.id, claimed_at = CASE WHEN ci.id IS NOT NULL THEN $14::timestamptz END,
+				claim_lease_until = CASE WHEN ci.id IS NOT NULL THEN u.lease_expires_at END, claim_prev_outcome = u.prev_outcome,
+				claim_run_event_id = ri.id, claim_run_change = u.run_change,
+				key_slot = CASE WHEN ci.id IS NOT NULL THEN 0 WHEN s.effect_key = u.effect_key THEN s.key_slot ELSE s.id END,
+				key_state = CASE WHEN ci.id IS NOT NULL THEN 'in_flight' ELSE s.key_state END,
+				key_taken_at = CASE WHEN ci.id IS NOT NULL AND NOT (coalesce(s.key_slot, -1) = 0 AND s.effect_key = u.effect_key) THEN $14::timestamptz
+					ELSE s.key_taken_at END
+			FROM u LEFT JOIN ids ci ON ci.ord = u.claim_ord LEFT JOIN ids ri ON ri.ord = u.run_ord
+			WHERE s.id = u.id AND s.state IN ('pending', 'retrying') AND s.attempt = u.prev_attempt
+			RETURNING u.ord)
+		SELECT false, ord, NULL::bigint FROM upd UNION ALL SELECT true, ord, id FROM ids`,
+		w.ids, w.prevAttempt, w.attempt, w.state, w.key, w.fingerprint, w.reason, w.owner, w.lastError, w.nextAt, w.leaseExpires,
+		w.setOutput, w.output, p.Now, claimOrd, runOrd, w.prevOutcome, w.runChange, t.undrawn())
+	applied := make([]bool, n)
+	ids := make([]int64, t.undrawn())
+	err := sendQuery(ctx, t, b, func(rows pgx.Rows) error {
+		var isID bool
+		var ord int64
+		var id *int64
+		_, err := pgx.ForEachRow(rows, []any{&isID, &ord, &id}, func() error {
+			if isID {
+				ids[ord-1] = *id
+			} else {
+				applied[ord-1] = true
+			}
+			return nil
+		})
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	applied = make([]bool, n)
-	var ord int64
-	if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
-		applied[ord-1] = true
-		return nil
-	}); err != nil {
-		return nil, err
+	for j := range n {
+		if !applied[j] {
+			return fmt.Errorf("step %d changed while locked: %w", w.ids[j], errConflict)
+		}
 	}
-	return applied, nil
+	if err := t.assign(ids); err != nil {
+		return err
+	}
+	rs.queueWrites(t)
+	return nil
 }

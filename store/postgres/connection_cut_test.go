@@ -16,8 +16,10 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// logLedgerCompletions installs, in schema, a trigger that counts each time an effect
-// key's ledger row becomes completed; ledgerCompletions reads the counts.
+// logLedgerCompletions installs, in schema, triggers that count each time an effect key's
+// ledger row becomes completed — in the row of the step that holds the key, or in effects
+// for a key held before the ledger moved into the steps (a row moved into effects from a
+// step, completed already, is no new completion); ledgerCompletions reads the counts.
 func logLedgerCompletions(t testing.TB, schema string) {
 	t.Helper()
 	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
@@ -28,10 +30,16 @@ func logLedgerCompletions(t testing.TB, schema string) {
 			INSERT INTO `+q("test_ledger_completions")+` VALUES (NEW.effect_key, NEW.step_id);
 			RETURN NEW;
 		END $$;
+		CREATE FUNCTION `+q("test_log_step_completion")+`() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO `+q("test_ledger_completions")+` VALUES (NEW.effect_key, NEW.id);
+			RETURN NEW;
+		END $$;
 		CREATE TRIGGER test_completed_on_update AFTER UPDATE ON `+q("effects")+` FOR EACH ROW
 			WHEN (OLD.state <> 'completed' AND NEW.state = 'completed') EXECUTE FUNCTION `+q("test_log_completion")+`();
-		CREATE TRIGGER test_completed_on_insert AFTER INSERT ON `+q("effects")+` FOR EACH ROW
-			WHEN (NEW.state = 'completed') EXECUTE FUNCTION `+q("test_log_completion")+`();`)
+		CREATE TRIGGER test_completed_in_step AFTER UPDATE ON `+q("steps")+` FOR EACH ROW
+			WHEN (OLD.key_state <> 'completed' AND NEW.key_state = 'completed' AND NEW.key_slot = 0)
+			EXECUTE FUNCTION `+q("test_log_step_completion")+`();`)
 	if err != nil {
 		t.Fatalf("install the ledger completion log: %v", err)
 	}

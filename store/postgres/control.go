@@ -32,7 +32,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 		}
 		res = plan.Result
 		var ids, mayExist []int64
-		var releaseKeys []string
+		var relKeys []string
 		var releaseIDs []int64
 		for _, c := range plan.Steps {
 			ids = append(ids, c.Step.ID)
@@ -40,7 +40,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 				mayExist = append(mayExist, c.Step.ID)
 			}
 			if c.Release {
-				releaseKeys, releaseIDs = append(releaseKeys, c.Step.EffectKey), append(releaseIDs, c.Step.ID)
+				relKeys, releaseIDs = append(relKeys, c.Step.EffectKey), append(releaseIDs, c.Step.ID)
 			}
 		}
 		// A running step keeps its lease owner and attempt, so that the attempt's result is
@@ -49,9 +49,8 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 			WHERE id = ANY($3)`, store.ReasonRunCancelled, p.Now, ids, mayExist, store.ReasonCancelledEffectMayExist); err != nil {
 			return err
 		}
-		if len(releaseKeys) > 0 {
-			if _, err := t.Exec(ctx, `DELETE FROM effects e USING unnest($1::text[], $2::bigint[]) AS r(k, id)
-				WHERE e.effect_key = r.k AND e.step_id = r.id AND e.state = 'in_flight'`, releaseKeys, releaseIDs); err != nil {
+		if len(relKeys) > 0 {
+			if err := releaseKeys(ctx, t, relKeys, releaseIDs); err != nil {
 				return err
 			}
 			t.notify = true // a step waiting for a released key may go on

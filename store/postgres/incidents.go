@@ -33,20 +33,8 @@ func (s *Store) EventScan(ctx context.Context, p store.EventScanParams) (*store.
 		if err != nil {
 			return err
 		}
-		rows, err := q.Query(ctx, `SELECT id, at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail
-			FROM events WHERE id > $1 AND id <= $2 AND type = ANY($3) ORDER BY id LIMIT $4`, p.AfterID, horizon, p.Types, limit)
-		if err != nil {
-			return err
-		}
-		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Event, error) {
-			var e store.Event
-			var d []byte
-			if err := row.Scan(&e.ID, &e.At, &e.Type, &e.RunID, &e.StepID, &e.Workflow, &e.Entity, &e.StepName, &e.EffectKey, &e.Attempt, &e.Actor, &e.Reason, &d); err != nil {
-				return nil, err
-			}
-			e.At, e.Detail = e.At.UTC(), json.RawMessage(d)
-			return &e, nil
-		})
+		// Stored events, and derived ones when a type asked for is derived.
+		evs, err := listEvents(ctx, q, store.EventListParams{AfterID: p.AfterID, Limit: limit}, p.Types, horizon)
 		if err != nil {
 			return err
 		}

@@ -302,15 +302,19 @@ type txn struct {
 	conn
 	s      *Store
 	queued *pgx.Batch
-	events []*store.Event
-	notify bool
+	// log holds the transaction's audit events in the order appended, log[:drawn] with
+	// their IDs; marked is set once the horizon mark is held; idMin and idMax are the IDs
+	// drawn so far (auditseq.go). attempts are the attempt rows the flush inserts.
+	log          []*txEvent
+	drawn        int
+	marked       bool
+	idMin, idMax int64
+	attempts     []*attemptRow
+	notify       bool
 	// notifyInTx sends the notification inside the transaction, delivered when it commits:
 	// for a caller's transaction (RunInsertTx), whose commit the store does not see.
 	notifyInTx bool
 }
-
-// event appends e to the transaction's audit events.
-func (t *txn) event(e *store.Event) { t.events = append(t.events, e) }
 
 // queue adds a write whose result nothing in the transaction reads to the round trip of
 // flush, ahead of the events.
@@ -383,11 +387,13 @@ func (t *txn) flushCommit(ctx context.Context, x *pooledTx) (bool, error) {
 	return true, nil
 }
 
-// flushBatch returns the batch flush sends, or nil when there is nothing to send. Events
-// are made storable here, whoever built them: text without NUL bytes or invalid UTF-8 and
-// details without the escape \u0000, which jsonb refuses.
+// flushBatch returns the batch flush sends, or nil when there is nothing to send: the
+// queued writes, then one statement that draws the IDs of the events that have none yet,
+// inserts the stored events and the attempt rows and records the transaction's audit
+// span. Events are made storable here, whoever built them: text without NUL bytes or
+// invalid UTF-8 and details without the escape \u0000, which jsonb refuses.
 func (t *txn) flushBatch() *pgx.Batch {
-	if t.queued == nil && len(t.events) == 0 && !(t.notify && t.notifyInTx) {
+	if t.queued == nil && len(t.log) == 0 && len(t.attempts) == 0 && !(t.notify && t.notifyInTx) {
 		return nil
 	}
 	b := t.queued
@@ -395,43 +401,97 @@ func (t *txn) flushBatch() *pgx.Batch {
 		b = &pgx.Batch{}
 	}
 	t.queued = nil
-	if n := len(t.events); n > 0 {
-		// The mark must be held before the first ID is drawn: it names the last ID drawn so
-		// far, below every ID this transaction will draw, wrapped to 32 bits.
-		b.Queue(`SELECT pg_advisory_xact_lock_shared($1::int4,
-			(SELECT CASE WHEN v >= 2147483648 THEN v - 4294967296 ELSE v END
-			 FROM (SELECT (CASE WHEN is_called THEN last_value ELSE last_value - 1 END) & 4294967295 AS v FROM events_id_seq) m)::int4)`,
-			t.s.eventMarkKey)
-		ats := make([]time.Time, n)
-		typs, workflows, entities, stepNames, keys, actors, reasons, details := make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		runIDs, stepIDs := make([]int64, n), make([]int64, n)
-		attempts := make([]int32, n)
-		for i, e := range t.events {
-			ats[i], typs[i], runIDs[i], stepIDs[i], attempts[i] = e.At, clean(e.Type), e.RunID, e.StepID, int32(e.Attempt)
-			workflows[i], entities[i], stepNames[i], keys[i] = clean(e.Workflow), clean(e.Entity), clean(e.StepName), clean(e.EffectKey)
-			actors[i], reasons[i] = clean(e.Actor), clean(e.Reason)
-			d := e.Detail
-			if len(d) == 0 {
-				d = json.RawMessage(`{}`)
-			}
-			details[i] = string(jsonbSafe(d))
+	if len(t.log) > 0 || len(t.attempts) > 0 {
+		if t.undrawn() > 0 {
+			t.queueMark(b)
 		}
-		// IDs are drawn in the order of the rows, which is the order of the events.
-		b.Queue(`INSERT INTO events (at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail)
-			SELECT u.at, u.type, u.run_id, u.step_id, u.workflow, u.entity, u.step_name, u.effect_key, u.attempt, u.actor, u.reason, u.detail::jsonb
-			FROM unnest($1::timestamptz[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[],
-				$9::int4[], $10::text[], $11::text[], $12::text[]) WITH ORDINALITY
-				AS u(at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail, ord)
-			ORDER BY u.ord`,
-			ats, typs, runIDs, stepIDs, workflows, entities, stepNames, keys, attempts, actors, reasons, details)
-		t.events = nil
+		t.queueEvents(b)
+		t.log, t.drawn, t.attempts = nil, 0, nil
 	}
 	if t.notify && t.notifyInTx {
 		b.Queue(`SELECT pg_notify($1, '')`, t.s.channel)
 		t.notify = false
 	}
 	return b
+}
+
+// queueEvents adds to b the statement that draws the missing IDs and writes the events and
+// the attempt rows.
+func (t *txn) queueEvents(b *pgx.Batch) {
+	var ids []*int64
+	var ords []*int32
+	var ats []time.Time
+	var typs, workflows, entities, stepNames, keys, actors, reasons, details []string
+	var runIDs, stepIDs []int64
+	var attempts []int32
+	for _, ev := range t.log {
+		if ev.e == nil {
+			continue // a slot a failed item left empty: no event
+		}
+		if ev.derived {
+			continue
+		}
+		e := ev.e
+		id, ord := t.idOrOrdinal(ev)
+		ids, ords = append(ids, id), append(ords, ord)
+		ats, typs, runIDs, stepIDs, attempts = append(ats, e.At), append(typs, clean(e.Type)), append(runIDs, e.RunID), append(stepIDs, e.StepID), append(attempts, int32(e.Attempt))
+		workflows, entities, stepNames, keys = append(workflows, clean(e.Workflow)), append(entities, clean(e.Entity)), append(stepNames, clean(e.StepName)), append(keys, clean(e.EffectKey))
+		actors, reasons = append(actors, clean(e.Actor)), append(reasons, clean(e.Reason))
+		d := e.Detail
+		if len(d) == 0 {
+			d = json.RawMessage(`{}`)
+		}
+		details = append(details, string(jsonbSafe(d)))
+	}
+	var a attemptColumns
+	for _, row := range t.attempts {
+		a.add(t, row)
+	}
+	lo, hi := t.eventTimes()
+	var known [2]*int64
+	if t.idMin > 0 {
+		known = [2]*int64{&t.idMin, &t.idMax}
+	}
+	b.Queue(`WITH `+fmt.Sprintf(drawSQL, "$1")+`,
+		ev AS (
+			INSERT INTO events (id, at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail)
+			SELECT coalesce(u.id, i.id), u.at, u.type, u.run_id, u.step_id, u.workflow, u.entity, u.step_name, u.effect_key, u.attempt, u.actor, u.reason,
+				u.detail::jsonb
+			FROM unnest($2::bigint[], $3::int4[], $4::timestamptz[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[],
+				$11::text[], $12::int4[], $13::text[], $14::text[], $15::text[])
+				AS u(id, ord, at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail)
+			LEFT JOIN ids i ON i.ord = u.ord),
+		att AS (
+			INSERT INTO attempts (id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, response_status,
+				response_excerpt, claim_event_id, lease_until, prev_outcome, claim_run_event_id, claim_run_change, end_derived, end_reason, end_actor,
+				end_run_event_id, end_run_change)
+			SELECT coalesce(a.id, i.id), a.run_id, a.step_id, a.step_name, a.number, a.effect_key, a.worker, a.started_at, a.ended_at, a.outcome, a.error,
+				a.status, a.excerpt, a.claim_event_id, a.lease_until, a.prev_outcome, a.claim_run_event_id, a.claim_run_change, a.end_derived,
+				a.end_reason, a.end_actor, coalesce(a.end_run_event_id, j.id), a.end_run_change
+			FROM unnest($16::bigint[], $17::int4[], $18::bigint[], $19::bigint[], $20::text[], $21::int4[], $22::text[], $23::text[],
+				$24::timestamptz[], $25::timestamptz[], $26::text[], $27::text[], $28::int4[], $29::text[], $30::bigint[], $31::timestamptz[],
+				$32::text[], $33::bigint[], $34::text[], $35::bool[], $36::text[], $37::text[], $38::bigint[], $39::int4[], $40::text[])
+				AS a(id, ord, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, status, excerpt,
+					claim_event_id, lease_until, prev_outcome, claim_run_event_id, claim_run_change, end_derived, end_reason, end_actor,
+					end_run_event_id, run_ord, end_run_change)
+			LEFT JOIN ids i ON i.ord = a.ord LEFT JOIN ids j ON j.ord = a.run_ord)
+		INSERT INTO audit_spans (first_id, last_id, min_at, max_at)
+		SELECT least(min(id), $41::bigint), greatest(max(id), $42::bigint), $43, $44 FROM ids
+		HAVING least(min(id), $41::bigint) IS NOT NULL`,
+		t.undrawn(), ids, ords, ats, typs, runIDs, stepIDs, workflows, entities, stepNames, keys, attempts, actors, reasons, details,
+		a.id, a.ord, a.runID, a.stepID, a.name, a.number, a.key, a.worker, a.started, a.ended, a.outcome, a.err, a.status, a.excerpt,
+		a.claimID, a.leaseUntil, a.prev, a.claimRunID, a.claimRunChange, a.endDerived, a.endReason, a.endActor, a.endRunID, a.runOrd, a.endRunChange,
+		known[0], known[1], lo, hi)
+}
+
+// idOrOrdinal is ev's ID when drawn, else its ordinal among the events the flush draws.
+func (t *txn) idOrOrdinal(ev *txEvent) (*int64, *int32) {
+	if ev.id != 0 {
+		id := ev.id
+		return &id, nil
+	}
+	ord := int32(t.ordinal(ev))
+	return nil, &ord
 }
 
 // The backoff between retries of transactions that rolled back for a reason that may not

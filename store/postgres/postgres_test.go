@@ -251,21 +251,60 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestEventsAppendOnly: stored events and the rows that derive events refuse an update
+// that would change an event an operator has seen (triggers), even written by hand.
 func TestEventsAppendOnly(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
 	s := openStore(t, schema)
 	run := insertRun(t, s, "k1")
-	_, err := admin(t).Exec(t.Context(), `UPDATE `+pgx.Identifier{schema, "events"}.Sanitize()+` SET type = 'forged', reason = 'x' WHERE run_id = $1`, run.ID)
-	if err == nil || !strings.Contains(err.Error(), "append-only") {
-		t.Fatalf("UPDATE events = %v, want the append-only trigger to refuse it", err)
+	insertRun(t, s, "k1") // run.deduplicated, a stored event
+	now := time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC)
+	res, err := s.StepClaim(t.Context(), store.StepClaimParams{Owner: "w1", Now: now, LeaseFor: time.Minute, Limit: 1, Workflows: []string{run.Workflow},
+		Prepare: func(*store.ClaimCandidate) (store.EffectSpec, error) { return store.EffectSpec{Key: "k1/a"}, nil }})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", res, err)
 	}
-	evs, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
+	before, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Type != store.EventRunCreated || evs[0].Reason != "" {
-		t.Errorf("events after a refused UPDATE = %+v, want the run.created event unchanged", evs)
+	db := admin(t)
+	table := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	for _, q := range []struct{ sql, refusal string }{
+		{`UPDATE ` + table("events") + ` SET type = 'forged', reason = 'x' WHERE run_id = $1`, "append-only"},
+		{`UPDATE ` + table("runs") + ` SET run_key = 'forged', created_by = 'x' WHERE id = $1`, "written once"},
+		{`UPDATE ` + table("steps") + ` SET claimed_at = now(), lease_owner = 'x' WHERE run_id = $1`, "written once"},
+	} {
+		if _, err := db.Exec(t.Context(), q.sql, run.ID); err == nil || !strings.Contains(err.Error(), q.refusal) {
+			t.Errorf("%s = %v, want a trigger to refuse it (%s)", q.sql, err, q.refusal)
+		}
+	}
+	c := res.Claimed[0]
+	errs, err := s.StepRecord(t.Context(), []store.StepRecordParams{{StepID: c.Step.ID, Owner: "w1", Attempt: 1, Now: now.Add(time.Second),
+		Outcome: store.OutcomeSuccess, NextState: store.StateCompleted}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("record: %v %v", errs, err)
+	}
+	if _, err := db.Exec(t.Context(), `UPDATE `+table("attempts")+` SET outcome = 'forged', worker = 'x' WHERE run_id = $1`, run.ID); err == nil ||
+		!strings.Contains(err.Error(), "written once") {
+		t.Errorf("UPDATE attempts = %v, want a trigger to refuse it", err)
+	}
+	after, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range after {
+		types = append(types, e.Type)
+	}
+	if len(before) != 4 || fmt.Sprint(types) != "[run.created run.deduplicated step.claimed run.state_changed step.completed run.state_changed]" {
+		t.Fatalf("events %d then %v", len(before), types)
+	}
+	for i, e := range before {
+		if a := after[i]; a.ID != e.ID || a.Type != e.Type || a.Reason != e.Reason || a.Actor != e.Actor || string(a.Detail) != string(e.Detail) {
+			t.Errorf("event %d after the refused updates = %+v %s, want %+v %s", i, a, a.Detail, e, e.Detail)
+		}
 	}
 }
 

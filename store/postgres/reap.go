@@ -49,13 +49,16 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 // held. Rare, so one statement per step.
 func reapCancelled(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 	type expired struct {
-		run *store.Run
-		st  *store.Step
+		run   *store.Run
+		st    *store.Step
+		claim claimFacts
 	}
 	exp, err := lockingScan(ctx, t, func(row pgx.CollectableRow) (*expired, error) {
-		st, r, err := scanStepRun(row)
-		return &expired{run: r, st: st}, err
-	}, lockingScanSQL(`s.state = 'cancelled' AND s.lease_owner <> '' AND s.lease_expires_at < $1`, "s.lease_expires_at, s.id", "$2"), p.Now, p.Limit)
+		var cs claimScan
+		st, r, err := scanStepRun(row, cs.dest()...)
+		return &expired{run: r, st: st, claim: cs.facts()}, err
+	}, lockingScanSQL(`s.claim_event_id IS NOT NULL AND s.state = 'cancelled' AND s.lease_owner <> '' AND s.lease_expires_at < $1`,
+		"s.lease_expires_at, s.id", "$2", claimColumns), p.Now, p.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -65,8 +68,8 @@ func reapCancelled(ctx context.Context, t *txn, p *store.StepReapParams) (int, e
 		if err != nil {
 			return 0, err
 		}
-		tag, err := t.Exec(ctx, `UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = 'unknown', last_error = $1, reason = $2, updated_at = $3
-			WHERE id = $4 AND state = 'cancelled' AND lease_owner = $5 AND attempt = $6`,
+		tag, err := t.Exec(ctx, `UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = 'unknown', last_error = $1, reason = $2, updated_at = $3,`+
+			claimCleared+` WHERE id = $4 AND state = 'cancelled' AND lease_owner = $5 AND attempt = $6`,
 			clean(plan.Error), plan.Reason, p.Now, e.st.ID, e.st.LeaseOwner, e.st.Attempt)
 		if err != nil {
 			return 0, err
@@ -74,12 +77,22 @@ func reapCancelled(ctx context.Context, t *txn, p *store.StepReapParams) (int, e
 		if tag.RowsAffected() != 1 {
 			continue
 		}
-		if _, err := t.Exec(ctx, `UPDATE attempts SET ended_at = $1, outcome = 'unknown', error = $2 WHERE step_id = $3 AND number = $4 AND ended_at IS NULL`,
-			p.Now, clean(plan.Error), e.st.ID, e.st.Attempt); err != nil {
-			return 0, err
+		if e.claim.legacy() {
+			if _, err := t.Exec(ctx, `UPDATE attempts SET ended_at = $1, outcome = 'unknown', error = $2 WHERE step_id = $3 AND number = $4 AND ended_at IS NULL`,
+				p.Now, clean(plan.Error), e.st.ID, e.st.Attempt); err != nil {
+				return 0, err
+			}
 		}
-		for _, ev := range plan.Events {
-			t.event(ev)
+		var first *txEvent
+		for k, ev := range plan.Events {
+			if k == 0 {
+				first = t.store(ev)
+			} else {
+				t.event(ev)
+			}
+		}
+		if e.claim.inFlight() {
+			t.endAttempt(first, e.run.ID, e.st.ID, e.st.Name, e.st.EffectKey, e.st.LeaseOwner, e.st.Attempt, e.claim, p.Now, store.OutcomeUnknown, clean(plan.Error), nil)
 		}
 		n++
 	}
@@ -87,22 +100,26 @@ func reapCancelled(ctx context.Context, t *txn, p *store.StepReapParams) (int, e
 }
 
 func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
-	expiredSQL := lockingScanSQL(`s.state = 'processing' AND s.lease_expires_at < $1`, "s.lease_expires_at, s.id", "$2")
+	// The attempts in flight (steps_inflight), as few as the workers.
+	expiredSQL := lockingScanSQL(`s.claim_event_id IS NOT NULL AND s.state = 'processing' AND s.lease_expires_at < $1`, "s.lease_expires_at, s.id", "$2",
+		claimColumns)
 	runs := map[int64]*store.Run{}
 	type expired struct {
-		run  *store.Run
-		st   *store.Step
-		plan *store.ReapPlan
+		run   *store.Run
+		st    *store.Step
+		plan  *store.ReapPlan
+		claim claimFacts
 	}
 	exp, err := lockingScan(ctx, t, func(row pgx.CollectableRow) (*expired, error) {
-		st, r, err := scanStepRun(row)
+		var cs claimScan
+		st, r, err := scanStepRun(row, cs.dest()...)
 		if err != nil {
 			return nil, err
 		}
 		if runs[r.ID] == nil {
 			runs[r.ID] = r
 		}
-		return &expired{run: runs[r.ID], st: st}, nil
+		return &expired{run: runs[r.ID], st: st, claim: cs.facts()}, nil
 	}, expiredSQL, p.Now, p.Limit)
 	if err != nil || len(exp) == 0 {
 		return 0, err
@@ -130,7 +147,7 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 				AS u(id, owner, attempt, state, next_at, error, reason, ord)),
 		upd AS (
 			UPDATE steps s SET state = u.state, next_at = u.next_at, lease_owner = '', lease_expires_at = NULL, last_outcome = 'unknown',
-				last_error = u.error, reason = u.reason, updated_at = $8
+				last_error = u.error, reason = u.reason, updated_at = $8,`+claimCleared+`
 			FROM u
 			WHERE s.id = u.id AND s.state = $9 AND s.lease_owner = u.owner AND s.attempt = u.attempt
 			RETURNING s.id, s.attempt, u.error, u.ord),
@@ -167,8 +184,18 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 			continue
 		}
 		reaped++
-		for _, ev := range e.plan.Events {
-			t.event(ev)
+		var first *txEvent
+		for k, ev := range e.plan.Events {
+			if k == 0 {
+				first = t.store(ev)
+			} else {
+				t.event(ev)
+			}
+		}
+		// The attempt ends with an unknown outcome, under the ID of its lease.expired.
+		if e.claim.inFlight() {
+			t.endAttempt(first, e.run.ID, e.st.ID, e.st.Name, e.st.EffectKey, e.st.LeaseOwner, e.st.Attempt, e.claim, p.Now, store.OutcomeUnknown,
+				clean(e.plan.Error), nil)
 		}
 		t.notify = t.notify || e.plan.Due
 		rs.set(e.run.ID, e.st.ID, e.plan.State)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,6 +67,11 @@ type recordEntry struct {
 	cancelled bool
 	st        *store.Step
 	run       *store.Run
+	// claim is the claim of the attempt in flight, and key what the step held of the
+	// ledger: as the compare-and-set found them, for an entry that applied; as the step
+	// stands, for one that did not.
+	claim claimFacts
+	key   keyFacts
 	// plan is what PlanRecord decided, for an entry that applied.
 	plan   store.RecordPlan
 	events []*store.Event
@@ -97,12 +103,20 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		case e.applied:
 			plan := store.PlanRecord(p, e.run, e.st, e.errText)
 			e.plan = plan
-			e.events = append(e.events, plan.Event)
-			switch plan.Effect {
-			case store.EffectComplete:
-				fx.complete(e, p.RecordOutput())
-			case store.EffectRelease:
-				fx.release(e.st)
+			ev := plan.Event
+			if ev == nil && !e.claim.inFlight() {
+				ev = store.RecordEvent(p, e.run, e.st, e.errText) // an attempt claimed before migration 0013 stores it
+			}
+			e.events = append(e.events, ev) // nil: derived from the attempt row
+			// The compare-and-set completed or released the key the step row held; a step
+			// written before migration 0014 has its ledger row in effects.
+			if e.key.legacy() {
+				switch plan.Effect {
+				case store.EffectComplete:
+					fx.complete(e, p.RecordOutput())
+				case store.EffectRelease:
+					fx.release(e.st)
+				}
 			}
 			// A completion notifies when it released a dependent (counted below).
 			notify = notify || (plan.Due && plan.Dependents != store.DependentsRelease)
@@ -113,14 +127,14 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 				e.events = append(e.events, ev)
 				// The step stays cancelled; it keeps what its attempt ended with, and its
 				// lease ends.
-				t.queue(`UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = $1, last_error = $2, reason = $7, updated_at = $3
+				t.queue(`UPDATE steps SET lease_owner = '', lease_expires_at = NULL, last_outcome = $1, last_error = $2, reason = $7, updated_at = $3,`+claimCleared+`
 					WHERE id = $4 AND state = 'cancelled' AND lease_owner = $5 AND attempt = $6`,
 					string(p.Outcome), e.errText, p.Now, p.StepID, p.Owner, p.Attempt, store.CancelledRecordReason(p))
 				switch effect {
 				case store.EffectComplete:
-					fx.complete(e, p.SuccessOutput())
+					fx.keep(e, p.SuccessOutput())
 				case store.EffectRelease:
-					fx.release(e.st)
+					fx.free(e)
 				}
 				continue
 			}
@@ -129,7 +143,7 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 			if p.Outcome == store.OutcomeSuccess {
 				// The effect happened: keep its result in the ledger if the step still holds
 				// the key, so that it is not repeated.
-				fx.complete(e, p.SuccessOutput())
+				fx.keep(e, p.SuccessOutput())
 			}
 		}
 	}
@@ -151,19 +165,47 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		}
 		fx.queue(t.queued)
 	}
-	// Entry by entry, as one entry per call would: its events, its change and the
-	// propagation to the steps that need its step, then its run's state.
+	// Entry by entry, as one entry per call would: its events, its attempt row, its change
+	// and the propagation to the steps that need its step, then its run's state. A
+	// completion's step.completed, and the run.state_changed right after it, are derived
+	// from the attempt row.
 	for _, e := range entries {
-		for _, ev := range e.events {
-			t.event(ev)
+		p := e.p
+		var end *txEvent
+		derived := e.applied && e.claim.inFlight() && store.DerivableRecord(p)
+		for k, ev := range e.events {
+			switch {
+			case k > 0:
+				t.event(ev)
+			case derived:
+				end = t.derive(p.Now)
+			default:
+				end = t.store(ev)
+			}
 		}
 		if fx.kept[e] && !e.applied && !e.cancelled {
-			t.event(store.LostResultKeptEvent(e.p, e.run, e.st))
+			t.event(store.LostResultKeptEvent(p, e.run, e.st))
+		}
+		var a *attemptRow
+		switch {
+		case (e.applied || e.cancelled) && e.claim.inFlight():
+			a = t.endAttempt(end, e.st.RunID, e.st.ID, e.st.Name, e.st.EffectKey, p.Owner, p.Attempt, e.claim, p.Now, p.Outcome, e.errText, p)
+			if derived {
+				a.endDerived, a.endReason = true, clean(p.Reason)
+				if actor := p.RecordActor(); actor != p.Owner {
+					a.endActor = clean(actor)
+				}
+			}
+		case !e.applied && !e.cancelled:
+			// Its attempt ended already (a reaper closed it, or this is its second record):
+			// the row keeps what really happened, unless it derives its completion.
+			if b := t.bufferedAttempt(p.StepID, p.Attempt, p.Owner); b != nil && !b.endDerived {
+				b.ended, b.outcome, b.err, b.status, b.excerpt = p.Now, string(p.Outcome), e.errText, p.ResponseStatus, clean(p.ResponseExcerpt)
+			}
 		}
 		if !e.applied {
 			continue
 		}
-		p := e.p
 		rs.set(e.run.ID, e.st.ID, p.NextState)
 		switch e.plan.Dependents {
 		case store.DependentsRelease:
@@ -173,7 +215,15 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		case store.DependentsSkip:
 			rs.skipDependents(t, e.run.ID, p.Now)
 		}
-		rs.refresh(t, e.run.ID, p.Now, e.plan.Event.Actor)
+		if derived && t.last() == end {
+			if r, next, changed := rs.change(e.run.ID); changed {
+				a.endRun = t.derive(p.Now)
+				a.endRunChange = store.RunChange(r.run.State, next)
+				rs.apply(r, next, p.Now)
+			}
+			continue
+		}
+		rs.refresh(t, e.run.ID, p.Now, p.RecordActor())
 	}
 	t.notify = t.notify || notify
 	rs.queueWrites(t)
@@ -197,10 +247,12 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 	owners, states, outcomes, errs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
 	outputs := make([][]byte, n)
+	effects, retains := make([]int32, n), make([]*time.Time, n)
 	for j, e := range cas {
 		p := e.p
 		ids[j], owners[j], attempts[j], states[j], nextAts[j] = p.StepID, p.Owner, int32(p.Attempt), string(p.NextState), p.RecordNextAt()
 		outcomes[j], outputs[j], errs[j], reasons[j], nows[j] = string(p.Outcome), p.RecordOutput(), e.errText, clean(p.Reason), p.Now
+		effects[j], retains[j] = int32(p.LedgerChange()), nullTime(p.RetainUntil)
 	}
 
 	// Only the caller's own attempt row is closed: a record from another owner must not
@@ -235,22 +287,35 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 		all = append(all, e.p.StepID)
 	}
 	b := &pgx.Batch{}
-	// The state the compare-and-set expects is a parameter, so that the plan PostgreSQL
-	// keeps finds the steps by ID rather than reading the partial index of the steps in
-	// flight whole (which a literal 'processing' lets it choose).
+	// The compare-and-set ends the claim of the attempt in flight, completes or releases the
+	// key the step row holds in flight (effect: 1 complete, 2 release), and returns the
+	// claim and the ledger facts as they were (o: the row before the update). The state it
+	// expects is a parameter, so that the plan PostgreSQL keeps finds the steps by ID rather
+	// than reading the partial index of the steps in flight whole (which a literal
+	// 'processing' lets it choose).
 	b.Queue(`UPDATE steps s SET state = u.state, next_at = u.next_at, lease_owner = '', lease_expires_at = NULL, last_outcome = u.outcome,
-			output = coalesce(u.output, s.output), last_error = u.error, reason = u.reason, updated_at = u.now
-		FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::timestamptz[])
-			WITH ORDINALITY AS u(id, owner, attempt, state, next_at, outcome, output, error, reason, now, ord)
-		WHERE s.id = u.id AND s.lease_owner = u.owner AND s.attempt = u.attempt AND s.state = $11
-		RETURNING u.ord`, ids, owners, attempts, states, nextAts, outcomes, outputs, errs, reasons, nows, string(store.StateProcessing))
+			output = coalesce(u.output, s.output), last_error = u.error, reason = u.reason, updated_at = u.now,`+claimCleared+`,
+			key_state = CASE WHEN s.key_slot = 0 AND s.key_state = 'in_flight' AND u.effect = 1 THEN 'completed'
+				WHEN s.key_slot = 0 AND s.key_state = 'in_flight' AND u.effect = 2 THEN '' ELSE s.key_state END,
+			key_completed_at = CASE WHEN s.key_slot = 0 AND s.key_state = 'in_flight' AND u.effect = 1 THEN u.now ELSE s.key_completed_at END,
+			key_retain_until = CASE WHEN s.key_slot = 0 AND s.key_state = 'in_flight' AND u.effect = 1 THEN u.retain_until
+				WHEN s.key_slot = 0 AND s.key_state = 'in_flight' AND u.effect = 2 THEN NULL ELSE s.key_retain_until END,
+			key_slot = CASE WHEN s.key_slot = 0 AND s.key_state = 'in_flight' AND u.effect = 2 THEN s.id ELSE s.key_slot END
+		FROM unnest($1::bigint[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::timestamptz[],
+				$11::int4[], $12::timestamptz[])
+			WITH ORDINALITY AS u(id, owner, attempt, state, next_at, outcome, output, error, reason, now, effect, retain_until, ord), steps o
+		WHERE s.id = u.id AND o.id = u.id AND s.lease_owner = u.owner AND s.attempt = u.attempt AND s.state = $13
+		RETURNING u.ord, `+strings.ReplaceAll(claimColumns, "s.", "o.")+`, `+strings.ReplaceAll(ledgerColumns, "s.", "o.")+``,
+		ids, owners, attempts, states, nextAts, outcomes, outputs, errs, reasons, nows, effects, retains, string(store.StateProcessing))
+	// An attempt claimed before migration 0013, or closed by the reaper, has its row: it is
+	// closed with what happened, unless it derives its completion.
 	b.Queue(`UPDATE attempts a SET ended_at = u.ended_at, outcome = u.outcome, error = u.error, response_status = u.status, response_excerpt = u.excerpt
 		FROM unnest($1::bigint[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::int4[], $8::text[])
 			AS u(step_id, number, worker, ended_at, outcome, error, status, excerpt)
-		WHERE a.step_id = u.step_id AND a.number = u.number AND a.worker = u.worker`,
+		WHERE a.step_id = u.step_id AND a.number = u.number AND a.worker = u.worker AND NOT a.end_derived`,
 		aStep, aNumber, aWorker, aEnded, aOutcome, aError, aStatus, aExcerpt)
 	// The steps as they now stand, with their runs, locked in ID order.
-	b.Queue(`SELECT `+stepColumns+`, `+runColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
+	b.Queue(`SELECT `+stepColumns+`, `+runColumns+`, `+claimColumns+`, `+ledgerColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
 		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)
 	// The steps of those runs, read once the runs are locked (a statement of its own, so
 	// that it sees what the transactions that held them committed). The run IDs are an
@@ -265,8 +330,10 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 			return err
 		}
 		var ord int64
-		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
-			cas[ord-1].applied = true
+		var old claimScan
+		var oldKey keyScan
+		if _, err := pgx.ForEachRow(rows, append(append([]any{&ord}, old.dest()...), oldKey.dest()...), func() error {
+			cas[ord-1].applied, cas[ord-1].claim, cas[ord-1].key = true, old.facts(), oldKey.facts()
 			return nil
 		}); err != nil {
 			return err
@@ -278,18 +345,22 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 			return err
 		}
 		type stepRun struct {
-			st  *store.Step
-			run *store.Run
+			st    *store.Step
+			run   *store.Run
+			claim claimFacts
+			key   keyFacts
 		}
 		steps := map[int64]stepRun{}
 		runs := map[int64]*store.Run{}
 		if _, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
-			st, run, err := scanStepRun(row)
+			var cs claimScan
+			var ks keyScan
+			st, run, err := scanStepRun(row, append(cs.dest(), ks.dest()...)...)
 			if err == nil {
 				if runs[run.ID] == nil {
 					runs[run.ID] = run
 				}
-				steps[st.ID] = stepRun{st, runs[run.ID]}
+				steps[st.ID] = stepRun{st, runs[run.ID], cs.facts(), ks.facts()}
 			}
 			return struct{}{}, err
 		}); err != nil {
@@ -298,6 +369,9 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 		for _, e := range entries {
 			if sr, ok := steps[e.p.StepID]; ok {
 				e.st, e.run = sr.st, sr.run
+				if !e.applied {
+					e.claim, e.key = sr.claim, sr.key
+				}
 				rs.add(sr.run)
 			}
 		}
@@ -327,8 +401,40 @@ type effectWrites struct {
 	releaseKey []string
 	releaseID  []int64
 	keys       map[string]bool
+	// keeping and freeing are the entries whose step row holds the key: a success kept
+	// while the step is not completed (a lost lease, a cancelled step), a refusal freeing it.
+	keeping     []*recordEntry
+	keepOutputs [][]byte
+	freeing     []int64
 	// kept holds the entries whose completion applied.
 	kept map[*recordEntry]bool
+}
+
+// keep completes, with output as its result, the key e's step still holds in flight: in
+// its row, or for a step written before migration 0014 in effects.
+func (fx *effectWrites) keep(e *recordEntry, output []byte) {
+	if e.key.legacy() {
+		fx.complete(e, output)
+		return
+	}
+	if e.st.EffectKey == "" || fx.keys[e.st.EffectKey] {
+		return
+	}
+	fx.note(e.st.EffectKey)
+	fx.keeping, fx.keepOutputs = append(fx.keeping, e), append(fx.keepOutputs, output)
+}
+
+// free releases the key e's step holds in flight.
+func (fx *effectWrites) free(e *recordEntry) {
+	if e.key.legacy() {
+		fx.release(e.st)
+		return
+	}
+	if e.st.EffectKey == "" || fx.keys[e.st.EffectKey] {
+		return
+	}
+	fx.note(e.st.EffectKey)
+	fx.freeing = append(fx.freeing, e.st.ID)
 }
 
 // complete completes the row e's step holds with output, unless an earlier entry of the
@@ -353,7 +459,7 @@ func (fx *effectWrites) release(st *store.Step) {
 // lostKept reports whether a completion is that of an entry that lost its lease, whose
 // events depend on whether it applied.
 func (fx *effectWrites) lostKept() bool {
-	for _, e := range fx.completing {
+	for _, e := range slices.Concat(fx.completing, fx.keeping) {
 		if !e.applied && !e.cancelled {
 			return true
 		}
@@ -374,10 +480,27 @@ func (fx *effectWrites) queue(b *pgx.Batch) {
 	if len(fx.keys) == 0 {
 		return
 	}
-	keys := make([]string, 0, len(fx.keys))
-	for k := range fx.keys {
-		keys = append(keys, k)
+	if n := len(fx.keeping); n > 0 {
+		ids, nows, retains := make([]int64, n), make([]time.Time, n), make([]*time.Time, n)
+		for j, e := range fx.keeping {
+			ids[j], nows[j], retains[j] = e.st.ID, e.p.Now, nullTime(e.p.RetainUntil)
+		}
+		b.Queue(`UPDATE steps s SET key_state = 'completed', key_result = u.result, key_completed_at = u.now, key_retain_until = u.retain_until
+			FROM unnest($1::bigint[], $2::bytea[], $3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS u(id, result, now, retain_until, ord)
+			WHERE s.id = u.id AND s.key_slot = 0 AND s.key_state = 'in_flight'
+			RETURNING u.ord`, ids, fx.keepOutputs, nows, retains)
 	}
+	if len(fx.freeing) > 0 {
+		b.Queue(`UPDATE steps SET key_slot = id, key_state = '', key_retain_until = NULL WHERE id = ANY($1) AND key_slot = 0 AND key_state = 'in_flight'`, fx.freeing)
+	}
+	if len(fx.completing) == 0 && len(fx.releaseKey) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(fx.keys))
+	for _, e := range fx.completing {
+		keys = append(keys, e.st.EffectKey)
+	}
+	keys = append(keys, fx.releaseKey...)
 	slices.Sort(keys)
 	b.Queue(`SELECT 1 FROM effects WHERE effect_key = ANY($1) ORDER BY effect_key FOR UPDATE`, keys)
 	if n := len(fx.completing); n > 0 {
@@ -402,6 +525,28 @@ func (fx *effectWrites) queue(b *pgx.Batch) {
 // readRecordWrites reads the results of the ledger changes record sent: which completions
 // applied.
 func readRecordWrites(br pgx.BatchResults, fx *effectWrites) error {
+	fx.kept = map[*recordEntry]bool{}
+	if len(fx.keeping) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var ord int64
+		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
+			fx.kept[fx.keeping[ord-1]] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if len(fx.freeing) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if len(fx.completing) == 0 && len(fx.releaseKey) == 0 {
+		return nil
+	}
 	if _, err := br.Exec(); err != nil {
 		return err
 	}
@@ -410,7 +555,6 @@ func readRecordWrites(br pgx.BatchResults, fx *effectWrites) error {
 		if err != nil {
 			return err
 		}
-		fx.kept = map[*recordEntry]bool{}
 		var ord int64
 		if _, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
 			fx.kept[fx.completing[ord-1]] = true

@@ -36,7 +36,14 @@ const purgeableRun = `r.state IN ('completed', 'failed', 'cancelled') AND r.upda
 const purgeableEffect = `e.state = 'completed' AND e.retain_until <= @now
 	AND NOT EXISTS (SELECT 1 FROM steps u WHERE u.run_id = e.run_id AND ` + unfinishedStep + `)
 	AND NOT EXISTS (SELECT 1 FROM steps s JOIN steps u ON u.run_id = s.run_id
-	                WHERE s.effect_key = e.effect_key AND ` + unfinishedStep + `)`
+	                WHERE s.effect_key = e.effect_key AND s.effect_key <> '' AND ` + unfinishedStep + `)`
+
+// purgeableHeldKey is true for a step h whose key a purge frees, by the same rule: a key
+// held, completed, in the row of a step (see ledger.go) is released in place.
+const purgeableHeldKey = `h.key_slot = 0 AND h.key_state = 'completed' AND h.key_retain_until <= @now
+	AND NOT EXISTS (SELECT 1 FROM steps u WHERE u.run_id = h.run_id AND ` + unfinishedStep + `)
+	AND NOT EXISTS (SELECT 1 FROM steps s JOIN steps u ON u.run_id = s.run_id
+	                WHERE s.effect_key = h.effect_key AND s.effect_key <> '' AND ` + unfinishedStep + `)`
 
 // RetentionPurge implements store.RetentionStore. Each batch locks the rows it will delete
 // with FOR UPDATE SKIP LOCKED, so concurrent purges in any process take different rows,
@@ -84,16 +91,31 @@ func purgeBatch(ctx context.Context, t *txn, p store.RetentionPurgeParams, size,
 			if err != nil {
 				return nil, err
 			}
+			// The keys their steps hold stay in the ledger, in effects, as they are: a
+			// completed key still answers done.
+			if _, err := t.Exec(ctx, retireSQL, ids); err != nil {
+				return nil, err
+			}
+			// The stored events and the events the runs, steps and attempts derive (see
+			// store/derive.go); the attempts that ended and those in flight.
 			for _, d := range []struct {
-				sql string
-				c   *store.PurgeCount
+				sql    string
+				counts []*store.PurgeCount
 			}{
-				{`DELETE FROM events WHERE run_id = ANY($1) RETURNING at`, &r.Events},
-				{`DELETE FROM attempts WHERE run_id = ANY($1) RETURNING started_at`, &r.Attempts},
-				{`DELETE FROM steps WHERE run_id = ANY($1) RETURNING updated_at`, &r.Steps},
-				{`DELETE FROM runs WHERE id = ANY($1) RETURNING updated_at`, &r.Runs},
+				{`DELETE FROM events WHERE run_id = ANY($1) RETURNING at`, []*store.PurgeCount{&r.Events}},
+				{`DELETE FROM attempts WHERE step_id IN (SELECT id FROM steps WHERE run_id = ANY($1))
+					RETURNING started_at, NULL::timestamptz, CASE WHEN claim_event_id IS NOT NULL THEN started_at END,
+						CASE WHEN end_derived THEN ended_at END, CASE WHEN claim_run_event_id IS NOT NULL THEN started_at END,
+						CASE WHEN end_run_event_id IS NOT NULL THEN ended_at END`,
+					[]*store.PurgeCount{&r.Attempts, &r.Steps, &r.Events, &r.Events, &r.Events, &r.Events}},
+				{`DELETE FROM steps WHERE run_id = ANY($1)
+					RETURNING CASE WHEN claim_event_id > 0 THEN claimed_at END, updated_at, CASE WHEN claim_event_id > 0 THEN claimed_at END,
+						CASE WHEN claim_event_id > 0 AND claim_run_event_id IS NOT NULL THEN claimed_at END`,
+					[]*store.PurgeCount{&r.Attempts, &r.Steps, &r.Events, &r.Events}},
+				{`DELETE FROM runs WHERE id = ANY($1) RETURNING CASE WHEN created_event_id IS NOT NULL THEN created_at END, updated_at`,
+					[]*store.PurgeCount{&r.Events, &r.Runs}},
 			} {
-				if err := deleteCounting(ctx, t, d.sql, ids, d.c); err != nil {
+				if err := deleteCountingEach(ctx, t, d.sql, ids, d.counts); err != nil {
 					return nil, err
 				}
 			}
@@ -109,6 +131,21 @@ func purgeBatch(ctx context.Context, t *txn, p store.RetentionPurgeParams, size,
 		args["keys"] = locked
 		if err := deleteCounting(ctx, t, `DELETE FROM effects e WHERE e.effect_key = ANY(@keys) AND `+purgeableEffect+` RETURNING e.completed_at`, args, &r.Effects); err != nil {
 			return nil, err
+		}
+	}
+	if left := size - len(locked); left > 0 {
+		args := pgx.NamedArgs{"now": p.Now, "limit": left}
+		held, err := column[int64](ctx, t, `SELECT h.id FROM steps h WHERE `+purgeableHeldKey+`
+			ORDER BY h.key_retain_until, h.id LIMIT @limit FOR UPDATE SKIP LOCKED`, args)
+		if err != nil {
+			return nil, err
+		}
+		if len(held) > 0 {
+			args["ids"] = held
+			if err := deleteCounting(ctx, t, `UPDATE steps h SET key_slot = h.id, key_state = '', key_retain_until = NULL
+				WHERE h.id = ANY(@ids) AND `+purgeableHeldKey+` RETURNING h.key_completed_at`, args, &r.Effects); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if !r.Empty() {
@@ -140,6 +177,29 @@ func deleteCounting(ctx context.Context, q querier, sql string, arg any, c *stor
 	return err
 }
 
+// deleteCountingEach runs a DELETE … RETURNING of nullable times and counts each non-NULL
+// one in the count of its column.
+func deleteCountingEach(ctx context.Context, q querier, sql string, arg any, counts []*store.PurgeCount) error {
+	rows, err := q.Query(ctx, sql, arg)
+	if err != nil {
+		return err
+	}
+	vals := make([]pgtype.Timestamptz, len(counts))
+	dest := make([]any, len(counts))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		for i, v := range vals {
+			if v.Valid {
+				counts[i].Observe(v.Time.UTC())
+			}
+		}
+		return nil
+	})
+	return err
+}
+
 // purgeDryRun counts, in one repeatable-read transaction (one snapshot), what a purge
 // would delete.
 func (s *Store) purgeDryRun(ctx context.Context, p store.RetentionPurgeParams) (*store.PurgeReport, error) {
@@ -155,13 +215,26 @@ func (s *Store) purgeDryRun(ctx context.Context, p store.RetentionPurgeParams) (
 			sql string
 			c   *store.PurgeCount
 		}
-		counts := []count{{`SELECT count(*), min(e.completed_at), max(e.completed_at) FROM effects e WHERE ` + purgeableEffect, &r.Effects}}
+		counts := []count{{`SELECT count(t), min(t), max(t) FROM (SELECT e.completed_at FROM effects e WHERE ` + purgeableEffect + `
+			UNION ALL SELECT h.key_completed_at FROM steps h WHERE ` + purgeableHeldKey + `) AS x(t)`, &r.Effects}}
 		if !p.RunsBefore.IsZero() {
 			counts = append(counts,
 				count{`SELECT count(*), min(r.updated_at), max(r.updated_at) FROM runs r WHERE ` + purgeableRun, &r.Runs},
 				count{`SELECT count(*), min(x.updated_at), max(x.updated_at) FROM steps x WHERE x.run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `)`, &r.Steps},
-				count{`SELECT count(*), min(x.started_at), max(x.started_at) FROM attempts x WHERE x.run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `)`, &r.Attempts},
-				count{`SELECT count(*), min(x.at), max(x.at) FROM events x WHERE x.run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `)`, &r.Events},
+				count{`SELECT count(t), min(t), max(t) FROM (
+					SELECT x.started_at FROM attempts x WHERE x.step_id IN (SELECT id FROM steps WHERE run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `))
+					UNION ALL SELECT x.claimed_at FROM steps x WHERE x.claim_event_id > 0 AND x.run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `)) AS a(t)`,
+					&r.Attempts},
+				count{`SELECT count(t), min(t), max(t) FROM (
+					SELECT x.at FROM events x WHERE x.run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `)
+					UNION ALL SELECT r.created_at FROM runs r WHERE r.created_event_id IS NOT NULL AND ` + purgeableRun + `
+					UNION ALL SELECT t FROM attempts x, LATERAL (VALUES (CASE WHEN x.claim_event_id IS NOT NULL THEN x.started_at END),
+						(CASE WHEN x.end_derived THEN x.ended_at END), (CASE WHEN x.claim_run_event_id IS NOT NULL THEN x.started_at END),
+						(CASE WHEN x.end_run_event_id IS NOT NULL THEN x.ended_at END)) v(t)
+						WHERE t IS NOT NULL AND x.step_id IN (SELECT id FROM steps WHERE run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `))
+					UNION ALL SELECT t FROM steps x, LATERAL (VALUES (x.claimed_at), (CASE WHEN x.claim_run_event_id IS NOT NULL THEN x.claimed_at END)) v(t)
+						WHERE t IS NOT NULL AND x.claim_event_id > 0 AND x.run_id IN (SELECT r.id FROM runs r WHERE ` + purgeableRun + `)) AS e(t)`,
+					&r.Events},
 			)
 		}
 		args := pgx.NamedArgs{"now": p.Now, "cutoff": p.RunsBefore}

@@ -209,37 +209,39 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 		output := []byte(p.Output)
 		ledger := store.LedgerNone
 		if st.EffectKey != "" {
-			// Take the key if it is free: the INSERT waits for a transaction inserting the
-			// same key, and the SELECT that follows sees the row that won.
-			tag, err := t.Exec(ctx, `INSERT INTO effects (effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at)
-				VALUES ($1, 'completed', $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (effect_key) DO NOTHING`,
-				st.EffectKey, st.Fingerprint, orNull(output), run.ID, st.ID, run.Workflow, st.Name, p.Now)
+			// The key is locked first: if it is free, the step takes it, completed.
+			h, err := keyHolder(ctx, t, st.EffectKey, true)
 			if err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 1 {
+			switch eff := h.Effect; {
+			case eff == nil:
 				ledger = store.LedgerCompleted
-			} else {
-				eff, err := getEffect(ctx, t, st.EffectKey, true)
-				if err != nil {
+				if _, err := t.Exec(ctx, `UPDATE steps SET key_slot = 0, key_state = 'completed', key_taken_at = $1, key_completed_at = $1,
+					key_retain_until = NULL, key_result = NULL WHERE id = $2`, p.Now, st.ID); err != nil {
 					return err
 				}
-				switch {
-				case eff.State == store.EffectCompleted:
-					ledger = store.LedgerKept
-					if output == nil {
-						output = []byte(eff.Result)
-					}
-				case eff.StepID == st.ID:
-					ledger = store.LedgerCompleted
-					if _, err := t.Exec(ctx, `UPDATE effects SET state = 'completed', result = $1, completed_at = $2 WHERE effect_key = $3 AND step_id = $4 AND state = 'in_flight'`,
-						orNull(output), p.Now, st.EffectKey, st.ID); err != nil {
-						return err
-					}
-				default:
-					return fmt.Errorf("effect key %q is in flight in run %d step %q; resolve this step when that one has finished: %w",
-						st.EffectKey, eff.RunID, eff.StepName, store.ErrReviewConflict)
+			case eff.State == store.EffectCompleted:
+				ledger = store.LedgerKept
+				if output == nil {
+					output = []byte(eff.Result)
 				}
+			case eff.StepID == st.ID && h.inStep:
+				ledger = store.LedgerCompleted
+				if _, err := t.Exec(ctx, `UPDATE steps SET key_state = 'completed', key_completed_at = $1, key_result = NULL
+					WHERE id = $2 AND key_slot = 0 AND key_state = 'in_flight'`, p.Now, st.ID); err != nil {
+					return err
+				}
+			case eff.StepID == st.ID:
+				// Its row in effects (written before migration 0014).
+				ledger = store.LedgerCompleted
+				if _, err := t.Exec(ctx, `UPDATE effects SET state = 'completed', result = $1, completed_at = $2 WHERE effect_key = $3 AND step_id = $4 AND state = 'in_flight'`,
+					orNull(output), p.Now, st.EffectKey, st.ID); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("effect key %q is in flight in run %d step %q; resolve this step when that one has finished: %w",
+					st.EffectKey, eff.RunID, eff.StepName, store.ErrReviewConflict)
 			}
 		}
 		output = orNull(output)
@@ -290,7 +292,7 @@ func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store
 			return err
 		}
 		if st.EffectKey != "" {
-			if _, err := t.Exec(ctx, `DELETE FROM effects WHERE effect_key = $1 AND step_id = $2 AND state = 'in_flight'`, st.EffectKey, st.ID); err != nil {
+			if err := releaseKeys(ctx, t, []string{st.EffectKey}, []int64{st.ID}); err != nil {
 				return err
 			}
 		}
@@ -336,14 +338,6 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			if err := t.QueryRow(ctx, `SELECT coalesce(max(revision), 0) + 1 FROM run_revisions WHERE run_id = $1`, run.ID).Scan(&rev); err != nil {
 				return err
 			}
-			if _, err := t.Exec(ctx, `INSERT INTO run_revisions (run_id, revision, input_before, input_after, entity_before, entity_after, diff, actor, note, at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10)`, run.ID, rev, []byte(run.Input), []byte(p.Input), run.Entity, p.Entity,
-				string(jsonbSafe(p.Diff)), clean(p.Actor), clean(p.Note), p.Now); err != nil {
-				return err
-			}
-			if _, err := t.Exec(ctx, `UPDATE runs SET input = $1, entity = $2, updated_at = $3 WHERE id = $4`, []byte(p.Input), p.Entity, p.Now, run.ID); err != nil {
-				return err
-			}
 			d := map[string]any{"revision": rev, "fields": store.MergePatchPaths(p.Diff)}
 			if p.Note != "" {
 				d["note"] = clean(p.Note)
@@ -351,10 +345,23 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			if p.Entity != run.Entity {
 				d["entity_before"], d["entity_after"] = run.Entity, p.Entity
 			}
+			corrected := t.store(&store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
+				Entity: p.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)})
+			// The revision names its event: the events derived before it name the entity
+			// before, those after it the entity after.
+			if err := t.drawNow(ctx); err != nil {
+				return err
+			}
+			if _, err := t.Exec(ctx, `INSERT INTO run_revisions (run_id, revision, input_before, input_after, entity_before, entity_after, diff, actor, note, at, event_id)
+				VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)`, run.ID, rev, []byte(run.Input), []byte(p.Input), run.Entity, p.Entity,
+				string(jsonbSafe(p.Diff)), clean(p.Actor), clean(p.Note), p.Now, corrected.id); err != nil {
+				return err
+			}
+			if _, err := t.Exec(ctx, `UPDATE runs SET input = $1, entity = $2, updated_at = $3 WHERE id = $4`, []byte(p.Input), p.Entity, p.Now, run.ID); err != nil {
+				return err
+			}
 			run.Input, run.Entity = p.Input, p.Entity
 			res.Revision = rev
-			t.event(&store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
-				Entity: run.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)})
 		}
 		waiting := store.ReplayWaiting(steps)
 		for _, st := range reset {

@@ -170,7 +170,14 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(strings.Compare(ps[a].Workflow, ps[b].Workflow), strings.Compare(ps[a].RunKey, ps[b].RunKey))
 	})
-	runs, err := insertRuns(ctx, t, ps, order)
+	// Every valid param that is not a Repeat appends one event, in the params' order: a
+	// run.created derived from the run it inserts, or a stored run.deduplicated. Their IDs
+	// are drawn by the insert.
+	slots := make(map[int]*txEvent, len(ps))
+	for _, i := range paramsWhere(ps, results, false) {
+		slots[i] = t.slot()
+	}
+	runs, err := insertRuns(ctx, t, ps, order, slots)
 	if err != nil {
 		return err
 	}
@@ -197,7 +204,11 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 		results[i].Run = run
 		results[i].Created = isNew[run.ID] && !p.Repeat && first[k] == i
 		if !results[i].Created {
-			t.event(store.RunInsertEvent(p, run, false))
+			if slot := slots[i]; slot != nil {
+				slot.e = store.RunInsertEvent(p, run, false)
+			} else {
+				t.event(store.RunInsertEvent(p, run, false))
+			}
 			continue
 		}
 		for _, st := range p.Steps {
@@ -208,7 +219,7 @@ func runInsertMany(ctx context.Context, t *txn, ps []store.RunInsertParams, resu
 			sRun, sWorkflow, sName = append(sRun, run.ID), append(sWorkflow, run.Workflow), append(sName, st.Name)
 			sNeeds, sWaiting, sNow = append(sNeeds, string(needs)), append(sWaiting, int32(len(st.Needs))), append(sNow, p.Now)
 		}
-		t.event(store.RunInsertEvent(p, run, true))
+		slots[i].at, slots[i].derived = p.Now, true
 		t.notify = true
 	}
 	if len(sRun) > 0 {
@@ -241,17 +252,19 @@ type storedRun struct {
 
 // insertRuns inserts the runs of the params order lists, in that order, or reads those
 // that exist.
-func insertRuns(ctx context.Context, t *txn, ps []store.RunInsertParams, order []int) (map[runKey]storedRun, error) {
+func insertRuns(ctx context.Context, t *txn, ps []store.RunInsertParams, order []int, slots map[int]*txEvent) (map[runKey]storedRun, error) {
 	n := len(order)
 	runs := make(map[runKey]storedRun, n)
 	if n == 0 {
 		return runs, nil
 	}
-	workflows, keys, entities, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	workflows, keys, entities, hashes, actors := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	inputs, nows := make([][]byte, n), make([]time.Time, n)
+	stepCounts, eventOrds := make([]int32, n), make([]int32, n)
 	for j, i := range order {
 		p := &ps[i]
 		workflows[j], keys[j], entities[j], hashes[j], inputs[j], nows[j] = p.Workflow, p.RunKey, p.Entity, p.InputHash, []byte(p.Input), p.Now
+		actors[j], stepCounts[j], eventOrds[j] = clean(p.Actor), int32(len(p.Steps)), int32(t.ordinal(slots[i]))
 		if inputs[j] == nil {
 			inputs[j] = []byte{}
 		}
@@ -260,39 +273,57 @@ func insertRuns(ctx context.Context, t *txn, ps []store.RunInsertParams, order [
 	// whose run another transaction is updating (a claim or a record changing its state)
 	// waits for that transaction to end, and with it every start of the batch. A key
 	// inserted by a transaction still in progress is not seen here: the INSERT waits for it.
-	rows, err := t.Query(ctx, `WITH u AS MATERIALIZED (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
-				AS u(workflow, run_key, entity, input, input_hash, now, ord)),
+	//
+	// The statement draws the IDs of the transaction's events so far (the start events,
+	// one per param): a new run keeps its run.created's, and the last row returns them all.
+	b := &pgx.Batch{}
+	t.queueMark(b)
+	b.Queue(`WITH `+fmt.Sprintf(drawSQL, "$10")+`,
+		u AS MATERIALIZED (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::text[], $8::int4[], $9::int4[])
+				WITH ORDINALITY AS u(workflow, run_key, entity, input, input_hash, now, actor, steps, event_ord, ord)),
 		old AS MATERIALIZED (
 			SELECT `+runColumns+` FROM runs r JOIN u ON r.workflow = u.workflow AND r.run_key = u.run_key),
 		ins AS (
-			INSERT INTO runs AS r (workflow, run_key, entity, input, input_hash, state, created_at, updated_at)
-			SELECT u.workflow, u.run_key, u.entity, u.input, u.input_hash, 'pending', u.now, u.now
-			FROM u WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.workflow = u.workflow AND old.run_key = u.run_key)
+			INSERT INTO runs AS r (workflow, run_key, entity, input, input_hash, state, created_at, updated_at, created_by, created_steps, created_event_id)
+			SELECT u.workflow, u.run_key, u.entity, u.input, u.input_hash, 'pending', u.now, u.now, u.actor, u.steps, i.id
+			FROM u JOIN ids i ON i.ord = u.event_ord
+			WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.workflow = u.workflow AND old.run_key = u.run_key)
 			ORDER BY u.ord
 			ON CONFLICT (workflow, run_key) DO NOTHING
 			RETURNING `+runColumns+`)
-		SELECT true, * FROM ins UNION ALL SELECT false, * FROM old`, workflows, keys, entities, inputs, hashes, nows)
+		SELECT true, *, NULL::bigint[] FROM ins UNION ALL SELECT false, *, NULL FROM old
+		UNION ALL SELECT NULL, 0, '', '', '', ''::bytea, '', '', 'epoch', 'epoch', (SELECT array_agg(id ORDER BY ord) FROM ids)`,
+		workflows, keys, entities, inputs, hashes, nows, actors, stepCounts, eventOrds, t.undrawn())
+	var created, existed []*store.Run
+	var ids []int64
+	err := sendQuery(ctx, t, b, func(rows pgx.Rows) error {
+		_, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+			var r store.Run
+			var isNew *bool
+			var drawn []int64
+			dest, done := runDest(&r)
+			if err := row.Scan(append(append([]any{&isNew}, dest...), &drawn)...); err != nil {
+				return struct{}{}, err
+			}
+			switch {
+			case isNew == nil:
+				ids = drawn
+			case *isNew:
+				done()
+				created = append(created, &r)
+			default:
+				done()
+				existed = append(existed, &r)
+			}
+			return struct{}{}, nil
+		})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	var created, existed []*store.Run
-	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
-		var r store.Run
-		var isNew bool
-		dest, done := runDest(&r)
-		if err := row.Scan(append([]any{&isNew}, dest...)...); err != nil {
-			return struct{}{}, err
-		}
-		done()
-		if isNew {
-			created = append(created, &r)
-		} else {
-			existed = append(existed, &r)
-		}
-		return struct{}{}, nil
-	})
-	if err != nil {
+	if err := t.assign(ids); err != nil {
 		return nil, err
 	}
 	for _, r := range created {

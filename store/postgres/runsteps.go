@@ -245,19 +245,31 @@ func (rs *runSet) propagate(t *txn, runID int64, at time.Time, state store.State
 // actor, and appends a run.state_changed event when it changed. The state is written by
 // queueWrites.
 func (rs *runSet) refresh(t *txn, runID int64, at time.Time, actor string) {
-	r := rs.byID[runID]
-	if r == nil {
+	r, next, changed := rs.change(runID)
+	if !changed {
 		return
+	}
+	t.event(store.RunStateEvent(at, r.run.ID, r.run.Workflow, r.run.Entity, actor, r.run.State, next))
+	rs.apply(r, next, at)
+}
+
+// change derives the state of run runID from its steps as the transaction knows them and
+// says whether it differs from the state derived last; nothing is applied.
+func (rs *runSet) change(runID int64) (r *runSteps, next store.State, changed bool) {
+	r = rs.byID[runID]
+	if r == nil {
+		return nil, "", false
 	}
 	r.scratch = r.scratch[:0]
 	for _, st := range r.steps {
 		r.scratch = append(r.scratch, store.StepStatus{State: st.state, Waiting: st.waiting, Delayed: st.delayed})
 	}
-	next := store.DeriveRunState(r.scratch)
-	if next == r.run.State {
-		return
-	}
-	t.event(store.RunStateEvent(at, r.run.ID, r.run.Workflow, r.run.Entity, actor, r.run.State, next))
+	next = store.DeriveRunState(r.scratch)
+	return r, next, next != r.run.State
+}
+
+// apply notes that run r is in state next since at; queueWrites writes it.
+func (rs *runSet) apply(r *runSteps, next store.State, at time.Time) {
 	r.run.State, r.changed, r.at = next, true, at
 }
 

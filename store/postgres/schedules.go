@@ -76,7 +76,6 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p store.ScheduleAdvancePara
 	}
 	var applied bool
 	err := s.tx(ctx, "schedule advance", func(t *txn) error {
-		t.events = nil
 		var q string
 		args := []any{p.Name, p.To, last, p.LastRunID, p.Now}
 		if p.From.IsZero() {

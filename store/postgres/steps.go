@@ -12,6 +12,10 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
+// claimCleared ends the claim facts of a step whose attempt ended.
+const claimCleared = ` claim_event_id = NULL, claimed_at = NULL, claim_lease_until = NULL, claim_prev_outcome = '',
+	claim_run_event_id = NULL, claim_run_change = ''`
+
 const stepColumns = `s.id, s.run_id, s.workflow, s.name, s.needs, s.waiting, s.state, s.effect_key, s.fingerprint, s.attempt,
 	s.next_at, s.lease_owner, s.lease_expires_at, s.last_outcome, s.output, s.last_error, s.reason, s.created_at, s.updated_at, s.attempt_base,
 	s.progress`
@@ -50,13 +54,13 @@ func scanStep(row pgx.Row) (*store.Step, error) {
 	return &st, nil
 }
 
-// scanStepRun scans a row of stepColumns followed by runColumns.
-func scanStepRun(row pgx.Row) (*store.Step, *store.Run, error) {
+// scanStepRun scans a row of stepColumns followed by runColumns, then into extra.
+func scanStepRun(row pgx.Row, extra ...any) (*store.Step, *store.Run, error) {
 	var st store.Step
 	var r store.Run
 	sdest, sdone := stepDest(&st)
 	rdest, rdone := runDest(&r)
-	if err := row.Scan(append(sdest, rdest...)...); err != nil {
+	if err := row.Scan(append(append(sdest, rdest...), extra...)...); err != nil {
 		return nil, nil, err
 	}
 	sdone()

@@ -22,6 +22,8 @@ var benchSteps = []store.StepInsert{{Name: "a"}, {Name: "b", Needs: []string{"a"
 
 func benchStore(b *testing.B) *sqlite.Store {
 	b.Helper()
+	sqlite.CheckDerived(false)
+	b.Cleanup(func() { sqlite.CheckDerived(true) })
 	s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -43,7 +42,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 				return fmt.Errorf("step %q changed meanwhile: %w", c.Step.Name, store.ErrReviewConflict)
 			}
 			if c.Release {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`, c.Step.EffectKey, c.Step.ID); err != nil {
+				if err := w.releaseKey(c.Step); err != nil {
 					return err
 				}
 			}
@@ -67,7 +66,7 @@ func (s *Store) RunCancel(ctx context.Context, p store.RunCancelParams) (*store.
 }
 
 // stepsOfRun reads a run's steps in insertion order.
-func stepsOfRun(ctx context.Context, tx *sql.Tx, runID int64) ([]*store.Step, error) {
+func stepsOfRun(ctx context.Context, tx dbtx, runID int64) ([]*store.Step, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+stepColumns+` FROM steps s WHERE s.run_id = ? ORDER BY s.id`, runID)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,8 @@ func (s *Store) EntityTransition(ctx context.Context, p store.EntityTransitionPa
 		initial = "new"
 	}
 	var res *store.TransitionResult
-	err := s.tx(ctx, "entity transition", func(tx *sql.Tx) error {
+	err := s.write(ctx, "entity transition", func(w *writeTx) error {
+		tx := w.tx
 		var from, to, entity string
 		err := tx.QueryRowContext(ctx, `SELECT entity_key, from_state, to_state FROM entity_transitions WHERE effect_key = ?`, p.EffectKey).Scan(&entity, &from, &to)
 		if err == nil {
@@ -50,7 +51,8 @@ func (s *Store) EntityTransition(ctx context.Context, p store.EntityTransitionPa
 			res = &store.TransitionResult{From: current, State: current}
 			ev.Type, ev.Reason = store.EventEntityRefused, "transition_invalid"
 			ev.Detail = detail(map[string]any{"entity": p.Key, "state": current, "allowed_from": p.From, "to": p.To})
-			return insertEvent(ctx, tx, ev)
+			w.event(ev)
+			return nil
 		}
 		now := ts(p.Now)
 		r, err := tx.ExecContext(ctx, `INSERT INTO entities (entity_key, state, version, run_id, effect_key, updated_at) VALUES (?, ?, 1, ?, ?, ?)
@@ -70,7 +72,8 @@ func (s *Store) EntityTransition(ctx context.Context, p store.EntityTransitionPa
 		res = &store.TransitionResult{Applied: true, From: current, State: p.To}
 		ev.Type = store.EventEntityTransitioned
 		ev.Detail = detail(map[string]any{"entity": p.Key, "from": current, "to": p.To, "version": version + 1})
-		return insertEvent(ctx, tx, ev)
+		w.event(ev)
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/onceflow/onceflow/store"
 )
@@ -11,5 +10,9 @@ var _ store.EventAppender = (*Store)(nil)
 
 // EventAppend implements store.EventAppender.
 func (s *Store) EventAppend(ctx context.Context, e *store.Event) error {
-	return s.tx(ctx, "append event", func(tx *sql.Tx) error { return insertEvent(ctx, tx, e) })
+	return s.write(ctx, "append event", func(w *writeTx) error {
+		c := *e // the caller's event keeps its ID
+		w.event(&c)
+		return nil
+	})
 }

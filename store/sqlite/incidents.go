@@ -14,8 +14,8 @@ import (
 var _ store.IncidentStore = (*Store)(nil)
 
 // EventScan implements store.IncidentStore. Event IDs are drawn inside write transactions,
-// which SQLite runs one at a time, so they commit in ID order: reading the newest ID and
-// the page in one read transaction sees every event up to that ID.
+// which SQLite runs one at a time, so they commit in ID order: reading the newest ID drawn
+// (audit_spans) and the page in one read transaction sees every event up to that ID.
 func (s *Store) EventScan(ctx context.Context, p store.EventScanParams) (*store.EventScanResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -30,30 +30,26 @@ func (s *Store) EventScan(ctx context.Context, p store.EventScanParams) (*store.
 	}
 	defer func() { _ = tx.Rollback() }()
 	var newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM events`).Scan(&newest); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(last_id) FROM audit_spans), 0), coalesce((SELECT max(id) FROM events), 0))`).Scan(&newest); err != nil {
 		return nil, fmt.Errorf("sqlite: event scan: %w", err)
 	}
-	args := []any{p.AfterID, newest}
-	for _, t := range p.Types {
-		args = append(args, t)
+	res := &store.EventScanResult{Through: max(p.AfterID, newest)}
+	if newest <= p.AfterID {
+		return res, nil
 	}
-	args = append(args, limit)
-	rows, err := tx.QueryContext(ctx, `SELECT id, at, type, run_id, step_id, workflow, entity, step_name, effect_key, attempt, actor, reason, detail
-		FROM events WHERE id > ? AND id <= ? AND type IN (`+placeholders(len(p.Types))+`) ORDER BY id LIMIT ?`, args...)
+	// Stored events, and derived ones when a type asked for is derived.
+	q, args := eventsSQL(store.EventListParams{AfterID: p.AfterID, Limit: limit}, p.Types, newest)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: event scan: %w", err)
 	}
 	defer rows.Close()
-	res := &store.EventScanResult{Through: max(p.AfterID, newest)}
 	for rows.Next() {
-		var e store.Event
-		var at int64
-		var d string
-		if err := rows.Scan(&e.ID, &at, &e.Type, &e.RunID, &e.StepID, &e.Workflow, &e.Entity, &e.StepName, &e.EffectKey, &e.Attempt, &e.Actor, &e.Reason, &d); err != nil {
+		e, err := scanListedEvent(rows)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite: event scan: %w", err)
 		}
-		e.At, e.Detail = fromTS(at), json.RawMessage(d)
-		res.Events = append(res.Events, &e)
+		res.Events = append(res.Events, e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: event scan: %w", err)
@@ -84,7 +80,8 @@ func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams
 		return nil, fmt.Errorf("sqlite: incident record: %w", err)
 	}
 	var opened []*store.Incident
-	err := s.tx(ctx, "incident record", func(tx *sql.Tx) error {
+	err := s.write(ctx, "incident record", func(w *writeTx) error {
+		tx := w.tx
 		opened = nil
 		var pos int64
 		err := tx.QueryRowContext(ctx, `SELECT position FROM incident_cursors WHERE name = ?`, p.Cursor).Scan(&pos)
@@ -100,7 +97,7 @@ func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams
 			return err
 		}
 		for _, h := range p.Hits {
-			inc, err := applyHit(ctx, tx, h, p)
+			inc, err := applyHit(ctx, w, h, p)
 			if err != nil {
 				return err
 			}
@@ -118,7 +115,8 @@ func (s *Store) IncidentRecord(ctx context.Context, p store.IncidentRecordParams
 
 // applyHit counts h in the open incident of its kind whose window it falls in, or opens a
 // new incident and returns it.
-func applyHit(ctx context.Context, tx *sql.Tx, h store.IncidentHit, p store.IncidentRecordParams) (*store.Incident, error) {
+func applyHit(ctx context.Context, w *writeTx, h store.IncidentHit, p store.IncidentRecordParams) (*store.Incident, error) {
+	tx := w.tx
 	cur, err := scanIncident(tx.QueryRowContext(ctx, `SELECT `+incidentColumns+` FROM incidents
 		WHERE policy = ? AND workflow = ? AND step_name = ? AND reason = ? AND closed_at = 0 ORDER BY id DESC LIMIT 1`,
 		h.Policy, h.Workflow, h.StepName, h.Reason))
@@ -157,7 +155,8 @@ func applyHit(ctx context.Context, tx *sql.Tx, h store.IncidentHit, p store.Inci
 	if err != nil {
 		return nil, err
 	}
-	return inc, insertEvent(ctx, tx, incidentOpenedEvent(inc, h, p))
+	w.event(incidentOpenedEvent(inc, h, p))
+	return inc, nil
 }
 
 // incidentOpenedEvent is the audit event of a new incident: it names the run whose review
@@ -235,7 +234,7 @@ func (s *Store) incidents(ctx context.Context, op, q string, args ...any) ([]*st
 // IncidentMarkAlerted implements store.IncidentStore.
 func (s *Store) IncidentMarkAlerted(ctx context.Context, p store.IncidentMarkParams) (bool, error) {
 	var changed bool
-	err := s.tx(ctx, "incident mark alerted", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "incident mark alerted", func(tx dbtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE incidents SET alerted_at = ? WHERE id = ? AND alerted_at = 0`, ts(p.Now), p.ID)
 		if err != nil {
 			return err
@@ -256,7 +255,8 @@ func (s *Store) IncidentMarkAlerted(ctx context.Context, p store.IncidentMarkPar
 // IncidentClose implements store.IncidentStore.
 func (s *Store) IncidentClose(ctx context.Context, p store.IncidentMarkParams) (bool, error) {
 	var changed bool
-	err := s.tx(ctx, "incident close", func(tx *sql.Tx) error {
+	err := s.write(ctx, "incident close", func(w *writeTx) error {
+		tx := w.tx
 		res, err := tx.ExecContext(ctx, `UPDATE incidents SET closed_at = ? WHERE id = ? AND closed_at = 0`, ts(p.Now), p.ID)
 		if err != nil {
 			return err
@@ -273,7 +273,8 @@ func (s *Store) IncidentClose(ctx context.Context, p store.IncidentMarkParams) (
 		if err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, incidentClosedEvent(inc, p))
+		w.event(incidentClosedEvent(inc, p))
+		return nil
 	})
 	return changed, err
 }
@@ -285,7 +286,7 @@ func incidentClosedEvent(inc *store.Incident, p store.IncidentMarkParams) *store
 			"opened_at": inc.OpenedAt, "ends_at": inc.EndsAt})}
 }
 
-func incidentExists(ctx context.Context, tx *sql.Tx, id int64) error {
+func incidentExists(ctx context.Context, tx dbtx, id int64) error {
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM incidents WHERE id = ?`, id).Scan(&n); err != nil {
 		return err

@@ -16,7 +16,7 @@ func (s *Store) LeaderAttempt(ctx context.Context, p store.LeaderAttemptParams) 
 		return false, fmt.Errorf("sqlite: %w", err)
 	}
 	var held bool
-	err := s.tx(ctx, "leader attempt", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "leader attempt", func(tx dbtx) error {
 		now := ts(p.Now)
 		var owner string
 		err := tx.QueryRowContext(ctx, `INSERT INTO leaders (name, owner, elected_at, expires_at) VALUES (?, ?, ?, ?)

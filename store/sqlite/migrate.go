@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"fmt"
 	"time"
@@ -25,7 +24,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if _, err := s.wc.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL
@@ -33,7 +32,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	for _, m := range ms {
-		err := s.tx(ctx, "migrate", func(tx *sql.Tx) error {
+		err := s.tx(ctx, "migrate", func(tx dbtx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 				return err

@@ -110,7 +110,7 @@ func missing(ctx context.Context, q queryRower, runID int64, step string) error 
 
 // reviewTarget loads the run and the step an action is about, and requires the step to
 // be in needs_review.
-func reviewTarget(ctx context.Context, tx *sql.Tx, a store.ReviewAction) (*store.Run, *store.Step, error) {
+func reviewTarget(ctx context.Context, tx dbtx, a store.ReviewAction) (*store.Run, *store.Step, error) {
 	if a.Actor == "" {
 		return nil, nil, errors.New("the actor is required")
 	}
@@ -144,7 +144,7 @@ func reviewDetail(note string, st *store.Step, extra map[string]any) map[string]
 }
 
 // reviewResult reads back the step and its run's state after an action.
-func reviewResult(ctx context.Context, tx *sql.Tx, stepID int64, ledger string) (*store.ReviewResult, error) {
+func reviewResult(ctx context.Context, tx dbtx, stepID int64, ledger string) (*store.ReviewResult, error) {
 	st, err := scanStep(tx.QueryRowContext(ctx, `SELECT `+stepColumns+` FROM steps s WHERE s.id = ?`, stepID))
 	if err != nil {
 		return nil, err
@@ -220,12 +220,13 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 			eff, err := getEffect(ctx, tx, st.EffectKey)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
+				// A free key: the step takes it, completed, in its row.
 				ledger = store.LedgerCompleted
 				if output == nil {
 					output = []byte("null")
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO effects (effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at)
-					VALUES (?, 'completed', ?, ?, ?, ?, ?, ?, ?, ?)`, st.EffectKey, st.Fingerprint, output, run.ID, st.ID, run.Workflow, st.Name, now, now); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE steps SET key_slot = 0, key_state = 'completed', key_taken_at = ?, key_completed_at = ?,
+					key_retain_until = 0, key_result = NULL WHERE id = ?`, now, now, st.ID); err != nil {
 					return err
 				}
 			case err != nil:
@@ -236,9 +237,15 @@ func (s *Store) ReviewResolve(ctx context.Context, p store.ReviewResolveParams) 
 					output = []byte(eff.Result)
 				}
 			case eff.StepID == st.ID:
+				// The step holds it in flight, in its row (or, written before migration
+				// 0012, in effects): completed with the output.
 				ledger = store.LedgerCompleted
 				if output == nil {
 					output = []byte("null")
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE steps SET key_state = 'completed', key_completed_at = ?, key_result = NULL
+					WHERE id = ? AND key_slot = 0 AND key_state = 'in_flight'`, now, st.ID); err != nil {
+					return err
 				}
 				if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'completed', result = ?, completed_at = ? WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,
 					output, now, st.EffectKey, st.ID); err != nil {
@@ -302,7 +309,7 @@ func (s *Store) ReviewAbandon(ctx context.Context, p store.ReviewAction) (*store
 			return fmt.Errorf("run %d step %q changed meanwhile: %w", p.RunID, p.Step, store.ErrReviewConflict)
 		}
 		if st.EffectKey != "" {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`, st.EffectKey, st.ID); err != nil {
+			if err := w.releaseKey(st); err != nil {
 				return err
 			}
 		}
@@ -367,13 +374,6 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(revision), 0) + 1 FROM run_revisions WHERE run_id = ?`, run.ID).Scan(&rev); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO run_revisions (run_id, revision, input_before, input_after, entity_before, entity_after, diff, actor, note, at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, run.ID, rev, []byte(run.Input), []byte(p.Input), run.Entity, p.Entity, string(p.Diff), p.Actor, p.Note, now); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET input = ?, entity = ?, updated_at = ? WHERE id = ?`, []byte(p.Input), p.Entity, now, run.ID); err != nil {
-				return err
-			}
 			d := map[string]any{"revision": rev, "fields": store.MergePatchPaths(p.Diff)}
 			if p.Note != "" {
 				d["note"] = p.Note
@@ -381,10 +381,20 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 			if p.Entity != run.Entity {
 				d["entity_before"], d["entity_after"] = run.Entity, p.Entity
 			}
+			ev := &store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
+				Entity: p.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)}
+			w.event(ev)
+			// The revision names its event: the events derived before it name the entity
+			// before, those after it the entity after.
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_revisions (run_id, revision, input_before, input_after, entity_before, entity_after, diff, actor, note, at, event_id)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, run.ID, rev, []byte(run.Input), []byte(p.Input), run.Entity, p.Entity, string(p.Diff), p.Actor, p.Note, now, ev.ID); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET input = ?, entity = ?, updated_at = ? WHERE id = ?`, []byte(p.Input), p.Entity, now, run.ID); err != nil {
+				return err
+			}
 			run.Input, run.Entity = p.Input, p.Entity
 			res.Revision = rev
-			w.event(&store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
-				Entity: run.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)})
 		}
 		waiting := store.ReplayWaiting(steps)
 		for _, st := range reset {

@@ -99,23 +99,38 @@ func insertAll(w *writeTx, ps []store.RunInsertParams, results []store.RunInsert
 				}
 				seen[k] = run
 			default:
+				// A new run derives its run.created event from its row; a run that existed
+				// gets a stored run.deduplicated under the same ID.
+				id := w.reserve(p.Now)
 				var err error
-				if run, r.Created, err = insertRun(w, p); err != nil {
+				if run, r.Created, err = insertRun(w, p, id); err != nil {
 					return fmt.Errorf("run %s/%s: %w", p.Workflow, p.RunKey, err)
 				}
-				seen[k] = run
+				seen[k], r.Run = run, run
+				if !r.Created {
+					w.eventAs(store.RunInsertEvent(p, run, false), id)
+					continue
+				}
+				if err := w.checkDerived(func() (*store.Event, *store.Event) {
+					return store.RunInsertEvent(p, run, true), (&store.RunCreatedSource{EventID: id, RunID: run.ID, Workflow: run.Workflow,
+						RunKey: run.RunKey, Entity: run.Entity, Actor: p.Actor, Steps: len(p.Steps), At: run.CreatedAt}).Event()
+				}); err != nil {
+					return err
+				}
+				continue
 			}
 			r.Run = run
-			w.event(store.RunInsertEvent(p, run, r.Created))
+			w.event(store.RunInsertEvent(p, run, false))
 		}
 	}
 	return nil
 }
 
-// insertRun inserts one run and buffers its steps, or reads the existing run for its key.
-func insertRun(w *writeTx, p *store.RunInsertParams) (*store.Run, bool, error) {
+// insertRun inserts one run, whose run.created event is eventID, and buffers its steps, or
+// reads the existing run for its key.
+func insertRun(w *writeTx, p *store.RunInsertParams, eventID int64) (*store.Run, bool, error) {
 	now := ts(p.Now)
-	res, err := w.exec(stmtRunInsert, p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now)
+	res, err := w.exec(stmtRunInsert, p.Workflow, p.RunKey, p.Entity, []byte(p.Input), p.InputHash, now, now, p.Actor, len(p.Steps), eventID)
 	if err != nil {
 		return nil, false, err
 	}

@@ -60,7 +60,8 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p store.ScheduleAdvancePara
 		return false, fmt.Errorf("sqlite: %w", err)
 	}
 	var applied bool
-	err := s.tx(ctx, "schedule advance", func(tx *sql.Tx) error {
+	err := s.write(ctx, "schedule advance", func(w *writeTx) error {
+		tx := w.tx
 		var r sql.Result
 		var err error
 		if p.From.IsZero() {
@@ -85,9 +86,8 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p store.ScheduleAdvancePara
 			return nil
 		}
 		for _, e := range p.Events {
-			if err := insertEvent(ctx, tx, e); err != nil {
-				return err
-			}
+			c := *e // the caller's event keeps its ID
+			w.event(&c)
 		}
 		return nil
 	})

@@ -58,12 +58,20 @@ type Store struct {
 	purges store.Purges
 
 	path string
-	w    *sql.DB // one connection, BEGIN IMMEDIATE
+	w    *sql.DB // one connection, held as wc
 	r    *sql.DB // read-only pool
-	// prep holds the write path's statements, prepared on w (see statements.go).
+	// wc is w's one connection, held for the store's life: every write transaction runs on
+	// it, one at a time (wlock), begun with BEGIN IMMEDIATE. Its statements are prepared on
+	// it (prep) and run without a database/sql transaction, whose every query starts a
+	// goroutine to watch the transaction's context.
+	wc    *sql.Conn
+	wlock chan struct{}
+	// prep holds the write path's statements, prepared on wc (see statements.go).
 	prep *statements
 	// runByKey is RunGetByKey's statement, prepared on r.
 	runByKey *sql.Stmt
+	// seq is the writer's copy of the audit sequence (auditseq.go).
+	seq auditSeq
 }
 
 // Open opens (creating if needed) the database file at path and migrates it to the newest
@@ -141,12 +149,16 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
 
-	s := &Store{path: path, w: w, r: r}
+	s := &Store{path: path, w: w, r: r, wlock: make(chan struct{}, 1)}
+	if s.wc, err = w.Conn(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, unavailable(err))
+	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
-	if s.prep, err = prepare(ctx, w); err != nil {
+	if s.prep, err = prepare(ctx, s.wc); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
@@ -203,23 +215,57 @@ func (s *Store) Close() error {
 	if s.runByKey != nil {
 		errs = append(errs, s.runByKey.Close())
 	}
+	if s.wc != nil {
+		errs = append(errs, s.wc.Close())
+	}
 	return errors.Join(append(errs, s.w.Close(), s.r.Close())...)
+}
+
+// dbtx is what the write connection offers a transaction's code (and a *sql.Tx does too).
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // tx runs fn in one write transaction and commits it, or rolls it back on error. Every
 // write of the store goes through it: an error that says the database is unavailable is
 // marked so here (see unavailable).
-func (s *Store) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
+func (s *Store) tx(ctx context.Context, op string, fn func(tx dbtx) error) error {
+	return s.writeConn(ctx, op, func(c *sql.Conn) error { return fn(c) }, nil)
+}
+
+// writeConn runs fn in a transaction on the write connection, once the connection is free
+// (or ctx ends), and commits it; ok is told whether the COMMIT returned without an error.
+// The transaction's statements run without ctx's cancellation, so that a caller who gives
+// up does not leave it half done: it is rolled back or committed whole.
+func (s *Store) writeConn(ctx context.Context, op string, fn func(c *sql.Conn) error, ok func(bool)) error {
+	select {
+	case s.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("sqlite: %s: begin: %w", op, ctx.Err())
+	}
+	defer func() { <-s.wlock }()
+	if _, err := s.wc.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return unavailable(fmt.Errorf("sqlite: %s: begin: %w", op, err))
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
+	bg := context.WithoutCancel(ctx)
+	if err := fn(s.wc); err != nil {
+		_, _ = s.wc.ExecContext(bg, `ROLLBACK`)
 		return unavailable(fmt.Errorf("sqlite: %s: %w", op, err))
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := s.wc.ExecContext(bg, `COMMIT`); err != nil {
+		// A COMMIT that failed (the file locked past the busy timeout, a full disk)
+		// leaves the transaction open: it is rolled back, and its outcome is reported as
+		// unknown to those that keep state about it.
+		_, _ = s.wc.ExecContext(bg, `ROLLBACK`)
+		if ok != nil {
+			ok(false)
+		}
 		return unavailable(fmt.Errorf("sqlite: %s: commit: %w", op, err))
+	}
+	if ok != nil {
+		ok(true)
 	}
 	return nil
 }

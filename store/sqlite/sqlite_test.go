@@ -211,23 +211,63 @@ func migrationFiles(t *testing.T) []string {
 	return out
 }
 
+// TestEventsAppendOnly: stored events and the rows that derive events refuse an update
+// that would change an event an operator has seen (triggers), even written by hand.
 func TestEventsAppendOnly(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "onceflow.db")
 	s := openStore(t, path, sqlite.Options{})
 	run := insertRun(t, s, "k1")
-
-	_, err := rawDB(t, path).Exec(`UPDATE events SET type = 'forged', reason = 'x' WHERE run_id = ?`, run.ID)
-	if err == nil || !strings.Contains(err.Error(), "append-only") {
-		t.Fatalf("UPDATE events = %v, want the append-only trigger to refuse it", err)
+	insertRun(t, s, "k1") // run.deduplicated, a stored event
+	now := base.Add(time.Second)
+	res, err := s.StepClaim(t.Context(), store.StepClaimParams{Owner: "w1", Now: now, LeaseFor: time.Minute, Limit: 1, Workflows: []string{"orders"},
+		Prepare: func(*store.ClaimCandidate) (store.EffectSpec, error) { return store.EffectSpec{Key: "k1/a"}, nil }})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", res, err)
 	}
-	evs, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
+	before, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Type != store.EventRunCreated || evs[0].Reason != "" {
-		t.Errorf("events after a refused UPDATE = %+v, want the run.created event unchanged", evs)
+	db := rawDB(t, path)
+	for _, q := range []struct{ sql, refusal string }{
+		{`UPDATE events SET type = 'forged', reason = 'x' WHERE run_id = ?`, "append-only"},
+		{`UPDATE runs SET run_key = 'forged', created_by = 'x' WHERE id = ?`, "written once"},
+		{`UPDATE steps SET claimed_at = 1, lease_owner = 'x' WHERE run_id = ?`, "written once"},
+	} {
+		if _, err := db.Exec(q.sql, run.ID); err == nil || !strings.Contains(err.Error(), q.refusal) {
+			t.Errorf("%s = %v, want a trigger to refuse it (%s)", q.sql, err, q.refusal)
+		}
 	}
+	c := res.Claimed[0]
+	errs, err := s.StepRecord(t.Context(), []store.StepRecordParams{{StepID: c.Step.ID, Owner: "w1", Attempt: 1, Now: now.Add(time.Second),
+		Outcome: store.OutcomeSuccess, NextState: store.StateCompleted}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("record: %v %v", errs, err)
+	}
+	if _, err := db.Exec(`UPDATE attempts SET outcome = 'forged', worker = 'x' WHERE run_id = ?`, run.ID); err == nil || !strings.Contains(err.Error(), "written once") {
+		t.Errorf("UPDATE attempts = %v, want a trigger to refuse it", err)
+	}
+	after, err := s.EventList(t.Context(), store.EventListParams{RunID: run.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 4 || len(after) != 6 || fmt.Sprint(eventTypes(after)) != "[run.created run.deduplicated step.claimed run.state_changed step.completed run.state_changed]" {
+		t.Fatalf("events %v then %v", eventTypes(before), eventTypes(after))
+	}
+	for i, e := range before {
+		if a := after[i]; a.ID != e.ID || a.Type != e.Type || a.Reason != e.Reason || a.Actor != e.Actor || string(a.Detail) != string(e.Detail) {
+			t.Errorf("event %d after the refused updates = %+v %s, want %+v %s", i, a, a.Detail, e, e.Detail)
+		}
+	}
+}
+
+func eventTypes(evs []*store.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
 }
 
 func TestClosedStore(t *testing.T) {

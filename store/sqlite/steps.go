@@ -38,13 +38,13 @@ func scanStep(sc scanner, extra ...any) (*store.Step, error) {
 	return &st, nil
 }
 
-// scanStepRun scans a row of stepColumns followed by runColumns.
-func scanStepRun(sc scanner) (*store.Step, *store.Run, error) {
+// scanStepRun scans a row of stepColumns followed by runColumns, then into extra.
+func scanStepRun(sc scanner, extra ...any) (*store.Step, *store.Run, error) {
 	var r store.Run
 	var input []byte
 	var state string
 	var created, updated int64
-	st, err := scanStep(sc, &r.ID, &r.Workflow, &r.RunKey, &r.Entity, &input, &r.InputHash, &state, &created, &updated)
+	st, err := scanStep(sc, append([]any{&r.ID, &r.Workflow, &r.RunKey, &r.Entity, &input, &r.InputHash, &state, &created, &updated}, extra...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,14 +105,17 @@ func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, 
 		return err
 	}
 	var cands []*store.ClaimCandidate
+	var facts []*stepStatus
 	var runs []*store.Run
 	for rows.Next() {
-		st, r, err := scanStepRun(rows)
+		f := &stepStatus{}
+		st, r, err := scanStepRun(rows, f.factsDest()...)
 		if err != nil {
 			rows.Close()
 			return err
 		}
 		cands = append(cands, &store.ClaimCandidate{Run: r, Step: st})
+		facts = append(facts, f)
 		runs = append(runs, r)
 	}
 	if err := rows.Close(); err != nil {
@@ -122,13 +125,23 @@ func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, 
 	if err := w.addRuns(runs, true); err != nil {
 		return err
 	}
+	for i, c := range cands {
+		if st := w.steps[c.Step.ID]; st != nil && !st.hasFacts {
+			f := facts[i]
+			st.attempt, st.owner, st.claim, st.key, st.hasFacts = f.attempt, f.owner, f.claim, f.key, true
+		}
+	}
 	for _, c := range cands {
 		rs, err := w.run(c.Run.ID)
 		if err != nil {
 			return err
 		}
 		c.Outputs = rs.outputsOf()
-		claimed, err := claimOne(w, p, c, res)
+		ss := w.steps[c.Step.ID]
+		if ss == nil {
+			return fmt.Errorf("step %d of run %d is not loaded", c.Step.ID, c.Run.ID)
+		}
+		claimed, err := claimOne(w, p, c, &ss.key, res)
 		if err != nil {
 			return fmt.Errorf("step %d: %w", c.Step.ID, err)
 		}
@@ -142,21 +155,39 @@ func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, 
 	return nil
 }
 
-// claimOne consults the ledger for one candidate and claims, reuses, parks, skips or
-// postpones it as store.PlanClaim decides.
-func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res *store.ClaimResult) (*store.ClaimedStep, error) {
+// claimOne consults the ledger for one candidate, whose ledger facts are kf, and claims,
+// reuses, parks, skips or postpones it as store.PlanClaim decides.
+func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf *keyFacts, res *store.ClaimResult) (*store.ClaimedStep, error) {
 	run, st := c.Run, c.Step
 	now := ts(p.Now)
+	oldKey, oldFingerprint := st.EffectKey, st.Fingerprint
 	plan, spec := store.PlanPrepare(p, c)
 	var eff *store.Effect
 	if plan == nil {
+		if kf.holds() && oldKey != spec.Key {
+			// The step holds another key than the one it acts under now: effects keeps
+			// that one, as it stands.
+			if err := w.retireKey(st.ID); err != nil {
+				return nil, err
+			}
+			kf.slot, kf.state = st.ID, ""
+		}
 		var err error
-		if eff, err = takeEffect(w, spec, run, st, now); err != nil {
+		if eff, err = takeEffect(w, spec, run, st, kf, oldFingerprint); err != nil {
 			return nil, err
 		}
 		plan = store.PlanClaim(p, c, spec, eff)
 	}
-	var claimed *store.ClaimedStep
+	if oldKey != "" && oldKey != st.EffectKey && st.Attempt > 0 {
+		// The step's attempts were made under its old key: keep it for the audit trail of
+		// that key.
+		if _, err := w.exec(stmtStepKeyUsed, oldKey, st.ID); err != nil {
+			return nil, err
+		}
+	}
+	if ss := w.steps[st.ID]; ss != nil {
+		ss.effectKey = st.EffectKey
+	}
 	switch plan.Action {
 	case store.ClaimPark:
 		res.Parked++
@@ -192,23 +223,11 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res
 			s.delayed = plan.Reason == store.ReasonDelayed
 		}
 	case store.ClaimTake:
-		if plan.UpdateFingerprint {
-			if _, err := w.exec(stmtEffectFingerprint, spec.Fingerprint, spec.Key); err != nil {
-				return nil, err
-			}
-		}
-		n, err := w.execN(stmtStepTake, st.Attempt, spec.Key, spec.Fingerprint, p.Owner, ts(st.LeaseExpiresAt), now, st.ID, st.Attempt-1)
-		if err != nil {
+		// The step row is the ledger row: the take writes the fingerprint.
+		if err := takeStep(w, p, c, plan); err != nil {
 			return nil, err
 		}
-		if n != 1 {
-			return nil, nil // taken meanwhile
-		}
-		w.insertAttempt(run.ID, st.ID, st.Name, st.Attempt, spec.Key, p.Owner, now)
-		if err := w.setStep(run.ID, st.ID, store.StateProcessing, nil); err != nil {
-			return nil, err
-		}
-		claimed = &store.ClaimedStep{Run: run, Step: st, Outputs: c.Outputs, PreviousOutcome: st.LastOutcome}
+		return &store.ClaimedStep{Run: run, Step: st, Outputs: c.Outputs, PreviousOutcome: st.LastOutcome}, nil
 	default:
 		return nil, fmt.Errorf("unknown claim action %d", plan.Action)
 	}
@@ -221,21 +240,95 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, res
 	case store.ClaimReuse:
 		return nil, w.release(run.ID, st.Name, now)
 	}
-	return claimed, nil
+	return nil, nil
 }
 
-// takeEffect inserts the ledger row for spec.Key held by st unless the key has one, and
-// returns the row as it stands.
-func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Step, now int64) (*store.Effect, error) {
-	n, err := w.execN(stmtEffectInsert, spec.Key, spec.Fingerprint, run.ID, st.ID, run.Workflow, st.Name, now)
+// takeStep claims the candidate c for p.Owner as plan decided: the claim's facts go into
+// the step row with the IDs of its step.claimed event and of the run.state_changed event
+// that follows when the run's state changes, both derived from that row.
+func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, plan *store.ClaimPlan) error {
+	run, st := c.Run, c.Step
+	ss := w.steps[st.ID]
+	if ss == nil {
+		return fmt.Errorf("step %d of run %d is not loaded", st.ID, run.ID)
+	}
+	claim := claimFacts{eventID: w.reserve(p.Now), at: ts(p.Now), leaseUntil: ts(st.LeaseExpiresAt), prev: string(st.LastOutcome)}
+	if err := w.checkDerived(func() (*store.Event, *store.Event) {
+		return store.TakeEvent(p, c), claimEvent(run, ss.id, ss.name, st.EffectKey, p.Owner, st.Attempt, &claim)
+	}); err != nil {
+		return err
+	}
+	was := ss.state
+	ss.state = store.StateProcessing
+	rs, next, changed, err := w.runChange(run.ID)
+	ss.state = was
+	if err != nil {
+		return err
+	}
+	if changed {
+		claim.runEventID, claim.runChange = w.reserve(p.Now), store.RunChange(rs.run.State, next)
+	}
+	n, err := w.execN(stmtStepTake, st.Attempt, plan.Spec.Key, plan.Spec.Fingerprint, p.Owner, claim.leaseUntil, claim.at,
+		claim.eventID, claim.leaseUntil, claim.prev, nullID(claim.runEventID), claim.runChange, st.ID, st.Attempt-1, takenAt(ss.key, claim.at))
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("step %d changed under the write lock", st.ID)
+	}
+	ss.state, ss.attempt, ss.owner, ss.effectKey, ss.claim = store.StateProcessing, st.Attempt, p.Owner, plan.Spec.Key, claim
+	ss.key = keyFacts{slot: 0, state: string(store.EffectInFlight), takenAt: takenAt(ss.key, claim.at)}
+	if changed {
+		w.applyRunChange(rs, next, p.Now)
+	}
+	return nil
+}
+
+// takenAt is when a step whose ledger facts are k took its key, taking it at now: when it
+// took it first, for a step that holds it already (a retry).
+func takenAt(k keyFacts, now int64) int64 {
+	if k.holds() && k.takenAt > 0 {
+		return k.takenAt
+	}
+	return now
+}
+
+// claimEvent is the derived step.claimed event of the claim facts c of step name of run.
+func claimEvent(run *store.Run, stepID int64, name, key, worker string, attempt int, c *claimFacts) *store.Event {
+	return (&store.ClaimSource{EventID: c.eventID, RunID: run.ID, StepID: stepID, Workflow: run.Workflow, Entity: run.Entity, Step: name, Key: key,
+		Worker: worker, Attempt: attempt, At: fromTS(c.at), LeaseUntil: fromTS(c.leaseUntil), PrevOutcome: store.Outcome(c.prev)}).Event()
+}
+
+// takeEffect returns the ledger row of spec.Key as it stands for candidate st, whose
+// ledger facts are kf and whose fingerprint was fingerprint before Prepare: the step's own
+// when it holds the key, the holder's or the row in effects, or, for a free key, the row
+// the take will write into the step. A row in effects that st holds in flight (written
+// before the migration, or retired when st was given another key) moves into st's row.
+func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Step, kf *keyFacts, fingerprint string) (*store.Effect, error) {
+	if kf.holds() {
+		eff := &store.Effect{Key: spec.Key, State: store.EffectState(kf.state), Fingerprint: fingerprint, RunID: run.ID, StepID: st.ID,
+			Workflow: run.Workflow, StepName: st.Name, CreatedAt: fromTS(kf.takenAt), CompletedAt: fromTS(kf.completedAt),
+			RetainUntil: fromTS(kf.retainUntil)}
+		if eff.State == store.EffectCompleted {
+			eff.Result = kf.result
+		}
+		return eff, nil
+	}
+	eff, err := w.keyHolder(spec.Key)
 	if err != nil {
 		return nil, err
 	}
-	if n == 1 {
+	if eff == nil {
 		return &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: run.ID, StepID: st.ID,
-			Workflow: run.Workflow, StepName: st.Name, CreatedAt: fromTS(now)}, nil
+			Workflow: run.Workflow, StepName: st.Name}, nil
 	}
-	return scanEffect(w.queryRow(stmtEffectGet, spec.Key))
+	if eff.StepID == st.ID && eff.State == store.EffectInFlight {
+		if _, err := w.exec(stmtEffectRelease, spec.Key, st.ID); err != nil {
+			return nil, err
+		}
+		kf.slot, kf.state, kf.takenAt = 0, string(store.EffectInFlight), ts(eff.CreatedAt)
+	}
+	return eff, nil
 }
 
 // StepRecord implements store.Store.
@@ -271,8 +364,12 @@ func validateRecords(ps []store.StepRecordParams) (results []error, valid []bool
 
 // recordAll records the valid entries of ps in w and sets their results.
 func recordAll(w *writeTx, ps []store.StepRecordParams, valid []bool, ids []int64, results []error) error {
-	// The steps of the runs of every entry's step, read once.
+	// The steps of the runs of every entry's step, read once, and the facts of the steps
+	// recorded.
 	if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
+		return err
+	}
+	if err := w.loadFacts(ids); err != nil {
 		return err
 	}
 	for i := range ps {
@@ -302,44 +399,90 @@ const (
 )
 
 // recordOne applies one attempt result as store.PlanRecord decides; lost says why the
-// compare-and-set on the step did not apply.
+// compare-and-set on the step did not apply. The attempt row is inserted with the end and
+// the claim the step row held (or, for an attempt claimed before migration 0011, its row is
+// updated); a completion's step.completed event, and the run.state_changed event right
+// after it, are derived from that row.
 func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
 	now := ts(p.Now)
-	if _, err := w.exec(stmtAttemptRecord, now, string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
-		return applied, err
-	}
-	// The step as the transaction read it: its run, name and key do not change here.
+	// The step as the transaction knows it: its run, name and key do not change here.
 	ss := w.steps[p.StepID]
-	if ss == nil || ss.state != store.StateProcessing {
+	if ss == nil || ss.state != store.StateProcessing || ss.owner != p.Owner || ss.attempt != p.Attempt {
 		return recordLost(w, p)
 	}
 	output := p.RecordOutput()
-	n, err := w.execN(stmtStepRecord, string(p.NextState), ts(p.RecordNextAt()), string(p.Outcome), output, p.Error, p.Reason, now,
-		p.StepID, p.Owner, p.Attempt)
-	if err != nil {
-		return applied, err
-	}
-	if n == 0 {
-		return recordLost(w, p)
-	}
 	rs, err := w.run(ss.runID)
 	if err != nil {
 		return applied, err
 	}
-	ss.set(p.NextState, output)
 	st := &store.Step{ID: p.StepID, RunID: ss.runID, Name: ss.name, EffectKey: ss.effectKey, State: p.NextState, Attempt: p.Attempt}
 	plan := store.PlanRecord(p, rs.run, st, p.Error)
-	switch plan.Effect {
-	case store.EffectComplete:
-		if _, err := w.exec(stmtEffectComplete, output, now, ts(p.RetainUntil), st.EffectKey, st.ID); err != nil {
-			return applied, err
+	// The ledger row is the step's: the compare-and-set completes or releases the key the
+	// step holds. A step written before migration 0012 has its row in effects.
+	args := []any{string(p.NextState), ts(p.RecordNextAt()), string(p.Outcome), output, p.Error, p.Reason, now, p.StepID, p.Owner, p.Attempt}
+	q := stmtStepRecord
+	switch {
+	case plan.Effect == store.EffectComplete && ss.key.holdsInFlight():
+		q, args = stmtStepRecordComplete, append(args, ts(p.RetainUntil))
+		ss.key.state, ss.key.completedAt, ss.key.retainUntil = string(store.EffectCompleted), now, ts(p.RetainUntil)
+	case plan.Effect == store.EffectRelease && ss.key.holdsInFlight():
+		q = stmtStepRecordRelease
+		ss.key = keyFacts{slot: ss.id}
+	}
+	n, err := w.execN(q, args...)
+	if err != nil {
+		return applied, err
+	}
+	if n == 0 {
+		return applied, fmt.Errorf("step %d changed under the write lock", p.StepID)
+	}
+	if ss.key.legacy() {
+		switch plan.Effect {
+		case store.EffectComplete:
+			_, err = w.exec(stmtEffectComplete, output, now, ts(p.RetainUntil), st.EffectKey, st.ID)
+		case store.EffectRelease:
+			_, err = w.exec(stmtEffectRelease, st.EffectKey, st.ID)
 		}
-	case store.EffectRelease:
-		if _, err := w.exec(stmtEffectRelease, st.EffectKey, st.ID); err != nil {
+		if err != nil {
 			return applied, err
 		}
 	}
-	w.event(plan.Event)
+	claim := ss.claim
+	ss.set(p.NextState, output)
+	ss.owner, ss.claim = "", claimFacts{eventID: -1}
+	derived := claim.inFlight() && store.DerivableRecord(p)
+	ev := plan.Event
+	if ev == nil && !derived {
+		ev = store.RecordEvent(p, rs.run, st, p.Error)
+	}
+	var a *attemptRow
+	if claim.inFlight() {
+		endID := w.reserve(p.Now)
+		if !derived {
+			w.eventAs(ev, endID)
+		}
+		ss.claim = claim
+		a = w.endAttempt(endID, ss, p.Owner, p.Attempt, p.Now, p.Outcome, p.Error, p)
+		ss.claim = claimFacts{eventID: -1}
+		if derived {
+			a.endDerived, a.endReason = true, p.Reason
+			if actor := p.RecordActor(); actor != p.Owner {
+				a.endActor = actor
+			}
+			if err := w.checkDerived(func() (*store.Event, *store.Event) {
+				return store.RecordEvent(p, rs.run, st, p.Error), endEvent(rs.run, a)
+			}); err != nil {
+				return applied, err
+			}
+		}
+	} else {
+		w.event(ev)
+		if claim.legacy() {
+			if _, err := w.exec(stmtAttemptRecord, now, string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+				return applied, err
+			}
+		}
+	}
 	switch plan.Dependents {
 	case store.DependentsRelease:
 		err = w.release(st.RunID, st.Name, now)
@@ -351,15 +494,55 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
 	if err != nil {
 		return applied, err
 	}
+	if derived && w.seqLast == a.id {
+		// The run's state change follows the derived completion at once: derived too.
+		rs, next, changed, err := w.runChange(st.RunID)
+		if err != nil || !changed {
+			return applied, err
+		}
+		a.endRunEventID, a.endRunChange = w.reserve(p.Now), store.RunChange(rs.run.State, next)
+		if err := w.checkDerived(func() (*store.Event, *store.Event) {
+			return store.RunStateEvent(p.Now, rs.run.ID, rs.run.Workflow, rs.run.Entity, p.RecordActor(), rs.run.State, next), endRunEvent(rs.run, a)
+		}); err != nil {
+			return applied, err
+		}
+		w.applyRunChange(rs, next, p.Now)
+		return applied, nil
+	}
 	return applied, w.refresh(st.RunID, p.Now, p.RecordActor())
+}
+
+// endEvent is the derived step.completed event of attempt row a of run.
+func endEvent(run *store.Run, a *attemptRow) *store.Event {
+	actor := a.endActor
+	if actor == "" {
+		actor = a.worker
+	}
+	return (&store.EndSource{EventID: a.id, RunID: run.ID, StepID: a.stepID, Workflow: run.Workflow, Entity: run.Entity, Step: a.name, Key: a.key,
+		Actor: actor, Reason: a.endReason, Error: a.err, Attempt: a.number, ResponseStatus: a.status, Outcome: store.Outcome(a.outcome),
+		At: fromTS(a.endedAt)}).Event()
+}
+
+// endRunEvent is the derived run.state_changed event that followed the end of attempt a.
+func endRunEvent(run *store.Run, a *attemptRow) *store.Event {
+	actor := a.endActor
+	if actor == "" {
+		actor = a.worker
+	}
+	from, to, _ := store.ParseRunChange(a.endRunChange)
+	return (&store.RunChangeSource{EventID: a.endRunEventID, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity, Actor: actor,
+		From: from, To: to, At: fromTS(a.endedAt)}).Event()
 }
 
 // recordLost handles the result of an attempt whose lease is gone: the attempt row keeps
 // what really happened, and a success is kept in the ledger so it is not repeated. For a
 // step cancelled while the attempt ran, the ledger keeps what happened
-// (store.PlanCancelledRecord).
+// (store.PlanCancelledRecord) and the attempt row is written with the claim the step row
+// held.
 func recordLost(w *writeTx, p *store.StepRecordParams) (int, error) {
-	st, err := scanStep(w.queryRow(stmtStepGet, p.StepID))
+	var claim claimFacts
+	var key keyFacts
+	st, err := scanStep(w.queryRow(stmtStepGet, p.StepID), append(claimDest(&claim), keyDest(&key)...)...)
 	if err != nil {
 		return lostLease, err
 	}
@@ -370,31 +553,74 @@ func recordLost(w *writeTx, p *store.StepRecordParams) (int, error) {
 	if effect, ev, ok := store.PlanCancelledRecord(p, rs.run, st, p.Error); ok {
 		w.event(ev)
 		// The step stays cancelled; it keeps what its attempt ended with, and its lease ends.
-		if _, err := w.tx.ExecContext(w.ctx, `UPDATE steps SET lease_owner = '', lease_expires_at = 0, last_outcome = ?, last_error = ?, reason = ?, updated_at = ?
-			WHERE id = ? AND state = 'cancelled' AND lease_owner = ? AND attempt = ?`,
-			string(p.Outcome), p.Error, store.CancelledRecordReason(p), ts(p.Now), st.ID, p.Owner, p.Attempt); err != nil {
+		if _, err := w.exec(stmtStepCancelledRecord, string(p.Outcome), p.Error, store.CancelledRecordReason(p), ts(p.Now), st.ID, p.Owner, p.Attempt); err != nil {
 			return lostCancelled, err
 		}
-		switch effect {
-		case store.EffectComplete:
-			_, err = w.exec(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
-		case store.EffectRelease:
-			_, err = w.exec(stmtEffectRelease, st.EffectKey, st.ID)
+		if ss := w.steps[st.ID]; ss != nil {
+			ss.owner, ss.claim = "", claimFacts{eventID: -1}
 		}
+		switch {
+		case claim.inFlight():
+			ss := &stepStatus{id: st.ID, runID: st.RunID, name: st.Name, effectKey: st.EffectKey, claim: claim}
+			w.endAttempt(ev.ID, ss, p.Owner, p.Attempt, p.Now, p.Outcome, p.Error, p)
+		case claim.legacy():
+			if _, err := w.exec(stmtAttemptRecord, ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+				return lostCancelled, err
+			}
+		}
+		_, err = keepOrRelease(w, effect, p, st, &key)
 		return lostCancelled, err
+	}
+	// The attempt ended already (a reaper closed it, or this is its second record): its row
+	// keeps what really happened, unless the row derives its completion, which is final.
+	if a := w.bufferedAttempt(p.StepID, p.Attempt, p.Owner); a != nil {
+		if !a.endDerived {
+			a.endedAt, a.outcome, a.err, a.status, a.excerpt = ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt
+		}
+	} else if _, err := w.exec(stmtAttemptRecord, ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+		return lostLease, err
 	}
 	w.event(store.LostRecordEvent(p, rs.run, st))
 	if p.Outcome != store.OutcomeSuccess {
 		return lostLease, nil
 	}
-	n, err := w.execN(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
+	kept, err := keepOrRelease(w, store.EffectComplete, p, st, &key)
 	if err != nil {
 		return lostLease, err
 	}
-	if n == 1 {
+	if kept {
 		w.event(store.LostResultKeptEvent(p, rs.run, st))
 	}
 	return lostLease, nil
+}
+
+// keepOrRelease applies to the ledger what the record p of step st, which no longer holds
+// its lease (key: its ledger facts), decided: a success is kept in the ledger row the step
+// still holds in flight, as the key's result; a refusal releases the key. It reports
+// whether it changed the row.
+func keepOrRelease(w *writeTx, effect store.EffectChange, p *store.StepRecordParams, st *store.Step, key *keyFacts) (bool, error) {
+	var n int64
+	var err error
+	switch {
+	case effect == store.EffectComplete && key.legacy():
+		n, err = w.execN(stmtEffectComplete, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.EffectKey, st.ID)
+	case effect == store.EffectComplete:
+		n, err = w.execN(stmtKeyKeep, p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil), st.ID)
+	case effect == store.EffectRelease && key.legacy():
+		n, err = w.execN(stmtEffectRelease, st.EffectKey, st.ID)
+	case effect == store.EffectRelease:
+		n, err = w.execN(stmtKeyReleaseInFlight, st.ID)
+	}
+	if n == 1 {
+		if ss := w.steps[st.ID]; ss != nil {
+			if effect == store.EffectComplete {
+				ss.key.state, ss.key.result, ss.key.completedAt, ss.key.retainUntil = string(store.EffectCompleted), p.SuccessOutput(), ts(p.Now), ts(p.RetainUntil)
+			} else {
+				ss.key = keyFacts{slot: st.ID}
+			}
+		}
+	}
+	return n == 1, err
 }
 
 // StepReapExpired implements store.Store.
@@ -415,19 +641,22 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 		}
 		var expired []pair
 		var runs []*store.Run
+		claims := map[int64]claimFacts{}
 		for _, q := range []stmtID{stmtReapCandidates, stmtReapCancelled} {
 			rows, err := w.query(q, ts(p.Now), limit)
 			if err != nil {
 				return err
 			}
 			for rows.Next() {
-				st, r, err := scanStepRun(rows)
+				var claim claimFacts
+				st, r, err := scanStepRun(rows, claimDest(&claim)...)
 				if err != nil {
 					rows.Close()
 					return err
 				}
 				expired = append(expired, pair{r, st})
 				runs = append(runs, r)
+				claims[st.ID] = claim
 			}
 			if err := rows.Close(); err != nil {
 				return err
@@ -449,11 +678,21 @@ func (s *Store) StepReapExpired(ctx context.Context, p store.StepReapParams) (in
 			if n != 1 {
 				continue
 			}
-			if _, err := w.exec(stmtAttemptReap, now, plan.Error, e.st.ID, e.st.Attempt); err != nil {
-				return err
-			}
 			for _, ev := range plan.Events {
 				w.event(ev)
+			}
+			// The attempt ends with an unknown outcome, under the ID of its lease.expired.
+			switch claim := claims[e.st.ID]; {
+			case claim.inFlight():
+				ss := &stepStatus{id: e.st.ID, runID: e.run.ID, name: e.st.Name, effectKey: e.st.EffectKey, claim: claim}
+				w.endAttempt(plan.Events[0].ID, ss, e.st.LeaseOwner, e.st.Attempt, p.Now, store.OutcomeUnknown, plan.Error, nil)
+			case claim.legacy():
+				if _, err := w.exec(stmtAttemptReap, now, plan.Error, e.st.ID, e.st.Attempt); err != nil {
+					return err
+				}
+			}
+			if ss := w.steps[e.st.ID]; ss != nil {
+				ss.owner, ss.claim = "", claimFacts{eventID: -1}
 			}
 			if err := w.setStep(e.run.ID, e.st.ID, plan.State, nil); err != nil {
 				return err

@@ -28,20 +28,27 @@ type writeTx struct {
 	// ctx carries the caller's values but not its cancellation: a cancelled call rolls the
 	// transaction back (database/sql watches the context given to BeginTx), and statements
 	// without a deadline skip the driver's per-statement interrupt watcher.
-	ctx   context.Context
-	tx    *sql.Tx
-	prep  *statements
-	bound [numStmts]*sql.Stmt
+	ctx  context.Context
+	tx   dbtx
+	prep *statements
 
-	events      []*store.Event
-	stepRows    []any // buffered rows of stepInsertArgs values
-	attemptRows []any // buffered rows of attemptInsertArgs values
-	runs        map[int64]*runSteps
-	steps       map[int64]*stepStatus // the steps of runs, by ID
-	dirty       []*runSteps           // runs whose state changed and is not written yet
+	events   []*store.Event
+	stepRows []any         // buffered rows of stepInsertArgs values
+	attempts []*attemptRow // buffered attempt rows
+	runs     map[int64]*runSteps
+	steps    map[int64]*stepStatus // the steps of runs, by ID
+	dirty    []*runSteps           // runs whose state changed and is not written yet
 	// outputs is set in a transaction that claims after other work: every run it reads
 	// is read with the outputs of its completed steps.
 	outputs bool
+
+	// The audit sequence (auditseq.go): the store's counter, its value as this
+	// transaction drew from it, the data_version it was read at, and the span drawn.
+	seq        *auditSeq
+	seqLoaded  bool
+	seqLast    int64
+	seqVersion int64
+	span       span
 }
 
 // runSteps is what a writeTx knows of a run: the run and the status of each of its steps.
@@ -67,27 +74,83 @@ type stepStatus struct {
 	waiting   int
 	delayed   bool            // pending, waiting for its due time
 	output    json.RawMessage // completed steps, when loaded with outputs
+	// The facts of a step a record or a claim of it needs (hasFacts: loaded): its latest
+	// attempt and its lease owner, the claim of the attempt in flight, and what it holds of
+	// the ledger.
+	hasFacts bool
+	attempt  int
+	owner    string
+	claim    claimFacts
+	key      keyFacts
 }
 
-// write runs fn in one write transaction with a writeTx, flushes what it buffered and
-// commits.
+// factsDest returns the scan destinations of factColumns into st.
+func (st *stepStatus) factsDest() []any {
+	return append(append([]any{&st.attempt, &st.owner}, claimDest(&st.claim)...), keyDest(&st.key)...)
+}
+
+// loadFacts reads the facts of the steps ids that the transaction knows without them.
+func (w *writeTx) loadFacts(ids []int64) error {
+	var load []int64
+	for _, id := range ids {
+		if st := w.steps[id]; st != nil && !st.hasFacts {
+			load = append(load, id)
+		}
+	}
+	if len(load) == 0 {
+		return nil
+	}
+	rows, err := w.query(stmtStepFacts, idList(load))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var f stepStatus
+		if err := rows.Scan(append([]any{&id}, f.factsDest()...)...); err != nil {
+			return err
+		}
+		if st := w.steps[id]; st != nil {
+			st.attempt, st.owner, st.claim, st.key, st.hasFacts = f.attempt, f.owner, f.claim, f.key, true
+		}
+	}
+	return rows.Err()
+}
+
+// write runs fn in one write transaction with a writeTx, flushes what it buffered, writes
+// the transaction's audit span and commits. Every write that appends audit events goes
+// through it, so that their IDs come from the audit sequence.
 func (s *Store) write(ctx context.Context, op string, fn func(w *writeTx) error) error {
-	return s.tx(ctx, op, func(tx *sql.Tx) error {
-		w := &writeTx{ctx: context.WithoutCancel(ctx), tx: tx, prep: s.prep, runs: map[int64]*runSteps{}, steps: map[int64]*stepStatus{}}
+	var w *writeTx
+	return s.writeConn(ctx, op, func(c *sql.Conn) error {
+		w = &writeTx{ctx: context.WithoutCancel(ctx), tx: c, prep: s.prep, runs: map[int64]*runSteps{}, steps: map[int64]*stepStatus{}, seq: &s.seq}
+		if err := w.loadSeq(); err != nil {
+			return err
+		}
 		if err := fn(w); err != nil {
 			return err
 		}
-		return w.flush()
-	})
+		return w.finish()
+	}, func(ok bool) { w.committed(ok) })
 }
 
-// stmt returns prepared statement id bound to the transaction.
-func (w *writeTx) stmt(id stmtID) *sql.Stmt {
-	if w.bound[id] == nil {
-		w.bound[id] = w.tx.StmtContext(w.ctx, w.prep[id])
+// finish flushes what the transaction buffered and writes its audit span.
+func (w *writeTx) finish() error {
+	if err := w.flush(); err != nil {
+		return err
 	}
-	return w.bound[id]
+	if w.span.first == 0 {
+		return nil
+	}
+	if _, err := w.exec(stmtSpanInsert, w.span.first, w.span.last, w.span.minAt, w.span.maxAt); err != nil {
+		return fmt.Errorf("audit span: %w", err)
+	}
+	return nil
 }
+
+// stmt returns prepared statement id, prepared on the write connection.
+func (w *writeTx) stmt(id stmtID) *sql.Stmt { return w.prep[id] }
 
 func (w *writeTx) exec(id stmtID, args ...any) (sql.Result, error) {
 	return w.stmt(id).ExecContext(w.ctx, args...)
@@ -110,17 +173,16 @@ func (w *writeTx) queryRow(id stmtID, args ...any) *sql.Row {
 	return w.stmt(id).QueryRowContext(w.ctx, args...)
 }
 
-// event appends an audit event to the transaction.
-func (w *writeTx) event(e *store.Event) { w.events = append(w.events, e) }
+// event appends an audit event to the transaction: it takes the next ID of the audit
+// sequence and is written by flush.
+func (w *writeTx) event(e *store.Event) {
+	e.ID = w.nextEventID(e.At)
+	w.events = append(w.events, e)
+}
 
 // insertStep buffers a new step's row.
 func (w *writeTx) insertStep(runID int64, workflow, name, needs string, waiting int, now int64) {
 	w.stepRows = append(w.stepRows, runID, workflow, name, needs, waiting, now, now, now)
-}
-
-// insertAttempt buffers a new attempt's row.
-func (w *writeTx) insertAttempt(runID, stepID int64, name string, number int, key, worker string, now int64) {
-	w.attemptRows = append(w.attemptRows, runID, stepID, name, number, key, worker, now)
 }
 
 // flush writes the buffered steps and attempts, the run states that changed and the buffered events.
@@ -129,10 +191,16 @@ func (w *writeTx) flush() error {
 		return fmt.Errorf("insert steps: %w", err)
 	}
 	w.stepRows = w.stepRows[:0]
-	if err := w.bulk(stmtAttemptsBulk, attemptInsertArgs, w.attemptRows); err != nil {
-		return fmt.Errorf("insert attempts: %w", err)
+	if len(w.attempts) > 0 {
+		args := make([]any, 0, len(w.attempts)*attemptInsertArgs)
+		for _, a := range w.attempts {
+			args = a.args(args)
+		}
+		if err := w.bulk(stmtAttemptsBulk, attemptInsertArgs, args); err != nil {
+			return fmt.Errorf("insert attempts: %w", err)
+		}
+		w.attempts = w.attempts[:0]
 	}
-	w.attemptRows = w.attemptRows[:0]
 	for _, rs := range w.dirty {
 		if _, err := w.exec(stmtRunStateSet, string(rs.run.State), rs.updatedAt, rs.run.ID); err != nil {
 			return fmt.Errorf("run %d: state: %w", rs.run.ID, err)
@@ -149,7 +217,7 @@ func (w *writeTx) flush() error {
 		if d == "" {
 			d = `{}`
 		}
-		args = append(args, ts(e.At), e.Type, e.RunID, e.StepID, e.Workflow, e.Entity, e.StepName, e.EffectKey, e.Attempt, e.Actor, e.Reason, d)
+		args = append(args, e.ID, ts(e.At), e.Type, e.RunID, e.StepID, e.Workflow, e.Entity, e.StepName, e.EffectKey, e.Attempt, e.Actor, e.Reason, d)
 	}
 	if err := w.bulk(stmtEventsBulk, eventArgs, args); err != nil {
 		return fmt.Errorf("append events: %w", err)
@@ -323,25 +391,47 @@ func (st *stepStatus) set(state store.State, output json.RawMessage) {
 // refresh re-derives a run's state from its steps after one item, and appends a
 // run.state_changed event when it changed. The state is written by flush.
 func (w *writeTx) refresh(runID int64, at time.Time, actor string) error {
-	rs, err := w.run(runID)
-	if err != nil {
+	rs, next, changed, err := w.runChange(runID)
+	if err != nil || !changed {
 		return err
+	}
+	w.event(store.RunStateEvent(at, rs.run.ID, rs.run.Workflow, rs.run.Entity, actor, rs.run.State, next))
+	w.applyRunChange(rs, next, at)
+	return nil
+}
+
+// runChange derives a run's state from its steps as the transaction knows them, and says
+// whether it differs from the state derived last; nothing is applied.
+func (w *writeTx) runChange(runID int64) (rs *runSteps, next store.State, changed bool, err error) {
+	rs, err = w.run(runID)
+	if err != nil {
+		return nil, "", false, err
 	}
 	rs.scratch = rs.scratch[:0]
 	for _, st := range rs.steps {
 		rs.scratch = append(rs.scratch, store.StepStatus{State: st.state, Waiting: st.waiting, Delayed: st.delayed})
 	}
-	next := store.DeriveRunState(rs.scratch)
-	if next == rs.run.State {
-		return nil
-	}
-	w.event(store.RunStateEvent(at, rs.run.ID, rs.run.Workflow, rs.run.Entity, actor, rs.run.State, next))
+	next = store.DeriveRunState(rs.scratch)
+	return rs, next, next != rs.run.State, nil
+}
+
+// applyRunChange notes that run rs is in state next since at; flush writes it.
+func (w *writeTx) applyRunChange(rs *runSteps, next store.State, at time.Time) {
 	rs.run.State, rs.updatedAt = next, ts(at)
 	if !rs.changed {
 		rs.changed = true
 		w.dirty = append(w.dirty, rs)
 	}
-	return nil
+}
+
+// reserve draws the next ID of the audit sequence for an event at at that is derived,
+// not stored: the caller writes it into the row that holds the event's facts.
+func (w *writeTx) reserve(at time.Time) int64 { return w.nextEventID(at) }
+
+// eventAs appends a stored event under an ID reserved for it.
+func (w *writeTx) eventAs(e *store.Event, id int64) {
+	e.ID = id
+	w.events = append(w.events, e)
 }
 
 // release lets the pending steps of a run that need the step called name run once their

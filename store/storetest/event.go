@@ -11,6 +11,7 @@ import (
 var eventTests = []subtest{
 	{"ListAndFields", testEventList},
 	{"Append", testEventAppend},
+	{"TimeRangeAnyOrder", testEventTimeRangeAnyOrder},
 }
 
 func testEventList(h *harness) {
@@ -97,5 +98,82 @@ func testEventList(h *harness) {
 	}
 	if ids(paged) != ids(all) {
 		h.t.Errorf("paged events %s, want %s", ids(paged), ids(all))
+	}
+}
+
+// testEventTimeRangeAnyOrder: Since and Until select events by their own time exactly, whatever
+// order the times of the transactions that appended them came in (a clock that went back,
+// engines whose clocks differ): every event, of every kind, at or after Since and before
+// Until, and no other, in ID order, paged with AfterID too.
+func testEventTimeRangeAnyOrder(h *harness) {
+	r1 := h.newRun(store.RunInsertParams{RunKey: "r1", Entity: "lead:1", Now: at(10 * time.Minute), Steps: []store.StepInsert{step("a"), step("b", "a")}})
+	r2 := h.newRun(store.RunInsertParams{RunKey: "r2", Entity: "lead:2", Now: at(2 * time.Minute), Steps: []store.StepInsert{step("a")}})
+	// Claimed at +5m: r2's step is due, r1's not yet; then at +11m (r1), and +3m (nothing).
+	h.mustRecord(succeed(h.claimOne(at(5*time.Minute), "w1"), at(4*time.Minute), `{}`))
+	c := h.claimOne(at(11*time.Minute), "w1")
+	h.mustRecord(retry(c, at(time.Minute), at(6*time.Minute)))
+	h.mustRecord(succeed(h.claimOne(at(12*time.Minute), "w2"), at(13*time.Minute), `{}`))
+	h.mustRecord(succeed(h.claimOne(at(14*time.Minute), "w2"), at(7*time.Minute), `{}`))
+	h.wantRunState(r1.ID, store.StateCompleted)
+	h.wantRunState(r2.ID, store.StateCompleted)
+	if ap, ok := h.s.(store.EventAppender); ok {
+		for _, d := range []time.Duration{9 * time.Minute, 0, 20 * time.Minute} {
+			if err := ap.EventAppend(h.ctx, &store.Event{At: at(d), Type: store.EventDataUnmasked, RunID: r1.ID, Workflow: r1.Workflow, Actor: "cli:ana"}); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+	// One transaction with events at several times, the last one.
+	var ps []store.RunInsertParams
+	for i, d := range []time.Duration{8 * time.Minute, 30 * time.Second, 8 * time.Minute} {
+		ps = append(ps, store.RunInsertParams{Workflow: "other", RunKey: fmt.Sprintf("r%d", 3+i%2), Entity: "lead:3", Input: []byte(`{}`),
+			InputHash: "h", Steps: []store.StepInsert{step("a")}, Actor: "test", Now: at(d)})
+	}
+	if _, err := h.s.RunInsertMany(h.ctx, ps); err != nil {
+		h.t.Fatal(err)
+	}
+	all := h.events(store.EventListParams{})
+	if len(all) < 12 {
+		h.t.Fatalf("%d events, want at least 12", len(all))
+	}
+	bounds := []time.Duration{-time.Minute, 0, 30 * time.Second, time.Minute, 2 * time.Minute, 4*time.Minute + time.Microsecond, 5 * time.Minute, 7 * time.Minute,
+		9 * time.Minute, 10 * time.Minute, 11 * time.Minute, 13 * time.Minute, 20 * time.Minute, time.Hour}
+	for _, since := range append([]time.Duration{-1}, bounds...) {
+		for _, until := range append([]time.Duration{-1}, bounds...) {
+			p := store.EventListParams{}
+			if since >= 0 {
+				p.Since = at(since)
+			}
+			if until >= 0 {
+				p.Until = at(until)
+			}
+			var want []string
+			for _, e := range all {
+				if (p.Since.IsZero() || !e.At.Before(p.Since)) && (p.Until.IsZero() || e.At.Before(p.Until)) {
+					want = append(want, fmt.Sprintf("%d %s %s", e.ID, e.Type, e.At.Sub(base)))
+				}
+			}
+			var got []string
+			for _, e := range h.events(p) {
+				got = append(got, fmt.Sprintf("%d %s %s", e.ID, e.Type, e.At.Sub(base)))
+			}
+			var paged []string
+			for after := int64(0); ; {
+				q := p
+				q.AfterID, q.Limit = after, 2
+				page := h.events(q)
+				if len(page) == 0 {
+					break
+				}
+				for _, e := range page {
+					paged = append(paged, fmt.Sprintf("%d %s %s", e.ID, e.Type, e.At.Sub(base)))
+				}
+				after = page[len(page)-1].ID
+			}
+			if strings.Join(got, "; ") != strings.Join(want, "; ") || strings.Join(paged, "; ") != strings.Join(want, "; ") {
+				h.t.Errorf("EventList since %v until %v =\n  %s\npaged\n  %s\nwant\n  %s", since, until,
+					strings.Join(got, "\n  "), strings.Join(paged, "\n  "), strings.Join(want, "\n  "))
+			}
+		}
 	}
 }

@@ -57,6 +57,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Schedule", scheduleTests},
 		{"Delay", delayTests},
 		{"WriteBatch", writeBatchTests},
+		{"Derived", derivedTests},
+		{"Ledger", ledgerTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
