@@ -619,7 +619,7 @@ func normalizeInput(input any, maxDepth int) ([]byte, any, error) {
 		return nil, nil, errors.New("is not valid JSON")
 	}
 	if d := jsondoc.Depth(raw); d > maxDepth {
-		return nil, nil, fmt.Errorf("nests objects and lists %d levels deep; the limit is %d", d, maxDepth)
+		return nil, nil, errors.New(jsondoc.DepthProblem(d, maxDepth))
 	}
 	tree, err := keytmpl.Decode(raw)
 	if err != nil {

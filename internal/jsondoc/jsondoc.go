@@ -203,3 +203,9 @@ func Depth(raw []byte) int {
 	}
 	return deepest
 }
+
+// DepthProblem says that a document nests depth levels where limit are allowed, in the
+// words Start's InputError and the queues' review items share.
+func DepthProblem(depth, limit int) string {
+	return fmt.Sprintf("nests objects and lists %d levels deep; the limit is %d", depth, limit)
+}

@@ -68,6 +68,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -487,10 +488,17 @@ func (h *Handler) startRejected(ctx context.Context, s triggers.Starter, raw jso
 	if json.Unmarshal(payload, &text) == nil {
 		payload = json.RawMessage(text) // the raw message, kept as text
 	}
-	// The handler's own limits, as when the message arrived: the start checks the
-	// client's MaxInputDepth on top.
-	if reason, err := checkPayload(payload, h.cfg.MaxDepth); err != nil {
+	if reason, err := checkPayload(payload, math.MaxInt); err != nil {
 		return park(reason, err)
+	}
+	// The handler's depth limit, as when the message arrived, in the words of Start's
+	// InputError, which checks the client's MaxInputDepth on top.
+	limit := h.cfg.MaxDepth
+	if limit <= 0 {
+		limit = jsondoc.DefaultMaxDepth
+	}
+	if d := jsondoc.Depth(payload); d > limit {
+		return park(ReasonInputInvalid, &onceflow.InputError{Workflow: h.cfg.Workflow, Problem: jsondoc.DepthProblem(d, limit)})
 	}
 	tree, err := keytmpl.Decode(payload)
 	if _, isObject := tree.(map[string]any); err != nil || !isObject {

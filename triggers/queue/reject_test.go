@@ -307,7 +307,7 @@ func TestMessagesGetTheBodyChecks(t *testing.T) {
 	c, trig := rejectingTrigger(t, st)
 	deep := `{"order_id":1,"x":` + strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64) + `}`
 	cases := map[string]struct{ payload, reason, says string }{
-		"seq:1": {deep, queue.ReasonInputInvalid, "levels deep; the limit is 64"},
+		"seq:1": {deep, queue.ReasonInputInvalid, "nests objects and lists 65 levels deep; the limit is 64"},
 		"seq:2": {`{"order_id":1,"total":5,"total":500}`, queue.ReasonInputInvalid, `the member "total" appears twice`},
 		"seq:3": {`{"order_id":"\ud800"}`, queue.ReasonInputNotJSON, "half of a UTF-16 surrogate pair"},
 	}
