@@ -403,6 +403,8 @@ func Explain(e *store.Event) string {
 		w("%s signed in to the web console (scope %s; the session ends by %s)", e.Actor, str("scope"), when("expires"))
 	case store.EventConsoleSignedOut:
 		w("%s signed out of the web console", e.Actor)
+	case store.EventConsoleSessionEnded:
+		w("%s ended the web console session %s of %s", e.Actor, str("ended_session"), str("ended_actor"))
 	default:
 		w("%s", e.Type)
 		if e.Reason != "" {

@@ -99,8 +99,11 @@ type ConsoleConfig struct {
 	Addr     string
 	// SecureCookies marks the session cookie Secure on plain HTTP (behind a TLS proxy).
 	SecureCookies bool
-	// SessionTTL is how long a sign-in lasts (default 8h).
-	SessionTTL time.Duration
+	// SessionTTL is how long a sign-in lasts at most (default 8h), SessionIdle how long it
+	// lasts without a request (default 1h). Sessions are kept in the store: every process
+	// sharing the database sees one end.
+	SessionTTL  time.Duration
+	SessionIdle time.Duration
 }
 
 // MetricsConfig says where the metrics are served.

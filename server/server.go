@@ -248,7 +248,8 @@ func (s *Server) buildAPI(receivers []triggers.Receiver) error {
 	}
 	s.reload.callers = callers
 	if c := s.cfg.Console; c != nil {
-		ui, err := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies, SessionTTL: c.SessionTTL})
+		ui, err := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies,
+			SessionTTL: c.SessionTTL, SessionIdle: c.SessionIdle})
 		if err != nil {
 			return err
 		}

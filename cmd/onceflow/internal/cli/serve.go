@@ -35,6 +35,7 @@ type serveFlags struct {
 	uiAddr          string
 	uiSecureCookies bool
 	uiSession       time.Duration
+	uiIdle          time.Duration
 	// lease and grace tune the engine (Config.LeaseFor, Config.ShutdownGrace).
 	lease, grace time.Duration
 }
