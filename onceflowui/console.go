@@ -45,6 +45,9 @@ type Config struct {
 	// again. Failures are logged at warn level with the address, never the token.
 	SignInFailures int
 	SignInWindow   time.Duration
+	// OIDC, when set, lets people sign in with OpenID Connect, as themselves
+	// (user:EMAIL), with the roles the provider's claim gives them.
+	OIDC *OIDC
 	// NoTokenSignIn refuses signing in to the console with an API token (the tokens still
 	// serve the API), for a console whose people sign in with OpenID Connect.
 	NoTokenSignIn bool
@@ -73,6 +76,8 @@ type Console struct {
 	bodies *bodybudget.Budget
 	// signIns counts failed sign-ins per client address (Config.SignInFailures).
 	signIns *signInLimit
+	// oidc is the OpenID Connect sign-in (Config.OIDC), or nil.
+	oidc *oidcSignIn
 }
 
 // pageNames are the templates, each parsed with layout.html.
@@ -108,6 +113,14 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.Client.Now
 	}
+	if cfg.OIDC != nil {
+		if err := cfg.OIDC.check(cfg.Prefix); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NoTokenSignIn && cfg.OIDC == nil {
+		return nil, errors.New("onceflowui: Config.NoTokenSignIn leaves no way to sign in without Config.OIDC")
+	}
 	cfg.Logger = slog.New(cfg.Client.LogHandler(cfg.Logger.Handler()))
 	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		bodies: bodybudget.New(max(cfg.MaxBodyMemory, maxForm)), signIns: newSignInLimit(cfg.SignInFailures, cfg.SignInWindow)}
@@ -117,6 +130,9 @@ func New(cfg Config) (*Console, error) {
 			return nil, fmt.Errorf("onceflowui: page %s: %w", name, err)
 		}
 		c.pages[name] = t
+	}
+	if cfg.OIDC != nil {
+		c.oidc = newOIDCSignIn(*cfg.OIDC)
 	}
 	c.routes()
 	c.h = c.bodies.Hold(c.logRequests(http.NewCrossOriginProtection().Handler(c.secure(c.mux))))
@@ -136,6 +152,10 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/login", c.handle(c.loginPage))
 	c.mux.Handle("POST "+p+"/login", c.handle(c.login))
 	c.mux.Handle("POST "+p+"/logout", c.act(false, c.logout))
+	if c.oidc != nil {
+		c.mux.Handle("GET "+p+"/oidc/login", c.handle(c.oidcLogin))
+		c.mux.Handle("GET "+p+"/oidc/callback", c.handle(c.oidcCallback))
+	}
 	c.mux.Handle("GET "+p+"/{$}", c.view(c.overview))
 	c.mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	c.mux.Handle("GET "+p+"/runs", c.view(c.runs))

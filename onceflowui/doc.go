@@ -22,7 +22,12 @@
 // # Security
 //
 // People sign in with an API token (onceflowhttp.Token) of scope read (view only) or admin
-// (view and act); ingest-only tokens are refused. Sessions are kept in the client's store
+// (view and act); ingest-only tokens are refused. With Config.OIDC they sign in at an
+// OpenID Connect provider instead (authorization code flow with PKCE, state and nonce
+// checked) and act as themselves, user:EMAIL, with the roles the provider's claim maps to
+// (OIDCRole): read, admin, or admin of some workflows only, whose actions on the others are
+// refused and not offered. Failed sign-ins are limited per client address
+// (Config.SignInFailures). Sessions are kept in the client's store
 // (onceflow.Client.SessionStart), so that every process sharing the database sees them:
 // the cookie (HttpOnly, SameSite=Strict, Secure on TLS connections or when
 // Config.SecureCookies is set) holds only a random secret, the store its SHA-256. Signing

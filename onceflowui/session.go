@@ -241,6 +241,8 @@ func (c *Console) readSession(r *http.Request) (*session, error) {
 			return nil, nil
 		}
 		s.Name, s.Admin = t.Name, admin
+	case g.Role != "" && c.oidc != nil:
+		s.Name, s.Admin, s.AdminOf = g.Name, g.Role == roleAdmin, g.AdminOf
 	default:
 		return nil, nil
 	}
@@ -374,13 +376,18 @@ type loginData struct {
 	Next     string
 	Error    string
 	NoTokens bool
-	// Tokens is set when signing in with an API token is allowed.
+	// Tokens is set when signing in with an API token is allowed; OIDC names the identity
+	// provider's sign-in, when one is configured.
 	Tokens bool
+	OIDC   string
 }
 
 func (c *Console) loginData(csrf, next, msg string) loginData {
 	d := loginData{CSRF: csrf, Next: next, Error: msg, Tokens: !c.cfg.NoTokenSignIn}
-	d.NoTokens = d.Tokens && len(c.cfg.Tokens) == 0
+	d.NoTokens = d.Tokens && len(c.cfg.Tokens) == 0 && c.oidc == nil
+	if c.oidc != nil {
+		d.OIDC = c.oidc.label
+	}
 	return d
 }
 

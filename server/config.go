@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/triggers"
@@ -104,6 +105,10 @@ type ConsoleConfig struct {
 	// sharing the database sees one end.
 	SessionTTL  time.Duration
 	SessionIdle time.Duration
+	// OIDC, when set, lets people sign in with OpenID Connect, as themselves
+	// (onceflowui.Config.OIDC); NoTokenSignIn refuses signing in with an API token then.
+	OIDC          *onceflowui.OIDC
+	NoTokenSignIn bool
 }
 
 // MetricsConfig says where the metrics are served.

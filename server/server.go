@@ -249,7 +249,7 @@ func (s *Server) buildAPI(receivers []triggers.Receiver) error {
 	s.reload.callers = callers
 	if c := s.cfg.Console; c != nil {
 		ui, err := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies,
-			SessionTTL: c.SessionTTL, SessionIdle: c.SessionIdle})
+			SessionTTL: c.SessionTTL, SessionIdle: c.SessionIdle, OIDC: c.OIDC, NoTokenSignIn: c.NoTokenSignIn})
 		if err != nil {
 			return err
 		}
