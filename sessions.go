@@ -64,10 +64,14 @@ type SessionStartParams struct {
 	At time.Time
 }
 
+// sessionKept is how long a session's row is kept after it expired: the sessions page
+// lists those that ended in the last day.
+const sessionKept = 7 * 24 * time.Hour
+
 // SessionStart stores a new console session and, in the same transaction, its sign-in
 // event (EventConsoleSignedIn, naming the session, the client and the expiry). It returns
 // the secret for the cookie — shown nowhere else, stored only as its hash — and the
-// session.
+// session. Sessions that expired more than a week ago are deleted with it.
 func (c *Client) SessionStart(ctx context.Context, p SessionStartParams) (secret string, s *ConsoleSession, err error) {
 	if p.Actor == "" || p.TTL <= 0 {
 		return "", nil, errors.New("onceflow: session start: the actor and a positive TTL are required")
@@ -91,7 +95,7 @@ func (c *Client) SessionStart(ctx context.Context, p SessionStartParams) (secret
 		if m := c.redact.Secrets(); !m.Empty() {
 			ev.Detail = m.JSON(ev.Detail)
 		}
-		err = c.store.SessionInsert(ctx, store.SessionInsertParams{Session: *s, Event: ev})
+		err = c.store.SessionInsert(ctx, store.SessionInsertParams{Session: *s, Event: ev, PurgeBefore: now.Add(-sessionKept)})
 		if !errors.Is(err, store.ErrSessionExists) {
 			break
 		}

@@ -70,6 +70,9 @@ type SessionInsertParams struct {
 	Session Session
 	// Event, when set, is appended in the same transaction (the sign-in's audit event).
 	Event *Event
+	// PurgeBefore, when set, deletes in the same transaction the sessions whose absolute
+	// expiry is before it: ended or expired, they only fill the table.
+	PurgeBefore time.Time
 }
 
 // Validate reports what is missing from p.
@@ -119,8 +122,9 @@ type SessionListParams struct {
 
 // SessionStore keeps console sessions.
 type SessionStore interface {
-	// SessionInsert stores a new session (and p.Event with it). An ID already stored is an
-	// error wrapping ErrSessionExists and writes nothing.
+	// SessionInsert stores a new session (and p.Event with it), and deletes the sessions
+	// that expired before p.PurgeBefore. An ID already stored is an error wrapping
+	// ErrSessionExists and writes nothing.
 	SessionInsert(ctx context.Context, p SessionInsertParams) error
 	// SessionGet returns the session with the given ID, active or not, or ErrNotFound. It
 	// reads committed data only and never waits for a writer.

@@ -57,6 +57,11 @@ func (s *Store) SessionInsert(ctx context.Context, p store.SessionInsertParams) 
 			e := *p.Event
 			t.event(&e)
 		}
+		if !p.PurgeBefore.IsZero() {
+			if _, err := t.Exec(ctx, `DELETE FROM console_sessions WHERE expires_at < $1`, p.PurgeBefore); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

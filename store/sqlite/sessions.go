@@ -54,6 +54,11 @@ func (s *Store) SessionInsert(ctx context.Context, p store.SessionInsertParams) 
 			e := *p.Event
 			w.event(&e)
 		}
+		if !p.PurgeBefore.IsZero() {
+			if _, err := w.tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at < ?`, ts(p.PurgeBefore)); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

@@ -14,6 +14,7 @@ var sessionTests = []subtest{
 	{"Lifecycle", testSessionLifecycle},
 	{"List", testSessionList},
 	{"Refusals", testSessionRefusals},
+	{"Purge", testSessionPurge},
 	{"OriginStamped", testOriginStamped},
 }
 
@@ -192,4 +193,19 @@ func testOriginStamped(h *harness) {
 	if _, ok := resumed["session"]; ok {
 		h.t.Errorf("resume's detail = %s, want no session", evs[1].Detail)
 	}
+}
+
+// A sign-in deletes the sessions that expired before its PurgeBefore, and no other.
+func testSessionPurge(h *harness) {
+	old := h.newSession("old", "token:ops", at(-30*24*time.Hour), 8*time.Hour)
+	recent := h.newSession("recent", "token:ops", at(-2*time.Hour), time.Hour)
+	s := store.Session{ID: sessionID("new"), Actor: "token:ops", CreatedAt: at(0), ExpiresAt: at(8 * time.Hour)}
+	if err := h.s.SessionInsert(h.ctx, store.SessionInsertParams{Session: s, PurgeBefore: at(-7 * 24 * time.Hour)}); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.s.SessionGet(h.ctx, old.ID); !errors.Is(err, store.ErrNotFound) {
+		h.t.Errorf("a session expired 29 days ago: %v, want ErrNotFound", err)
+	}
+	h.session(recent.ID)
+	h.session(s.ID)
 }

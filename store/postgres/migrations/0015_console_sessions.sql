@@ -14,3 +14,4 @@ CREATE TABLE console_sessions (
     end_reason text        NOT NULL DEFAULT ''
 );
 CREATE INDEX console_sessions_created ON console_sessions (created_at);
+CREATE INDEX console_sessions_expires ON console_sessions (expires_at);

@@ -15,3 +15,4 @@ CREATE TABLE console_sessions (
     end_reason TEXT    NOT NULL DEFAULT ''
 );
 CREATE INDEX console_sessions_created ON console_sessions (created_at);
+CREATE INDEX console_sessions_expires ON console_sessions (expires_at);
