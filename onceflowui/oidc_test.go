@@ -154,6 +154,11 @@ func TestOIDCSignIn(t *testing.T) {
 		resp, body := br.post(refused, url.Values{"csrf": {csrf}, "action": {"abandon"}})
 		wantStatus(t, resp, body, http.StatusForbidden)
 	}
+	// A bulk action must name one of her workflows; its preview then answers.
+	resp, body = br.post("/ui/review/bulk", url.Values{"csrf": {csrf}, "action": {"retry"}, "dry_run": {"1"}, "workflow": {"signup"}})
+	wantStatus(t, resp, body, http.StatusOK)
+	resp, body = br.post("/ui/review/bulk", url.Values{"csrf": {csrf}, "action": {"retry"}, "dry_run": {"1"}, "workflow": {"billing"}})
+	wantStatus(t, resp, body, http.StatusForbidden)
 	_, page = br.get("/ui/runs/" + itoa(ob.billingID))
 	if strings.Contains(page, `id="cancel-form"`) {
 		t.Error("the billing run's page offers alice its cancel form")
@@ -241,6 +246,39 @@ func TestOIDCSignIn(t *testing.T) {
 	}
 	if secret := ob.idp.Config().ClientSecret; strings.Contains(logs, secret) {
 		t.Error("the log holds the client secret")
+	}
+}
+
+// The sign-in's next page stays in the console, whatever the link says; the flow's cookie
+// is HttpOnly and short-lived; the sign-in page shows no client secret.
+func TestOIDCNextStaysInTheConsole(t *testing.T) {
+	ob := setupOIDC(t)
+	for _, next := range []string{"https://evil.example/", "//evil.example/ui/", "/ui/../../evil", "/\\evil.example"} {
+		br := ob.browser()
+		resp, body := br.get("/ui/oidc/login?next=" + url.QueryEscape(next))
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		var flow *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "onceflow_oidc" {
+				flow = c
+			}
+		}
+		if flow == nil || !flow.HttpOnly || flow.MaxAge <= 0 || flow.MaxAge > 600 || flow.SameSite != http.SameSiteLaxMode {
+			t.Fatalf("the flow cookie %+v: want HttpOnly, SameSite=Lax, at most 10 minutes", flow)
+		}
+		ob.idp.QueueUser(alice)
+		au, _ := url.Parse(resp.Header.Get("Location"))
+		req, _ := http.NewRequest(http.MethodGet, au.String(), nil)
+		resp, _ = br.do(req)
+		cb, _ := url.Parse(resp.Header.Get("Location"))
+		resp, _ = br.get(cb.RequestURI())
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/ui/" {
+			t.Errorf("next %q: the callback = %d to %q, want the console's overview", next, resp.StatusCode, loc)
+		}
+	}
+	_, page := ob.browser().get("/ui/login")
+	if !strings.Contains(page, `id="oidc"`) || strings.Contains(page, ob.idp.Config().ClientSecret) {
+		t.Fatalf("the sign-in page lacks the provider's button or shows the client secret:\n%s", page)
 	}
 }
 

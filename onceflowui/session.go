@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -352,7 +353,7 @@ func (c *Console) actTarget(r *http.Request) (string, error) {
 		return run.Run.Workflow, nil
 	}
 	if strings.HasSuffix(r.URL.Path, "/review/bulk") {
-		if wf := strings.TrimSpace(r.PostForm.Get("workflow")); wf != "" {
+		if wf := r.PostForm.Get("workflow"); wf != "" {
 			return wf, nil
 		}
 		return "", &pageError{Status: http.StatusForbidden, Title: "Not allowed",
@@ -393,12 +394,16 @@ func (c *Console) loginData(csrf, next, msg string) loginData {
 
 func (loginData) title() string { return "Sign in" }
 
-// next keeps a redirect target only when it is a page of the console.
+// next keeps a redirect target only when it is a page of the console: a path under the
+// prefix, with no scheme, host, backslash or dot segment (which the redirect would resolve
+// to a path outside the console).
 func (c *Console) next(v string) string {
-	if strings.HasPrefix(v, c.cfg.Prefix+"/") && !strings.HasPrefix(v, "//") && !strings.Contains(v, "\\") {
-		return v
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(v, "//") || strings.Contains(v, "\\") ||
+		!strings.HasPrefix(u.Path, c.cfg.Prefix+"/") || strings.TrimSuffix(path.Clean(u.Path), "/")+"/" != strings.TrimSuffix(u.Path, "/")+"/" {
+		return c.cfg.Prefix + "/"
 	}
-	return c.cfg.Prefix + "/"
+	return v
 }
 
 // login is POST /ui/login: a token of scope read or admin starts a session.

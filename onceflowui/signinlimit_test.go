@@ -104,3 +104,19 @@ func TestSignInRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// After a token sign-in the browser goes to the next page only when it is one of the
+// console's: not another host, nor a path that dot segments lead out of the console.
+func TestSignInNextStaysInTheConsole(t *testing.T) {
+	b := setup(t)
+	for next, want := range map[string]string{"/ui/review?reason=x": "/ui/review?reason=x", "https://evil.example/": "/ui/",
+		"//evil.example/ui/": "/ui/", "/ui/../../evil": "/ui/", "/ui/%2e%2e/evil": "/ui/", "/\\evil.example": "/ui/"} {
+		br := b.browser()
+		_, page := br.get("/ui/login")
+		resp, body := br.post("/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {readSecret}, "next": {next}})
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		if loc := resp.Header.Get("Location"); loc != want {
+			t.Errorf("next %q: sent to %q, want %q", next, loc, want)
+		}
+	}
+}
