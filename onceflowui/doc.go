@@ -17,7 +17,9 @@
 // resolve with an output, abandon, correct and replay), always after a preview computed by
 // the engine itself (onceflow.Client.ReviewPreview, ReviewBulk with DryRun). The key page
 // answers whether an effect key's business action happened, when, by which run and with
-// which result. Pages that show something still moving refresh themselves.
+// which result. The sessions page (for admins of every workflow) lists who is signed in,
+// from which address, since when, and ends a session. Pages that show something still
+// moving refresh themselves.
 //
 // # Security
 //
