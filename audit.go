@@ -411,6 +411,14 @@ func Explain(e *store.Event) string {
 			w(" (%s)", e.Reason)
 		}
 	}
+	// What a person did in the web console names the session and the address it came from
+	// (store.Origin), so that two sessions of one token are told apart.
+	if s := str("session"); s != "" {
+		w(" — console session %s", s)
+		if c := str("client"); c != "" {
+			w(" from %s", c)
+		}
+	}
 	return b.String()
 }
 

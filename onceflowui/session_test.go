@@ -316,6 +316,9 @@ func testActionsNameTheSessionAndClient(t *testing.T, b *bundle) {
 		if d["session"] != sess || d["client"] != "127.0.0.1" {
 			t.Errorf("%s: detail %s, want session %s and client 127.0.0.1", e.Type, e.Detail, sess)
 		}
+		if !strings.HasSuffix(e.Why, " — console session "+sess+" from 127.0.0.1") {
+			t.Errorf("%s explained as %q, without its session and client", e.Type, e.Why)
+		}
 	}
 	if len(seen) != len(want) {
 		t.Errorf("events seen %v, want each of %v", seen, want)
