@@ -1,57 +1,86 @@
 package cli
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
+	"time"
 )
 
-// serve's OpenID Connect flags reach the console's configuration, the client secret from
-// the environment only; a missing setting is named with its flag.
-func TestConsoleOIDCFlags(t *testing.T) {
-	parse := func(args ...string) serveFlags {
-		t.Helper()
-		var f serveFlags
-		cmd := &cobra.Command{Use: "serve"}
-		consoleFlags(cmd, &f)
-		if err := cmd.ParseFlags(args); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	full := []string{"--ui-oidc-issuer", "https://sso.example.com", "--ui-oidc-client-id", "console",
-		"--ui-oidc-redirect-url", "https://ops.example.com/ui/oidc/callback", "--ui-oidc-roles", "ops=admin,growth=admin:website-lead",
-		"--ui-oidc-scopes", "email,groups", "--ui-token-sign-in=false"}
-
-	t.Setenv(oidcSecretEnv, "")
-	f := parse(full...)
-	if _, err := f.console(); err == nil || !strings.Contains(err.Error(), oidcSecretEnv) {
-		t.Fatalf("without the secret: %v, want an error naming %s", err, oidcSecretEnv)
-	}
-	t.Setenv(oidcSecretEnv, "s3cret-from-env")
-	c, err := f.console()
-	if err != nil {
+// `onceflow serve` serves the web console at /ui/ on its API address, or on --ui-addr
+// alone, or not at all with --ui-addr off.
+func TestServeConsole(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "w.yaml"), []byte("name: w\nsteps:\n  - id: a\n    kind: http\n    http: {url: \"http://127.0.0.1:1/\"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := c.OIDC
-	if o == nil || o.Issuer != "https://sso.example.com" || o.ClientID != "console" || o.ClientSecret != "s3cret-from-env" ||
-		o.RedirectURL != "https://ops.example.com/ui/oidc/callback" || len(o.Roles) != 2 || o.Roles[1].Workflow != "website-lead" ||
-		strings.Join(o.Scopes, ",") != "email,groups" || o.RolesClaim != "groups" || !c.NoTokenSignIn {
-		t.Fatalf("console config %+v, OIDC %+v", c, o)
-	}
-	for _, bad := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--ui-oidc-client-id", "console"}, "--ui-oidc-client-id needs --ui-oidc-issuer"},
-		{[]string{"--ui-token-sign-in=false"}, "no way to sign in"},
-		{[]string{"--ui-oidc-issuer", "https://sso.example.com", "--ui-oidc-client-id", "c", "--ui-oidc-redirect-url", "https://x/ui/oidc/callback"}, "--ui-oidc-roles"},
-		{append(full[:len(full):len(full)], "--ui-oidc-roles", "ops=owner"), "--ui-oidc-roles:"},
-	} {
-		f := parse(bad.args...)
-		if _, err := f.console(); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("%v: %v, want an error saying %q", bad.args, err, bad.want)
+	db := "sqlite://" + filepath.Join(t.TempDir(), "onceflow.db")
+	runOK(t, "migrate", "--db", db)
+	t.Setenv("ONCEFLOW_API_TOKENS", "viewer:read:read-secret-0123456789")
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, ""
 		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Security-Policy") + "\n" + string(b)
+	}
+	for _, tc := range []struct {
+		name string
+		// ui is where the console should answer (api or own), "" for nowhere.
+		ui string
+	}{{"on the API address", "api"}, {"on --ui-addr", "own"}, {"off", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			api, own := freeAddr(t), freeAddr(t)
+			args := []string{"serve", "--addr", api, "--workflows", dir, "--db", db, "--log-level", "error"}
+			switch tc.name {
+			case "on --ui-addr":
+				args = append(args, "--ui-addr", own)
+			case "off":
+				args = append(args, "--ui-addr", "off")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			exit := make(chan result, 1)
+			go func() {
+				var out, errOut strings.Builder
+				code := Execute(ctx, args, &out, &errOut)
+				exit <- result{stdout: out.String(), stderr: errOut.String(), code: code}
+			}()
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			deadline := time.After(30 * time.Second)
+			for {
+				if code, _ := get("http://" + api + "/healthz"); code == http.StatusOK {
+					break
+				}
+				select {
+				case <-tick.C:
+				case <-deadline:
+					t.Fatal("serve did not answer /healthz within 30 s")
+				case r := <-exit:
+					t.Fatalf("serve exited early: %d %s", r.code, r.stderr)
+				}
+			}
+			for where, addr := range map[string]string{"api": api, "own": own} {
+				code, body := get("http://" + addr + "/ui/login")
+				if where == tc.ui {
+					if code != http.StatusOK || !strings.Contains(body, "script-src 'self'") || !strings.Contains(body, `id="token"`) {
+						t.Errorf("/ui/login on the %s address: %d\n%s", where, code, body)
+					}
+				} else if code == http.StatusOK {
+					t.Errorf("/ui/login answered on the %s address", where)
+				}
+			}
+			cancel()
+			if r := <-exit; r.code != exitOK {
+				t.Fatalf("serve: exit %d %s", r.code, r.stderr)
+			}
+		})
 	}
 }
