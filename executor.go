@@ -99,7 +99,7 @@ func classOfOutcome(o store.Outcome) ErrorClass {
 func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 	_, sd := c.step(cand.Step.Workflow, cand.Step.Name)
 	if sd == nil {
-		return store.EffectSpec{}, &store.PrepareError{Reason: "step_not_defined",
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonStepNotDefined,
 			Err: fmt.Errorf("workflow %q has no step %q in this worker's definition", cand.Step.Workflow, cand.Step.Name)}
 	}
 	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
@@ -107,20 +107,20 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 		// A time the run does not have may belong to a step whose condition is false.
 		if sd.When != nil {
 			if ok, werr := sd.When(sc); werr == nil && !ok {
-				return store.EffectSpec{Skip: "condition_false"}, nil
+				return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 			}
 		}
-		return store.EffectSpec{}, &store.PrepareError{Reason: "not_before_invalid", Err: err}
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonNotBeforeInvalid, Err: err}
 	} else if due.After(c.clock.now()) {
 		return store.EffectSpec{WaitUntil: due}, nil
 	}
 	if sd.When != nil {
 		ok, err := sd.When(sc)
 		if err != nil {
-			return store.EffectSpec{}, &store.PrepareError{Reason: "condition_error", Err: err}
+			return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonConditionError, Err: err}
 		}
 		if !ok {
-			return store.EffectSpec{Skip: "condition_false"}, nil
+			return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 		}
 	}
 	data, err := sc.TemplateData()
@@ -139,11 +139,11 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 		sc.EffectKey = key
 		v, err := sd.Fingerprint(sc)
 		if err != nil {
-			return store.EffectSpec{}, &store.PrepareError{Reason: "fingerprint_failed", Err: err}
+			return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonFingerprintFailed, Err: err}
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return store.EffectSpec{}, &store.PrepareError{Reason: "fingerprint_failed", Err: err}
+			return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonFingerprintFailed, Err: err}
 		}
 		sum := sha256.Sum256(b)
 		spec.Fingerprint = hex.EncodeToString(sum[:])
@@ -306,7 +306,7 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 			return p
 		}
 		// The effect happened: keep its key held and let a person decide.
-		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateNeedsReview, "output_invalid"
+		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateNeedsReview, store.ReasonOutputInvalid
 		p.Error = fmt.Sprintf("the step succeeded but its output cannot be stored as JSON: %v", merr)
 		return p
 	}
@@ -325,7 +325,7 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 		policy["attempt_base"] = st.AttemptBase
 	}
 	exhausted := counted >= sd.retry.MaxAttempts
-	retry := func(reason string, after time.Duration) {
+	retry := func(reason store.Reason, after time.Duration) {
 		delay := sd.retry.curve().Delay(counted, c.cfg.Rand())
 		d := map[string]any{"policy": policy, "backoff": delay.String()}
 		if after > 0 {
@@ -343,7 +343,7 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 	case Skipped:
 		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateSkipped, se.Reason
 		if p.Reason == "" {
-			p.Reason = "nothing_to_do"
+			p.Reason = store.ReasonNothingToDo
 		}
 	case Permanent:
 		p.Outcome, p.NextState, p.Reason = store.OutcomePermanent, failState, store.ReasonPermanentError

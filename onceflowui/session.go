@@ -289,6 +289,6 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 
 // recordSession appends the audit event of a sign-in or sign-out of s: the actor is the
 // session's (token:NAME), never the token's secret.
-func (c *Console) recordSession(ctx context.Context, typ string, s *session, detail map[string]any) error {
+func (c *Console) recordSession(ctx context.Context, typ onceflow.EventType, s *session, detail map[string]any) error {
 	return c.cfg.Client.RecordOperatorEvent(ctx, onceflow.OperatorEvent{Type: typ, Actor: s.Actor(), Detail: detail, At: c.cfg.Now()})
 }

@@ -45,7 +45,7 @@ const EnvURL = "ONCEFLOW_AMQP_URL"
 // ReasonRoutingKeyInvalid is the review reason of a message whose routing key, rendered
 // from the run's data, is not the routing key the template describes: a field's value that
 // is not one word.
-const ReasonRoutingKeyInvalid = "routing_key_invalid"
+const ReasonRoutingKeyInvalid onceflow.Reason = "routing_key_invalid"
 
 // wordValue checks that the value of a routing key's field is one word: a topic exchange
 // reads the dots of a routing key as word boundaries (and the default exchange the whole

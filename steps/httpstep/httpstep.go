@@ -37,7 +37,7 @@ import (
 )
 
 // ReasonDestinationBlocked is the review reason of a request the egress policy refused.
-const ReasonDestinationBlocked = "destination_blocked"
+const ReasonDestinationBlocked = onceflow.ReasonDestinationBlocked
 
 // Request is a templated HTTP request. Templates read {input.…}, {run.key}, {run.id},
 // {steps.ID.output.…} and {env.NAME}; string leaves of Body that are exactly one field

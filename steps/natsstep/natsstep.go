@@ -45,7 +45,7 @@ const EnvURL = "ONCEFLOW_NATS_URL"
 
 // ReasonSubjectInvalid is the review reason of a message whose subject, rendered from the
 // run's data, is not the subject the template describes (a value that is not one token).
-const ReasonSubjectInvalid = "subject_invalid"
+const ReasonSubjectInvalid onceflow.Reason = "subject_invalid"
 
 // Spec describes a nats step. Subject, header values and the body are templates over the
 // step's data.

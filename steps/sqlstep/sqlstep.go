@@ -70,16 +70,16 @@ import (
 
 // ReasonRowsUnexpected is the review or skip reason of a statement whose row count is not
 // the one it expects.
-const ReasonRowsUnexpected = "rows_unexpected"
+const ReasonRowsUnexpected onceflow.Reason = "rows_unexpected"
 
 // ReasonNotMigrated is the review reason of a database without the onceflow_applied table.
-const ReasonNotMigrated = "database_not_migrated"
+const ReasonNotMigrated onceflow.Reason = "database_not_migrated"
 
 // ReasonTransactionEnded is the review reason of an attempt whose transaction ended before
 // the effect key was written: a statement committed or rolled back on its own (a
 // procedure that commits, DDL prepared from a string). What the statements before it did
 // may be committed; the key is not written, and the step is not retried.
-const ReasonTransactionEnded = "transaction_ended"
+const ReasonTransactionEnded onceflow.Reason = "transaction_ended"
 
 // Table is the name of the table that records applied effect keys in a business database.
 const Table = "onceflow_applied"
