@@ -490,7 +490,9 @@ type StepCheckpointer interface {
 	StepCheckpoint(ctx context.Context, p StepCheckpointParams) error
 }
 
-// StepRecordParams is the result of one attempt and the engine's decision about it.
+// StepRecordParams is the result of one attempt and the engine's decision about it. The
+// decision — Outcome, NextState, NextAt, Reason, Detail and Output — is one transition,
+// set by one of Complete, Retry, Park, Fail and Skip.
 type StepRecordParams struct {
 	StepID  int64
 	Owner   string
