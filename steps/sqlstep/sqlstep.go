@@ -153,7 +153,8 @@ var fieldRE = regexp.MustCompile(`\{\s*(input|steps|run|env|workflow|step)(\.[^{
 
 var rowsRE = regexp.MustCompile(`(?is)^\s*(\(\s*)*(select|with|show|values|table)\b|\breturning\b`)
 
-// New compiles spec on db. It refuses the statements CheckStatement refuses.
+// New compiles spec on db. It refuses the statements CheckStatement refuses. With a nil db
+// the spec is only checked: the step refuses to run, with a permanent error that says so.
 func New(spec Spec, db *DB) (*Step, error) { return compile(spec, db, CheckStatement) }
 
 func compile(spec Spec, db *DB, check func(query string) error) (*Step, error) {
@@ -231,6 +232,9 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 			}
 			args[i] = append(args[i], bindValue(v))
 		}
+	}
+	if s.db == nil {
+		return nil, onceflow.PermanentError(errors.New("sql: the step has no database (New was given a nil *DB, which only checks the spec); build it with a DB, or through the kind"))
 	}
 	db, err := s.db.open()
 	if err != nil {
