@@ -35,8 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Args = append([]string{"onceflow"}, list...)
 		setFileLimit(os.Getenv("ONCEFLOW_TEST_NOFILE"))
-		checkAPIInCommand()
-		Main()
+		mainWith(checkAPIInCommand())
 	}
 	checkAPI() // every API request of these tests is checked against the OpenAPI document
 	goleak.VerifyTestMain(testsvc.Report(m), goleak.Cleanup(func(code int) { os.Exit(reportAPIProblems(code)) }))
@@ -52,7 +51,7 @@ type result struct {
 func run(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Execute(context.Background(), args, &out, &errOut)
+	code := execute(context.Background(), args, &out, &errOut, apiMiddleware)
 	return result{stdout: out.String(), stderr: errOut.String(), code: code}
 }
 
