@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// ReviewItem is a step parked in needs_review (or, from ReviewGetByStep, a step in any
-// state), with what a person needs to decide about it.
+// ReviewItem is the row of a step parked in needs_review (or, from ReviewGetByStep, a
+// step in any state) read with its run's facts, with what a person needs to decide about
+// it. It is a Step row seen from the review queue, not a definition; what callers of the
+// client read is onceflow.ReviewItem, masked.
 type ReviewItem struct {
 	RunID    int64
 	StepID   int64

@@ -213,7 +213,9 @@ type unavailableError struct{ err error }
 func (e *unavailableError) Error() string   { return "database unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
-// Run is one execution of a workflow for one business event.
+// Run is the row of one execution of a workflow for one business event, as a backend
+// stores it. The workflow it runs is defined elsewhere (onceflow.Workflow, built from a
+// file or in Go); what callers of the client read is onceflow.Run, masked.
 type Run struct {
 	ID        int64
 	Workflow  string
@@ -226,7 +228,10 @@ type Run struct {
 	UpdatedAt time.Time
 }
 
-// Step is one step of a run as stored.
+// Step is the row of one step of a run, as a backend stores it: its state, key, attempts
+// and output. What the step does is its definition, onceflow.Step of the run's workflow,
+// matched by Workflow and Name; what callers of the client read is onceflow.StepInfo,
+// masked.
 type Step struct {
 	ID       int64
 	RunID    int64
