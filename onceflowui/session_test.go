@@ -297,9 +297,9 @@ func testActionsNameTheSessionAndClient(t *testing.T, b *bundle) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"workflow.paused": s1, "workflow.resumed": s2, "run.cancelled": s2, "step.cancelled": s2,
+	want := map[onceflow.EventType]string{"workflow.paused": s1, "workflow.resumed": s2, "run.cancelled": s2, "step.cancelled": s2,
 		"console.signed_out": s1}
-	seen := map[string]bool{}
+	seen := map[onceflow.EventType]bool{}
 	signIns := map[string]bool{}
 	for _, e := range evs {
 		var d map[string]any

@@ -13,7 +13,7 @@ import (
 const (
 	// EventConsoleSessionEnded records an operator ending another person's session (the
 	// actor is the operator; the detail names the session and whose it was).
-	EventConsoleSessionEnded = "console.session_ended"
+	EventConsoleSessionEnded EventType = "console.session_ended"
 
 	// Reasons a session ends (Session.EndReason).
 	SessionSignedOut = "signed_out"

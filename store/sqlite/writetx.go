@@ -498,7 +498,7 @@ func (w *writeTx) skipDependents(run *store.Run, at time.Time) error {
 // propagate moves, transitively, the pending steps of run that need a step in one of the
 // states causes to state, appending an event for each. It asks the database only when a
 // pending step needs such a step.
-func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.State, reason, event string, causes ...store.State) error {
+func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.State, reason store.Reason, event store.EventType, causes ...store.State) error {
 	rs, err := w.run(run.ID)
 	if err != nil {
 		return err

@@ -107,7 +107,7 @@ func stepFlags(cmd *cobra.Command, f *serveFlags) {
 // serverConfig is the configuration serve and worker build their server with: f's
 // workflow, step, engine and redaction flags, on st. The caller adds the API, the console
 // and the metrics.
-func (f *serveFlags) serverConfig(st store.Store, log *slog.Logger, secrets []string) (server.Config, error) {
+func (f *serveFlags) serverConfig(g *globals, st store.Store, log *slog.Logger, secrets []string) (server.Config, error) {
 	if f.workflows == "" {
 		return server.Config{}, usagef("--workflows is required: a workflow YAML file or a directory of them")
 	}
@@ -120,7 +120,7 @@ func (f *serveFlags) serverConfig(st store.Store, log *slog.Logger, secrets []st
 		allow = append(allow, p)
 	}
 	cfg := server.Config{Store: st, Workflows: []string{f.workflows}, AllowNet: allow, MaxRedirects: f.maxRedirects, MaxDepth: f.maxDepth,
-		RedactFields: f.redact, Secrets: secrets, Logger: log, Middleware: wrapHandler,
+		RedactFields: f.redact, Secrets: secrets, Logger: log, Middleware: g.middleware,
 		Engine: onceflow.Config{Workers: f.workers}}
 	f.tuneEngine(&cfg.Engine)
 	return cfg, nil
@@ -162,7 +162,7 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	defer st.Close()
-	cfg, err := f.serverConfig(st, log, processSecrets(loc, tokens))
+	cfg, err := f.serverConfig(g, st, log, processSecrets(loc, tokens))
 	if err != nil {
 		return err
 	}
