@@ -349,6 +349,36 @@ func Explain(e *store.Event) string {
 		w("skipped: %s", reasonText(e.Reason))
 	case store.EventStepCancelled:
 		w("cancelled: %s", reasonText(e.Reason))
+		note()
+	case store.EventRunCancelled:
+		w("run cancelled by %s (it was %s)", e.Actor, str("previous_state"))
+		if l, _ := d["cancelled"].([]any); len(l) > 0 {
+			w("; steps cancelled: %s", joinList(l))
+		}
+		if l, _ := d["running"].([]any); len(l) > 0 {
+			w("; still running, recorded when they end: %s", joinList(l))
+		}
+		note()
+	case store.EventCancelledAttemptRecorded:
+		w("attempt %d ended %s after its run was cancelled; the step stays cancelled, key %s", e.Attempt, str("outcome"), str("ledger"))
+	case store.EventWorkflowPaused:
+		w("workflow %s paused by %s: no step of it is claimed until it is resumed", e.Workflow, e.Actor)
+		note()
+	case store.EventWorkflowResumed:
+		w("workflow %s resumed by %s", e.Workflow, e.Actor)
+		note()
+	case store.EventRetentionPurged:
+		w("retention purge by %s", e.Actor)
+		if b := str("batch"); b != "" && b != "0" {
+			w(", batch %s", b)
+		}
+		w(": deleted %s runs, %s steps, %s attempts, %s events, %s ledger rows", str("runs"), str("steps"), str("attempts"), str("events"), str("effects"))
+		if str("runs_before") != "" {
+			w(" (finished runs last changed before %s)", when("runs_before"))
+		}
+		note()
+	case store.EventDataUnmasked:
+		w("%s read %s unmasked", e.Actor, dashIfEmpty(str("read")))
 	case store.EventLeaseExpired:
 		w("the lease of worker %s expired at %s without a result: the outcome is unknown", str("owner"), when("lease_expired_at"))
 	case store.EventLeaseLost:
@@ -437,6 +467,10 @@ func reasonText(r string) string {
 		return "the worker's lease expired; retried with the same key"
 	case store.ReasonWorkerShutdown:
 		return "the worker shut down mid-step; released for another worker, same key"
+	case store.ReasonRunCancelled:
+		return "its run was cancelled"
+	case store.ReasonCancelledEffectMayExist:
+		return "its run was cancelled while the effect's outcome was unknown: the effect may exist, its key stays held"
 	case store.ReasonDependencyFailed:
 		return "a step it needs failed"
 	case store.ReasonDependencySkipped:
