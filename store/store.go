@@ -330,7 +330,8 @@ type RunListParams struct {
 	Limit int
 }
 
-// EventListParams filters EventList. Zero fields do not filter; results are in ID order.
+// EventListParams filters EventList. Zero fields do not filter; results are in ID order
+// (descending with Newest).
 type EventListParams struct {
 	RunID     int64
 	Entity    string
@@ -340,7 +341,17 @@ type EventListParams struct {
 	Since   time.Time
 	Until   time.Time
 	AfterID int64
-	Limit   int // default 1000
+	// Types keeps only events of these types (nil: any; empty: none).
+	Types []string
+	// Actor keeps only events by this actor; Workflow only events of this workflow.
+	Actor    string
+	Workflow string
+	// BeforeID pages backwards: only events with a smaller ID.
+	BeforeID int64
+	// Newest lists the newest first: in descending ID order, so that Limit keeps the
+	// newest events and the next page is BeforeID the last one.
+	Newest bool
+	Limit  int // default 1000
 }
 
 // ClaimCandidate is a due step offered to StepClaimParams.Prepare inside the claim
