@@ -24,6 +24,15 @@ type AuditQuery struct {
 	Until time.Time
 	// AfterID pages: only events with a larger ID.
 	AfterID int64
+	// Actor keeps the events of one actor (user:ana, token:ops, a worker, engine),
+	// Workflow those of one workflow, Types those of these types (nil: any).
+	Actor    string
+	Workflow string
+	Types    []string
+	// BeforeID pages backwards: only events with a smaller ID.
+	BeforeID int64
+	// Newest answers the newest events first (descending ID): the page before BeforeID.
+	Newest bool
 	// Limit caps the answer (default 1000).
 	Limit int
 }
@@ -56,7 +65,7 @@ type AuditEntry struct {
 }
 
 // Audit answers who did what, when and why: the audit events q selects, in the order they
-// were committed, each explained and masked with the secrets and the personal data of its
+// were committed (newest first with q.Newest), each explained and masked with the secrets and the personal data of its
 // run.
 func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error) {
 	return c.masked().Audit(ctx, q)
@@ -84,6 +93,15 @@ func (q AuditQuery) about() string {
 	if q.EffectKey != "" {
 		parts = append(parts, "key "+q.EffectKey)
 	}
+	if q.Workflow != "" {
+		parts = append(parts, "workflow "+q.Workflow)
+	}
+	if q.Actor != "" {
+		parts = append(parts, "actor "+q.Actor)
+	}
+	if len(q.Types) > 0 {
+		parts = append(parts, "types "+strings.Join(q.Types, " "))
+	}
 	s := ""
 	if len(parts) > 0 {
 		s = " of " + strings.Join(parts, ", ")
@@ -100,7 +118,8 @@ func (q AuditQuery) about() string {
 // audit reads the events q selects, masking each with the masker of its run from ms.
 func (r reader) audit(ctx context.Context, q AuditQuery, ms *maskers) ([]*AuditEntry, error) {
 	evs, err := r.c.store.EventList(ctx, store.EventListParams{RunID: q.RunID, Entity: q.Entity, EffectKey: q.EffectKey,
-		Since: q.Since, Until: q.Until, AfterID: q.AfterID, Limit: q.Limit})
+		Since: q.Since, Until: q.Until, AfterID: q.AfterID, Actor: q.Actor, Workflow: q.Workflow, Types: q.Types, BeforeID: q.BeforeID,
+		Newest: q.Newest, Limit: q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: audit: %w", err)
 	}

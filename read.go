@@ -36,8 +36,8 @@ type Reader interface {
 	// ReviewDetail returns a review item with its run, its attempts and its audit events;
 	// errors as ReviewGet.
 	ReviewDetail(ctx context.Context, runID int64, step string) (*ReviewDetail, error)
-	// Audit returns the audit events q selects, in the order they were committed, each
-	// explained.
+	// Audit returns the audit events q selects, in the order they were committed (newest
+	// first with q.Newest), each explained.
 	Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error)
 	// Key reports on one effect key; an unknown key is free and has no events.
 	Key(ctx context.Context, key string) (*KeyReport, error)
