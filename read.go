@@ -150,6 +150,9 @@ type AttemptInfo struct {
 	Error           string
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request is what the attempt sent, as its step recorded it (masked); nil when it
+	// recorded nothing, and while the attempt is in flight.
+	Request *Request
 }
 
 // InFlight reports whether the attempt has not ended yet.
@@ -369,7 +372,7 @@ func stepView(st *store.Step, m *redact.Masker) *StepInfo {
 func attemptView(a *store.Attempt, m *redact.Masker) *AttemptInfo {
 	return &AttemptInfo{ID: a.ID, RunID: a.RunID, StepID: a.StepID, Step: a.StepName, Number: a.Number, EffectKey: a.EffectKey,
 		Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Outcome: a.Outcome, Error: m.Text(a.Error),
-		ResponseStatus: a.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0)}
+		ResponseStatus: a.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0), Request: requestView(a.Request, m)}
 }
 
 func revisionView(rv *store.RunRevision, m *redact.Masker) *Revision {

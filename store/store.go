@@ -261,6 +261,9 @@ type Attempt struct {
 	Error           string
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request is what the attempt sent, as the engine recorded it (masked and bounded;
+	// see StepRecordParams.Request), "" when nothing was recorded.
+	Request string
 }
 
 // Event is one append-only audit record. IDs increase in commit order within a backend.
@@ -477,6 +480,10 @@ type StepRecordParams struct {
 	Error           string
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request is what the attempt sent — a JSON document the engine writes (method, URL,
+	// headers, body), masked and bounded before it is given — stored with the attempt as
+	// it is; "" when the step recorded none.
+	Request string
 	// Output is the step's result (JSON), stored on success in the step and the ledger.
 	Output json.RawMessage
 	// RetainUntil is stored with the ledger row when this record completes it (a success,

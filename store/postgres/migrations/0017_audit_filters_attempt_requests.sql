@@ -9,3 +9,7 @@ CREATE INDEX runs_created_by ON runs (created_by, created_event_id) WHERE create
 CREATE INDEX attempts_end_actor ON attempts ((CASE WHEN end_actor <> '' THEN end_actor ELSE worker END), id) WHERE end_derived;
 CREATE INDEX attempts_end_run_actor ON attempts ((CASE WHEN end_actor <> '' THEN end_actor ELSE worker END), end_run_event_id)
     WHERE end_run_event_id IS NOT NULL;
+
+-- What an attempt sent (method, URL, headers, body as the engine recorded them: masked
+-- and bounded), beside the destination's answer; '' when the step recorded nothing.
+ALTER TABLE attempts ADD COLUMN request TEXT NOT NULL DEFAULT '';
