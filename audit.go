@@ -398,6 +398,11 @@ func Explain(e *store.Event) string {
 		note()
 	case store.EventDataUnmasked:
 		w("%s read %s unmasked", e.Actor, dashIfEmpty(str("read")))
+	case EventDataRevealed:
+		w("%s revealed %s of run %d", e.Actor, str("field"), e.RunID)
+		if r := str("reason"); r != "" {
+			w(" — reason: %q", r)
+		}
 	case store.EventLeaseExpired:
 		w("the lease of worker %s expired at %s without a result: the outcome is unknown", str("owner"), when("lease_expired_at"))
 	case store.EventLeaseLost:

@@ -171,6 +171,10 @@ type Revision struct {
 	Actor        string
 	Note         string
 	At           time.Time
+	// Changed lists the fields the correction changed (paths of object names), those whose
+	// values are masked included: a masked field's change shows as changed, its values
+	// not.
+	Changed []string
 }
 
 // ReviewDetail is a review item's page: the item, its run, and the attempts and audit
@@ -377,7 +381,8 @@ func attemptView(a *store.Attempt, m *redact.Masker) *AttemptInfo {
 
 func revisionView(rv *store.RunRevision, m *redact.Masker) *Revision {
 	v := &Revision{Revision: rv.Revision, InputBefore: rv.InputBefore, InputAfter: rv.InputAfter, Diff: rv.Diff,
-		EntityBefore: rv.EntityBefore, EntityAfter: rv.EntityAfter, Actor: rv.Actor, Note: m.Text(rv.Note), At: rv.At}
+		EntityBefore: rv.EntityBefore, EntityAfter: rv.EntityAfter, Actor: rv.Actor, Note: m.Text(rv.Note), At: rv.At,
+		Changed: changedFields(rv.InputBefore, rv.InputAfter)}
 	for _, d := range []*json.RawMessage{&v.InputBefore, &v.InputAfter, &v.Diff} {
 		if len(*d) > 0 {
 			*d = m.JSON(*d)
@@ -563,6 +568,12 @@ func (c *Client) RecordOperatorEvent(ctx context.Context, e OperatorEvent) error
 	default:
 		return fmt.Errorf("onceflow: %q is not an operator event (%s, %s or %s)", e.Type, EventConsoleSignedIn, EventConsoleSignedOut, EventDataUnmasked)
 	}
+	return c.appendOperatorEvent(ctx, e)
+}
+
+// appendOperatorEvent appends e, of any type a person's action records, in a transaction
+// of its own.
+func (c *Client) appendOperatorEvent(ctx context.Context, e OperatorEvent) error {
 	if e.Actor == "" {
 		return fmt.Errorf("onceflow: record %s: the actor is required", e.Type)
 	}

@@ -64,7 +64,7 @@ var eventTypeForm = regexp.MustCompile(`^[a-z][a-z_]*(\.[a-z][a-z_]*)+$`)
 // auditTypes are the event types the type field suggests: what people and the engine
 // record. Any other type may be typed.
 var auditTypes = []string{
-	onceflow.EventConsoleSignedIn, onceflow.EventConsoleSignedOut, onceflow.EventDataUnmasked, "data.revealed",
+	onceflow.EventConsoleSignedIn, onceflow.EventConsoleSignedOut, onceflow.EventDataUnmasked, onceflow.EventDataRevealed,
 	"workflow.paused", "workflow.resumed", "run.cancelled", "run.input_corrected",
 	"review.retried", "review.resolved", "review.abandoned", "review.replayed", "retention.purged",
 	onceflow.EventRunCreated, "run.deduplicated", "run.state_changed", "step.claimed", onceflow.EventStepCompleted,

@@ -119,6 +119,7 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/runs/{id}", c.view(c.run))
 	c.mux.Handle("GET "+p+"/runs/{id}/live", c.view(c.runLive))
 	c.mux.Handle("POST "+p+"/runs/{id}/cancel", c.act(true, c.runCancel))
+	c.mux.Handle("POST "+p+"/runs/{id}/reveal", c.act(true, c.runReveal))
 	c.mux.Handle("POST "+p+"/workflows/{name}/pause", c.act(true, c.workflowPause(true)))
 	c.mux.Handle("POST "+p+"/workflows/{name}/resume", c.act(true, c.workflowPause(false)))
 	c.mux.Handle("GET "+p+"/review", c.view(c.review))
