@@ -24,6 +24,15 @@ type AuditQuery struct {
 	Until time.Time
 	// AfterID pages: only events with a larger ID.
 	AfterID int64
+	// Actor keeps the events of one actor (user:ana, token:ops, a worker, engine),
+	// Workflow those of one workflow, Types those of these types (nil: any).
+	Actor    string
+	Workflow string
+	Types    []EventType
+	// BeforeID pages backwards: only events with a smaller ID.
+	BeforeID int64
+	// Newest answers the newest events first (descending ID): the page before BeforeID.
+	Newest bool
 	// Limit caps the answer (default 1000).
 	Limit int
 }
@@ -56,7 +65,7 @@ type AuditEntry struct {
 }
 
 // Audit answers who did what, when and why: the audit events q selects, in the order they
-// were committed, each explained and masked with the secrets and the personal data of its
+// were committed (newest first with q.Newest), each explained and masked with the secrets and the personal data of its
 // run.
 func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error) {
 	return c.masked().Audit(ctx, q)
@@ -84,6 +93,15 @@ func (q AuditQuery) about() string {
 	if q.EffectKey != "" {
 		parts = append(parts, "key "+q.EffectKey)
 	}
+	if q.Workflow != "" {
+		parts = append(parts, "workflow "+q.Workflow)
+	}
+	if q.Actor != "" {
+		parts = append(parts, "actor "+q.Actor)
+	}
+	if len(q.Types) > 0 {
+		parts = append(parts, "types "+joinTypes(q.Types))
+	}
 	s := ""
 	if len(parts) > 0 {
 		s = " of " + strings.Join(parts, ", ")
@@ -100,7 +118,8 @@ func (q AuditQuery) about() string {
 // audit reads the events q selects, masking each with the masker of its run from ms.
 func (r reader) audit(ctx context.Context, q AuditQuery, ms *maskers) ([]*AuditEntry, error) {
 	evs, err := r.c.store.EventList(ctx, store.EventListParams{RunID: q.RunID, Entity: q.Entity, EffectKey: q.EffectKey,
-		Since: q.Since, Until: q.Until, AfterID: q.AfterID, Limit: q.Limit})
+		Since: q.Since, Until: q.Until, AfterID: q.AfterID, Actor: q.Actor, Workflow: q.Workflow, Types: q.Types, BeforeID: q.BeforeID,
+		Newest: q.Newest, Limit: q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: audit: %w", err)
 	}
@@ -349,6 +368,41 @@ func Explain(e *store.Event) string {
 		w("skipped: %s", reasonText(e.Reason))
 	case store.EventStepCancelled:
 		w("cancelled: %s", reasonText(e.Reason))
+		note()
+	case store.EventRunCancelled:
+		w("run cancelled by %s (it was %s)", e.Actor, str("previous_state"))
+		if l, _ := d["cancelled"].([]any); len(l) > 0 {
+			w("; steps cancelled: %s", joinList(l))
+		}
+		if l, _ := d["running"].([]any); len(l) > 0 {
+			w("; still running, recorded when they end: %s", joinList(l))
+		}
+		note()
+	case store.EventCancelledAttemptRecorded:
+		w("attempt %d ended %s after its run was cancelled; the step stays cancelled, key %s", e.Attempt, str("outcome"), str("ledger"))
+	case store.EventWorkflowPaused:
+		w("workflow %s paused by %s: no step of it is claimed until it is resumed", e.Workflow, e.Actor)
+		note()
+	case store.EventWorkflowResumed:
+		w("workflow %s resumed by %s", e.Workflow, e.Actor)
+		note()
+	case store.EventRetentionPurged:
+		w("retention purge by %s", e.Actor)
+		if b := str("batch"); b != "" && b != "0" {
+			w(", batch %s", b)
+		}
+		w(": deleted %s runs, %s steps, %s attempts, %s events, %s ledger rows", str("runs"), str("steps"), str("attempts"), str("events"), str("effects"))
+		if str("runs_before") != "" {
+			w(" (finished runs last changed before %s)", when("runs_before"))
+		}
+		note()
+	case store.EventDataUnmasked:
+		w("%s read %s unmasked", e.Actor, dashIfEmpty(str("read")))
+	case EventDataRevealed:
+		w("%s revealed %s of run %d", e.Actor, str("field"), e.RunID)
+		if r := str("reason"); r != "" {
+			w(" — reason: %q", r)
+		}
 	case store.EventLeaseExpired:
 		w("the lease of worker %s expired at %s without a result: the outcome is unknown", str("owner"), when("lease_expired_at"))
 	case store.EventLeaseLost:
@@ -447,6 +501,10 @@ func reasonText(r Reason) string {
 		return "the worker's lease expired; retried with the same key"
 	case store.ReasonWorkerShutdown:
 		return "the worker shut down mid-step; released for another worker, same key"
+	case store.ReasonRunCancelled:
+		return "its run was cancelled"
+	case store.ReasonCancelledEffectMayExist:
+		return "its run was cancelled while the effect's outcome was unknown: the effect may exist, its key stays held"
 	case store.ReasonDependencyFailed:
 		return "a step it needs failed"
 	case store.ReasonDependencySkipped:
@@ -513,4 +571,13 @@ func clipText(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// joinTypes is the event types, separated by spaces.
+func joinTypes(types []EventType) string {
+	ss := make([]string, len(types))
+	for i, t := range types {
+		ss[i] = string(t)
+	}
+	return strings.Join(ss, " ")
 }

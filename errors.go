@@ -41,6 +41,9 @@ type StepError struct {
 	// are stored with the attempt.
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request, when set, is what the attempt sent (see StepContext.RecordRequest); it
+	// replaces what the step recorded.
+	Request *Request
 	// Reason, when set, is the review reason code used if the step is parked (for example
 	// "destination_blocked"); the default is permanent_error or attempts_exhausted.
 	Reason Reason

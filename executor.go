@@ -246,7 +246,13 @@ func (c *Client) executeOne(base context.Context, cs *store.ClaimedStep, chain b
 	if p.ResponseStatus == 0 && p.ResponseExcerpt == "" {
 		p.ResponseStatus, p.ResponseExcerpt = sc.respStatus, sc.respExcerpt
 	}
-	c.scrub(c.masker(cs.Run, cs.Outputs), &p)
+	req := sc.request
+	if se := (*StepError)(nil); errors.As(err, &se) && se.Request != nil {
+		req = se.Request
+	}
+	m := c.masker(cs.Run, cs.Outputs)
+	p.Request = encodeRequest(maskRequest(m, req))
+	c.scrub(m, &p)
 	c.observeAttempt(st, p.Outcome, c.clock.now().Sub(started))
 	ok, next := c.record(log, p, chain)
 	if ok {

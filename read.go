@@ -36,8 +36,8 @@ type Reader interface {
 	// ReviewDetail returns a review item with its run, its attempts and its audit events;
 	// errors as ReviewGet.
 	ReviewDetail(ctx context.Context, runID int64, step string) (*ReviewDetail, error)
-	// Audit returns the audit events q selects, in the order they were committed, each
-	// explained.
+	// Audit returns the audit events q selects, in the order they were committed (newest
+	// first with q.Newest), each explained.
 	Audit(ctx context.Context, q AuditQuery) ([]*AuditEntry, error)
 	// Key reports on one effect key; an unknown key is free and has no events.
 	Key(ctx context.Context, key string) (*KeyReport, error)
@@ -150,6 +150,9 @@ type AttemptInfo struct {
 	Error           string
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request is what the attempt sent, as its step recorded it (masked); nil when it
+	// recorded nothing, and while the attempt is in flight.
+	Request *Request
 }
 
 // InFlight reports whether the attempt has not ended yet.
@@ -168,6 +171,10 @@ type Revision struct {
 	Actor        string
 	Note         string
 	At           time.Time
+	// Changed lists the fields the correction changed (paths of object names), those whose
+	// values are masked included: a masked field's change shows as changed, its values
+	// not.
+	Changed []string
 }
 
 // ReviewDetail is a review item's page: the item, its run, and the attempts and audit
@@ -377,12 +384,13 @@ func stepView(st *store.Step, m *redact.Masker) *StepInfo {
 func attemptView(a *store.Attempt, m *redact.Masker) *AttemptInfo {
 	return &AttemptInfo{ID: a.ID, RunID: a.RunID, StepID: a.StepID, Step: a.StepName, Number: a.Number, EffectKey: a.EffectKey,
 		Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Outcome: a.Outcome, Error: m.Text(a.Error),
-		ResponseStatus: a.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0)}
+		ResponseStatus: a.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(a.ResponseExcerpt), 0), Request: requestView(a.Request, m)}
 }
 
 func revisionView(rv *store.RunRevision, m *redact.Masker) *Revision {
 	v := &Revision{Revision: rv.Revision, InputBefore: rv.InputBefore, InputAfter: rv.InputAfter, Diff: rv.Diff,
-		EntityBefore: rv.EntityBefore, EntityAfter: rv.EntityAfter, Actor: rv.Actor, Note: m.Text(rv.Note), At: rv.At}
+		EntityBefore: rv.EntityBefore, EntityAfter: rv.EntityAfter, Actor: rv.Actor, Note: m.Text(rv.Note), At: rv.At,
+		Changed: changedFields(rv.InputBefore, rv.InputAfter)}
 	for _, d := range []*json.RawMessage{&v.InputBefore, &v.InputAfter, &v.Diff} {
 		if len(*d) > 0 {
 			*d = m.JSON(*d)
@@ -568,6 +576,12 @@ func (c *Client) RecordOperatorEvent(ctx context.Context, e OperatorEvent) error
 	default:
 		return fmt.Errorf("onceflow: %q is not an operator event (%s, %s or %s)", e.Type, EventConsoleSignedIn, EventConsoleSignedOut, EventDataUnmasked)
 	}
+	return c.appendOperatorEvent(ctx, e)
+}
+
+// appendOperatorEvent appends e, of any type a person's action records, in a transaction
+// of its own.
+func (c *Client) appendOperatorEvent(ctx context.Context, e OperatorEvent) error {
 	if e.Actor == "" {
 		return fmt.Errorf("onceflow: record %s: the actor is required", e.Type)
 	}

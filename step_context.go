@@ -39,6 +39,7 @@ type StepContext struct {
 
 	respStatus  int
 	respExcerpt string
+	request     *Request
 	clock       func() time.Time
 	// checkpointer and checkpointAt, when the store keeps checkpoints: the attempt's step,
 	// owner and attempt number.

@@ -25,7 +25,7 @@ import (
 //	POST /v1/review/{run}/{step}/replay      {note, merge_patch | input}   ?dry_run=true previews
 //	POST /v1/runs/{id}/replay                {note, merge_patch | input}   ?dry_run=true previews
 //	POST /v1/review/bulk/{action}            {filter, note, …}             ?dry_run=true previews
-//	GET  /v1/audit                           ?entity=&run=&key=&since=&until=&limit=&after=
+//	GET  /v1/audit                           ?entity=&run=&key=&workflow=&actor=&type=&since=&until=&limit=&after=&before=&order=
 //	GET  /v1/keys/{key}                      the ledger row, uses and events of an effect key
 func (s *Server) reviewRoutes() {
 	filter := []string{"workflow", "step", "reason", "entity", "run", "older_than", "limit", "after"}
@@ -36,7 +36,8 @@ func (s *Server) reviewRoutes() {
 	s.handleFunc("POST /v1/review/{run}/{step}/replay", ScopeAdmin, dry, s.itemReplay)
 	s.handleFunc("POST /v1/runs/{id}/replay", ScopeAdmin, dry, s.runReplay)
 	s.handleFunc("POST /v1/review/bulk/{action}", ScopeAdmin, dry, s.reviewBulk)
-	s.handleFunc("GET /v1/audit", ScopeRead, []string{"entity", "run", "key", "since", "until", "limit", "after"}, s.audit)
+	s.handleFunc("GET /v1/audit", ScopeRead, []string{"entity", "run", "key", "workflow", "actor", "type", "since", "until", "limit", "after", "before", "order"},
+		s.audit)
 	s.handleFunc("GET /v1/keys/{key...}", ScopeRead, nil, s.keyReport)
 }
 

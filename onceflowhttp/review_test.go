@@ -314,6 +314,52 @@ func TestReviewActionsAPI(t *testing.T) {
 	if au := b.do("GET", "/v1/audit?since="+future, adminToken, nil, ""); !strings.Contains(au.body, `"events":[]`) {
 		t.Errorf("audit in the future: %s", au.body)
 	}
+
+	// Audit by actor, type and workflow, newest first, paged backwards.
+	byOps := b.do("GET", "/v1/audit?actor=token:ops&order=newest", adminToken, nil, "")
+	wantStatus(t, byOps, http.StatusOK, "")
+	opsEvents, _ := byOps.json["events"].([]any)
+	var lastID float64
+	for i, e := range opsEvents {
+		ev := e.(map[string]any)
+		if ev["actor"] != "token:ops" {
+			t.Errorf("audit by actor token:ops answered %v", ev)
+		}
+		if id := ev["id"].(float64); i > 0 && id >= lastID {
+			t.Errorf("audit newest first: event %v after %v", id, lastID)
+		}
+		lastID = ev["id"].(float64)
+	}
+	if len(opsEvents) < 3 || !strings.Contains(byOps.body, `"type":"review.abandoned"`) || !strings.Contains(byOps.body, `"type":"review.resolved"`) {
+		t.Errorf("audit by actor: %s", byOps.body)
+	}
+	page := b.do("GET", "/v1/audit?actor=token:ops&order=newest&limit=1", adminToken, nil, "")
+	wantStatus(t, page, http.StatusOK, "")
+	next := page.json["next_before"]
+	if next == nil || page.json["next_after"] != nil {
+		t.Fatalf("a full page newest first names the page before it: %s", page.body)
+	}
+	older := b.do("GET", "/v1/audit?actor=token:ops&order=newest&limit=1&before="+strconv.FormatFloat(next.(float64), 'f', 0, 64), adminToken, nil, "")
+	olderEvents, _ := older.json["events"].([]any)
+	if len(olderEvents) != 1 || olderEvents[0].(map[string]any)["id"] != opsEvents[1].(map[string]any)["id"] {
+		t.Errorf("the page before %v: %s, want event %v", next, older.body, opsEvents[1])
+	}
+	typed := b.do("GET", "/v1/audit?type=review.abandoned,review.resolved,run.cancelled", adminToken, nil, "")
+	wantStatus(t, typed, http.StatusOK, "")
+	for _, e := range typed.json["events"].([]any) {
+		if typ := e.(map[string]any)["type"]; typ != "review.abandoned" && typ != "review.resolved" && typ != "run.cancelled" {
+			t.Errorf("audit by type answered a %v", typ)
+		}
+	}
+	if !strings.Contains(typed.body, `"type":"review.abandoned"`) || !strings.Contains(typed.body, `"type":"review.resolved"`) {
+		t.Errorf("audit by type: %s", typed.body)
+	}
+	if none := b.do("GET", "/v1/audit?workflow=no-such-workflow", adminToken, nil, ""); !strings.Contains(none.body, `"events":[]`) {
+		t.Errorf("audit of a workflow with no events: %s", none.body)
+	}
+	wantStatus(t, b.do("GET", "/v1/audit?type=DROP%20TABLE", adminToken, nil, ""), http.StatusBadRequest, "invalid-parameter")
+	wantStatus(t, b.do("GET", "/v1/audit?order=sideways", adminToken, nil, ""), http.StatusBadRequest, "invalid-parameter")
+	wantStatus(t, b.do("GET", "/v1/audit?before=0", adminToken, nil, ""), http.StatusBadRequest, "invalid-parameter")
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -63,6 +63,9 @@ type Config struct {
 	// onceflowhttp.Options.MaxBodyMemory does for the API): a request that finds no room
 	// within a second is answered 503 with Retry-After, its form unread. Default: 8 MiB.
 	MaxBodyMemory int64
+	// MaxExport bounds an audit export: the newest events its filter selects, up to this
+	// many (100,000 when zero); an export that stops there says so in its last record.
+	MaxExport int
 }
 
 // Console serves the web console.
@@ -81,12 +84,15 @@ type Console struct {
 }
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "error"}
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "audit", "error"}
 
 // New returns a Console for cfg; the error says what is wrong with cfg.
 func New(cfg Config) (*Console, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("onceflowui: Config.Client is required (onceflow.New)")
+	}
+	if cfg.MaxExport <= 0 {
+		cfg.MaxExport = defaultMaxExport
 	}
 	if cfg.MaxBodyMemory <= 0 {
 		cfg.MaxBodyMemory = 8 << 20
@@ -162,6 +168,7 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/runs/{id}", c.view(c.run))
 	c.mux.Handle("GET "+p+"/runs/{id}/live", c.view(c.runLive))
 	c.mux.Handle("POST "+p+"/runs/{id}/cancel", c.act(true, c.runCancel))
+	c.mux.Handle("POST "+p+"/runs/{id}/reveal", c.act(true, c.runReveal))
 	c.mux.Handle("POST "+p+"/workflows/{name}/pause", c.act(true, c.workflowPause(true)))
 	c.mux.Handle("POST "+p+"/workflows/{name}/resume", c.act(true, c.workflowPause(false)))
 	c.mux.Handle("GET "+p+"/review", c.view(c.review))
@@ -173,6 +180,9 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/keys", c.view(c.keys))
 	c.mux.Handle("GET "+p+"/sessions", c.view(c.sessions))
 	c.mux.Handle("POST "+p+"/sessions/{sid}/end", c.act(true, c.sessionEnd))
+	c.mux.Handle("GET "+p+"/audit", c.view(c.audit))
+	c.mux.Handle("GET "+p+"/audit/export.csv", c.view(c.auditExport("csv")))
+	c.mux.Handle("GET "+p+"/audit/export.json", c.view(c.auditExport("json")))
 	c.mux.Handle(p+"/", c.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return &pageError{Status: http.StatusNotFound, Title: "Not found", Detail: r.URL.Path + " is not a page of the console"}
 	}))

@@ -148,7 +148,7 @@ func TestSecurityHeadersAndNoInlineScript(t *testing.T) {
 	br := b.browser()
 	br.signIn(adminSecret)
 	inline := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|<script>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
-	for _, path := range []string{"/ui/", "/ui/runs", "/ui/runs/1", "/ui/review", "/ui/review/1/notify", "/ui/keys?key=crm-create:c-1001", "/ui/login"} {
+	for _, path := range []string{"/ui/", "/ui/runs", "/ui/runs/1", "/ui/review", "/ui/review/1/notify", "/ui/keys?key=crm-create:c-1001", "/ui/audit", "/ui/login"} {
 		resp, body := br.get(path)
 		wantStatus(t, resp, body, http.StatusOK)
 		csp := resp.Header.Get("Content-Security-Policy")
@@ -233,7 +233,8 @@ func testCanaryNeverShown(t *testing.T, b *bundle) {
 	// A preview and a refused replay echo what was typed and the engine's answer.
 	br.post("/ui/review/1/notify/preview", url.Values{"csrf": {csrfOf(t, page)}, "merge_patch": {`{"note":"x"}`}})
 	for _, path := range []string{"/ui/", "/ui/runs", "/ui/runs/1", "/ui/runs/1/live", "/ui/review", "/ui/review/1/notify",
-		"/ui/review/1/notify/live", "/ui/keys?key=sms-welcome:c-1001", "/ui/keys?key=crm-create:c-1001"} {
+		"/ui/review/1/notify/live", "/ui/keys?key=sms-welcome:c-1001", "/ui/keys?key=crm-create:c-1001", "/ui/audit", "/ui/audit?run=1",
+		"/ui/audit/export.csv", "/ui/audit/export.json?entity=customer:c-1001"} {
 		resp, body := br.get(path)
 		wantStatus(t, resp, body, http.StatusOK)
 		if strings.Contains(body, canarySecret) || strings.Contains(body, canaryPII) || strings.Contains(body, "canary") {

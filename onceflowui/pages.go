@@ -236,6 +236,11 @@ type runData struct {
 	Live      bool
 	// Cancellable is set while a step of the run is still to be done or decided.
 	Cancellable bool
+	// Masked lists the masked values an admin may reveal; Revealed is the value a reveal
+	// answered with (shown on that page only), RevealError why a reveal was refused.
+	Masked      []string
+	Revealed    *revealed
+	RevealError string
 }
 
 func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
@@ -262,9 +267,12 @@ type revisionRow struct {
 	Patch   string
 }
 
-// change is one field a correction changed.
+// change is one field a correction changed. A masked field's change is Masked, its
+// values not shown: RevealBefore and RevealAfter name them for a reveal.
 type change struct {
-	Path, Before, After string
+	Path, Before, After       string
+	Masked                    bool
+	RevealBefore, RevealAfter string
 }
 
 func pathID(r *http.Request, name string) (int64, error) {
@@ -327,8 +335,9 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	}
 	for _, rv := range rd.Revisions {
 		d.Revisions = append(d.Revisions, revisionRow{Rev: rv, Note: rv.Note, Patch: pretty(rv.Diff),
-			Changes: diff(rv.InputBefore, rv.InputAfter)})
+			Changes: maskedChanges(rv, diff(rv.InputBefore, rv.InputAfter))})
 	}
+	d.Masked = d.maskedFields()
 	return d, nil
 }
 
@@ -414,6 +423,20 @@ func pretty(raw []byte) string {
 		return string(raw)
 	}
 	return string(b)
+}
+
+// maskedChanges adds to the changes a masked diff shows those of rv's changed fields whose
+// masked values look alike, as masked changes, in path order.
+func maskedChanges(rv *onceflow.Revision, shown []change) []change {
+	for _, p := range rv.Changed {
+		if slices.ContainsFunc(shown, func(c change) bool { return c.Path == p }) {
+			continue
+		}
+		n := strconv.Itoa(rv.Revision)
+		shown = append(shown, change{Path: p, Masked: true, RevealBefore: "revisions." + n + ".before." + p, RevealAfter: "revisions." + n + ".after." + p})
+	}
+	slices.SortFunc(shown, func(a, b change) int { return strings.Compare(a.Path, b.Path) })
+	return shown
 }
 
 // diff lists the fields that differ between two JSON documents, by path.

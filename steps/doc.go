@@ -49,7 +49,12 @@
 // onceflow.PermanentError when no attempt can succeed, onceflow.UnknownOutcomeError when
 // the effect may have happened (the request was sent, the answer lost). Templates are rendered with
 // ParseTemplate and Template.Render, whose missing field is an error, never an empty
-// value; Strings lists the strings of a decoded body, for Walk.
+// value; Strings lists the strings of a decoded body, for Walk. Before it sends, it
+// records what it sends with sc.RecordRequest (method, where, headers, body: the http kind
+// its request, email its envelope and subject, sql its statements and arguments, nats and
+// amqp their subject or exchange, headers and body), masking the values of the
+// environment it read; the engine masks credentials by name and personal data, bounds
+// it, and keeps it with the attempt beside sc.RecordResponse's answer.
 //
 // Package steptest checks all of it against a destination the kind's test controls:
 // every outcome class, and the same identity on every attempt. Pass it.

@@ -301,6 +301,9 @@ type Attempt struct {
 	Error           string
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request is what the attempt sent, as the engine recorded it (masked and bounded;
+	// see StepRecordParams.Request), "" when nothing was recorded.
+	Request string
 }
 
 // Event is one append-only audit record. IDs increase in commit order within a backend.
@@ -370,7 +373,8 @@ type RunListParams struct {
 	Limit int
 }
 
-// EventListParams filters EventList. Zero fields do not filter; results are in ID order.
+// EventListParams filters EventList. Zero fields do not filter; results are in ID order
+// (descending with Newest).
 type EventListParams struct {
 	RunID     int64
 	Entity    string
@@ -380,7 +384,17 @@ type EventListParams struct {
 	Since   time.Time
 	Until   time.Time
 	AfterID int64
-	Limit   int // default 1000
+	// Types keeps only events of these types (nil: any; empty: none).
+	Types []EventType
+	// Actor keeps only events by this actor; Workflow only events of this workflow.
+	Actor    string
+	Workflow string
+	// BeforeID pages backwards: only events with a smaller ID.
+	BeforeID int64
+	// Newest lists the newest first: in descending ID order, so that Limit keeps the
+	// newest events and the next page is BeforeID the last one.
+	Newest bool
+	Limit  int // default 1000
 }
 
 // ClaimCandidate is a due step offered to StepClaimParams.Prepare inside the claim
@@ -508,6 +522,10 @@ type StepRecordParams struct {
 	Error           string
 	ResponseStatus  int
 	ResponseExcerpt string
+	// Request is what the attempt sent — a JSON document the engine writes (method, URL,
+	// headers, body), masked and bounded before it is given — stored with the attempt as
+	// it is; "" when the step recorded none.
+	Request string
 	// Output is the step's result (JSON), stored on success in the step and the ledger.
 	Output json.RawMessage
 	// RetainUntil is stored with the ledger row when this record completes it (a success,

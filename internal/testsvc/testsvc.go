@@ -57,7 +57,8 @@ func PostgresSchema(t testing.TB, prefix string) (url, schema string) {
 	url = Postgres(t)
 	schema = prefix + Suffix()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// DROP DATABASE checkpoints the server: on a busy one it can take a while.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
@@ -91,7 +92,8 @@ func PostgresDatabase(t testing.TB, prefix string) string {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// DROP DATABASE checkpoints the server: on a busy one it can take a while.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, base)
 		if err != nil {

@@ -17,12 +17,14 @@ type Attempt struct {
 	Error           string           `json:"error,omitempty"`
 	ResponseStatus  int              `json:"response_status,omitempty"`
 	ResponseExcerpt string           `json:"response_excerpt,omitempty"`
+	// Request is what the attempt sent, masked (absent when its step recorded nothing).
+	Request *onceflow.Request `json:"request,omitempty"`
 }
 
 // NewAttempt shapes a.
 func NewAttempt(a *onceflow.AttemptInfo) Attempt {
 	v := Attempt{Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt, Outcome: a.Outcome,
-		Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt}
+		Error: a.Error, ResponseStatus: a.ResponseStatus, ResponseExcerpt: a.ResponseExcerpt, Request: a.Request}
 	if !a.EndedAt.IsZero() {
 		t := a.EndedAt
 		v.EndedAt = &t

@@ -224,6 +224,12 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if s.conn == nil {
 		return nil, onceflow.PermanentError(errNoConn)
 	}
+	sent := onceflow.Request{Method: "PUBLISH", URL: "amqp:" + s.spec.Exchange + "/" + rk,
+		Headers: map[string][]string{"Message-Id": {pub.MessageId}, "Content-Type": {pub.ContentType}}, Body: string(pub.Body)}
+	for k, v := range pub.Headers {
+		sent.Headers[k] = []string{fmt.Sprint(v)}
+	}
+	sc.RecordRequest(sent)
 	ch, err := s.conn.channel()
 	if err != nil {
 		return nil, err // nothing was sent: retryable

@@ -72,12 +72,17 @@ func TestPublishConfirmedWithMessageID(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "warehouse:1001:" + testsvc.Suffix()
-	out, err := st.Do(context.Background(), sc(key))
+	c := sc(key)
+	out, err := st.Do(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o := out.(amqpstep.Output); o.MessageID != key || o.RoutingKey != q {
 		t.Fatalf("%+v", o)
+	}
+	if sent := c.RecordedRequest(); sent == nil || sent.Method != "PUBLISH" || sent.URL != "amqp:/"+q || sent.Headers["Message-Id"][0] != key ||
+		sent.Headers["order"][0] != "1001" || sent.Body != `{"order_id":1001}` {
+		t.Fatalf("recorded request %+v", sent)
 	}
 	count(t, ch, q, 1)
 	d, ok, err := ch.Get(q, true)

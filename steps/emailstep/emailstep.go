@@ -44,9 +44,11 @@
 package emailstep
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net"
 	"net/mail"
 	"sort"
@@ -204,6 +206,7 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if err != nil {
 		return nil, onceflow.PermanentError(redact(err, secrets))
 	}
+	sc.RecordRequest(s.sent(m, secrets))
 	reply, err := s.send(ctx, m, secrets)
 	if err != nil {
 		return nil, err
@@ -322,6 +325,23 @@ func hostName(s string) bool {
 }
 
 func trimMail(err error) string { return strings.TrimPrefix(err.Error(), "mail: ") }
+
+// sent is what the attempt sends, for its record: the envelope (MAIL FROM, RCPT TO), the
+// Message-ID and the subject, to smtp://HOST:PORT; not the body.
+func (s *Step) sent(m *message, sec secrets) onceflow.Request {
+	h := map[string][]string{"Mail-From": {sec.mask(m.from)}, "Message-Id": {"<" + m.id + ">"}}
+	for _, r := range m.rcpt {
+		h["Rcpt-To"] = append(h["Rcpt-To"], sec.mask(r))
+	}
+	if msg, err := mail.ReadMessage(bytes.NewReader(m.data)); err == nil {
+		subject := msg.Header.Get("Subject")
+		if d, err := new(mime.WordDecoder).DecodeHeader(subject); err == nil {
+			subject = d
+		}
+		h["Subject"] = []string{sec.mask(subject)}
+	}
+	return onceflow.Request{Method: "SMTP", URL: "smtp://" + s.srv.Addr, Headers: h}
+}
 
 // secrets are strings that must not appear in errors or excerpts, longest first.
 type secrets []string

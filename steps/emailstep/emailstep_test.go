@@ -114,9 +114,17 @@ func TestDeliversMessage(t *testing.T) {
 		Body:    body,
 	}
 	step := newStep(t, spec, Server{Addr: srv.addr, Username: "shop", Password: "pw-Secret-1"}, nil)
-	out, err := step.Do(context.Background(), stepCtx("welcome:8812", input))
+	sc := stepCtx("welcome:8812", input)
+	out, err := step.Do(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The attempt records the envelope and the subject, not the body nor the password.
+	sent := sc.RecordedRequest()
+	if sent == nil || sent.Method != "SMTP" || sent.URL != "smtp://"+srv.addr || sent.Headers["Mail-From"][0] != "noreply@example.com" ||
+		strings.Join(sent.Headers["Rcpt-To"], " ") != "zoe@example.com ops@example.com audit@example.com" ||
+		sent.Headers["Subject"][0] != "Grüße, Zoë: order 8812" || sent.Headers["Message-Id"][0] != wantMessageID("welcome:8812") || sent.Body != "" {
+		t.Errorf("recorded request %+v", sent)
 	}
 	want := Output{MessageID: strings.Trim(wantMessageID("welcome:8812"), "<>"), To: []string{"zoe@example.com", "ops@example.com"}, Accepted: true}
 	if got, ok := out.(Output); !ok || fmt.Sprint(got) != fmt.Sprint(want) {

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -301,6 +302,7 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if s.spec.IdempotencyHeader != "-" {
 		req.Header.Set(s.spec.IdempotencyHeader, sc.EffectKey)
 	}
+	sc.RecordRequest(s.sent(req, secrets))
 	resp, body, err := s.send(ctx, req)
 	if err != nil {
 		return nil, err
@@ -551,6 +553,30 @@ func retryAfter(v string, now time.Time) time.Duration {
 
 // excerpt returns at most ExcerptBytes of body with secret-looking JSON fields, the
 // personal-data fields and the values of environment secrets masked.
+// sent is what the attempt sends, for its record: the method, the URL, the headers and
+// the body, with the values of the environment it read and the headers rendered from it
+// masked (the engine masks credentials by name and bounds it too).
+func (s *Step) sent(req *http.Request, secrets []string) onceflow.Request {
+	m, _ := redact.NewMasker(redact.Options{Values: secrets, Fields: s.spec.Fields, Names: s.spec.Redact}) // checked by New
+	r := onceflow.Request{Method: req.Method, URL: m.Text(req.URL.String()), Headers: map[string][]string{}}
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			if slices.Contains(s.req.secretHeaders, k) || slices.Contains(s.req.secretHeaders, http.CanonicalHeaderKey(k)) {
+				v = redact.Mask
+			}
+			r.Headers[k] = append(r.Headers[k], m.Text(v))
+		}
+	}
+	if req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(body, 1<<20)) // masked whole, as a JSON document, then cut
+			_ = body.Close()
+			r.Body = m.Excerpt(b, onceflow.MaxRequestBody)
+		}
+	}
+	return r
+}
+
 func (s *Step) excerpt(body []byte, secrets []string) string {
 	m, _ := redact.NewMasker(redact.Options{Values: secrets, Fields: s.spec.Fields, Names: s.spec.Redact}) // checked by New
 	return m.Excerpt(body, s.spec.ExcerptBytes)

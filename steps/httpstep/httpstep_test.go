@@ -100,6 +100,12 @@ func TestSuccessSendsTemplatedRequestWithKey(t *testing.T) {
 	if tags, ok := body["tags"].([]any); !ok || len(tags) != 1 {
 		t.Fatalf("a list field must stay a list: %v", body["tags"])
 	}
+	// What was sent is recorded for the attempt: the secret header masked, the rest as sent.
+	sent := sc.RecordedRequest()
+	if sent == nil || sent.Method != "POST" || sent.URL != srv.URL+"/leads?sub=8812" || sent.Headers["Idempotency-Key"][0] != "lead-create:8812" ||
+		sent.Headers["Authorization"][0] != "[redacted]" || sent.Headers["Content-Type"][0] != "application/json" || sent.Body != rec.bodies[0] {
+		t.Fatalf("recorded request %+v, want what was sent (%s) without the token", sent, rec.bodies[0])
+	}
 }
 
 func TestClassification(t *testing.T) {

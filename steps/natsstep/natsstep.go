@@ -236,6 +236,11 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 		msg.Header.Set(k, v)
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, sc.EffectKey)
+	sent := onceflow.Request{Method: "PUBLISH", URL: "nats:" + subj, Headers: map[string][]string{}, Body: string(body)}
+	for k, v := range msg.Header {
+		sent.Headers[k] = v
+	}
+	sc.RecordRequest(sent)
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
 	ack, err := js.PublishMsg(ctx, msg)

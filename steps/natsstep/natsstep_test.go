@@ -86,9 +86,14 @@ func TestRetriedPublishStoresOneMessage(t *testing.T) {
 	if msg.Header.Get(jetstream.MsgIDHeader) != key || msg.Header.Get("Order") != "1001" || string(msg.Data) != `{"order_id":1001,"sku":"A-7"}` {
 		t.Fatalf("message %v %s", msg.Header, msg.Data)
 	}
-	// Another key is another message.
-	if out, err := st.Do(ctx, sc(key+"-b")); err != nil || out.(natsstep.Output).Duplicate {
+	// Another key is another message; the attempt records the subject, headers and body.
+	c := sc(key + "-b")
+	if out, err := st.Do(ctx, c); err != nil || out.(natsstep.Output).Duplicate {
 		t.Fatalf("%v %v", out, err)
+	}
+	if sent := c.RecordedRequest(); sent == nil || sent.Method != "PUBLISH" || sent.URL != "nats:"+subject+".pick.1001" ||
+		sent.Headers[jetstream.MsgIDHeader][0] != key+"-b" || sent.Headers["Order"][0] != "1001" || sent.Body != `{"order_id":1001,"sku":"A-7"}` {
+		t.Fatalf("recorded request %+v", sent)
 	}
 }
 

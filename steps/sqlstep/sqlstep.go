@@ -236,6 +236,7 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 	if s.db == nil {
 		return nil, onceflow.PermanentError(errors.New("sql: the step has no database (New was given a nil *DB, which only checks the spec); build it with a DB, or through the kind"))
 	}
+	sc.RecordRequest(s.sent(args))
 	db, err := s.db.open()
 	if err != nil {
 		return nil, onceflow.PermanentError(err)
@@ -363,6 +364,31 @@ func run(ctx context.Context, tx *sql.Tx, c compiled, args []any) (StatementResu
 	}
 	out.RowsAffected = int64(len(out.Rows))
 	return out, nil
+}
+
+// sent is what the attempt runs, for its record: the statements, in order, and their
+// arguments as "$1 = value" ("2.$1 = value" for the second statement's), on the database
+// the environment variable names (never its DSN). The engine masks personal data in the
+// arguments.
+func (s *Step) sent(args [][]any) onceflow.Request {
+	driver := "postgres"
+	if s.db.mysql {
+		driver = "mysql"
+	}
+	r := onceflow.Request{Method: "SQL", URL: "sql:" + driver + " ($" + s.db.Var + ")"}
+	queries := make([]string, len(s.stmts))
+	for i, c := range s.stmts {
+		queries[i] = strings.TrimSpace(c.query)
+		for j, v := range args[i] {
+			label := fmt.Sprintf("$%d", j+1)
+			if len(s.stmts) > 1 {
+				label = fmt.Sprintf("%d.$%d", i+1, j+1)
+			}
+			r.Args = append(r.Args, label+" = "+fmt.Sprint(v))
+		}
+	}
+	r.Body = strings.Join(queries, ";\n")
+	return r
 }
 
 // bindValue turns a template value into a bind parameter.

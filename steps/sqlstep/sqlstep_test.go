@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -194,9 +195,15 @@ func TestStatementsApplyOncePerKey(t *testing.T) {
 				}
 			}
 
-			out, err := st.Do(ctx, stepCtx(key, map[string]any{"order_id": 1001, "note": evil}))
+			sc := stepCtx(key, map[string]any{"order_id": 1001, "note": evil})
+			out, err := st.Do(ctx, sc)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The attempt records its statements and their arguments, not the DSN.
+			if sent := sc.RecordedRequest(); sent == nil || sent.Method != "SQL" || !strings.HasPrefix(sent.URL, "sql:") ||
+				!strings.Contains(sent.Body, "UPDATE orders") || !slices.Contains(sent.Args, "1.$1 = "+evil) {
+				t.Fatalf("recorded request %+v", sent)
 			}
 			res := out.(*sqlstep.Result)
 			if res.Replayed || len(res.Statements) != 2 || res.Statements[0].RowsAffected != 1 || len(res.Rows) != 1 || res.Rows[0]["note"] != evil {

@@ -68,13 +68,15 @@ type attemptRow struct {
 	err           string
 	status        int
 	excerpt       string
-	claim         claimFacts
-	end           *txEvent
-	endDerived    bool
-	endReason     string
-	endActor      string
-	endRun        *txEvent
-	endRunChange  string
+	// request is what the attempt sent (store.Attempt.Request).
+	request      string
+	claim        claimFacts
+	end          *txEvent
+	endDerived   bool
+	endReason    string
+	endActor     string
+	endRun       *txEvent
+	endRunChange string
 }
 
 // endAttempt buffers the attempt row of an attempt in flight, claimed as claim, of step
@@ -84,7 +86,7 @@ func (t *txn) endAttempt(end *txEvent, runID, stepID int64, name, key, worker st
 	a := &attemptRow{runID: runID, stepID: stepID, name: name, number: number, key: key, worker: worker, ended: at, outcome: string(outcome),
 		err: errText, claim: claim, end: end}
 	if p != nil {
-		a.status, a.excerpt = p.ResponseStatus, clean(p.ResponseExcerpt)
+		a.status, a.excerpt, a.request = p.ResponseStatus, clean(p.ResponseExcerpt), clean(p.Request)
 	}
 	t.attempts = append(t.attempts, a)
 	return a
@@ -108,6 +110,7 @@ type attemptColumns struct {
 	runID, stepID                                     []int64
 	name, key, worker, outcome, err, excerpt, prev    []string
 	claimRunChange, endReason, endActor, endRunChange []string
+	request                                           []string
 	number, status                                    []int32
 	started, ended                                    []time.Time
 	leaseUntil                                        []*time.Time
@@ -130,6 +133,7 @@ func (c *attemptColumns) add(t *txn, a *attemptRow) {
 	c.claimRunID, c.claimRunChange = append(c.claimRunID, positive(a.claim.runEventID)), append(c.claimRunChange, a.claim.runChange)
 	c.endDerived, c.endReason, c.endActor, c.endRunChange = append(c.endDerived, a.endDerived), append(c.endReason, a.endReason),
 		append(c.endActor, a.endActor), append(c.endRunChange, a.endRunChange)
+	c.request = append(c.request, a.request)
 }
 
 // positive is id for a nullable ID column: NULL for 0 (and below).

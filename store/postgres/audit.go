@@ -85,10 +85,10 @@ func (s *Store) AttemptListByRun(ctx context.Context, runID int64) ([]*store.Att
 	var out []*store.Attempt
 	err := s.read(ctx, "attempt list", func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, response_status,
-				response_excerpt, coalesce(claim_event_id, id) AS claim
+				response_excerpt, request, coalesce(claim_event_id, id) AS claim
 			FROM attempts WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)
 			UNION ALL
-			SELECT 0, run_id, id, name, attempt, effect_key, lease_owner, claimed_at, NULL, '', '', 0, '', claim_event_id
+			SELECT 0, run_id, id, name, attempt, effect_key, lease_owner, claimed_at, NULL, '', '', 0, '', '', claim_event_id
 			FROM steps WHERE run_id = $1 AND claim_event_id > 0
 			ORDER BY claim`, runID)
 		if err != nil {
@@ -100,7 +100,7 @@ func (s *Store) AttemptListByRun(ctx context.Context, runID int64) ([]*store.Att
 			var outcome string
 			var claim int64
 			if err := row.Scan(&a.ID, &a.RunID, &a.StepID, &a.StepName, &a.Number, &a.EffectKey, &a.Worker, &a.StartedAt, &ended, &outcome, &a.Error,
-				&a.ResponseStatus, &a.ResponseExcerpt, &claim); err != nil {
+				&a.ResponseStatus, &a.ResponseExcerpt, &a.Request, &claim); err != nil {
 				return nil, err
 			}
 			a.StartedAt, a.EndedAt, a.Outcome = a.StartedAt.UTC(), fromTS(ended), store.Outcome(outcome)

@@ -19,9 +19,12 @@ import (
 // (runs), the claim of an attempt in flight and the run state change it made (steps), the
 // claim and the end of an attempt that ended and the run state changes that followed them
 // (attempts). EventList reads them all with one statement, one arm per source, each in
-// the order of its ID column with the filters applied within it, so that PostgreSQL merges
-// the arms in ID order (Merge Append) and stops at the limit, and one snapshot shows an
-// event that moved from a step row to an attempt row exactly once.
+// the order of its ID column (descending, newest first) with the filters applied within
+// it and the limit, so that PostgreSQL merges the arms in ID order (Merge Append) having
+// read at most the limit from each, and one snapshot shows an event that moved from a step
+// row to an attempt row exactly once. Every arm's columns have the types of the stored
+// events' (0::bigint, NULL::timestamptz): a union whose arms differ in a column's type is
+// not merged but sorted whole.
 
 // Kinds of the rows of eventsSQL.
 const (
@@ -65,39 +68,46 @@ type eventArm struct {
 	// viaSteps is set for the arms on attempts: a run's or a key's rows are found through
 	// their steps.
 	viaSteps bool
+	// actor is the column of the event's actor, or a quoted constant when every event of
+	// the arm has the same actor; workflow the column of its workflow.
+	actor, workflow string
 }
+
+// endActor is the actor of the events derived from an attempt's end: the record's actor,
+// or the worker.
+const endActor = `CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END`
 
 var eventArms = []eventArm{
 	{kind: armStored, sel: `e.id, 0, e.type, e.at, e.run_id, e.step_id, e.workflow, e.entity, e.step_name, e.effect_key, e.attempt, e.actor, e.reason,
 		e.detail::text, NULL::text, NULL::bigint, NULL::text, NULL::timestamptz`,
-		from: `events e`, where: `true`, id: `e.id`, at: `e.at`, run: `e.run_id`, key: `e.effect_key`},
-	{kind: armRunCreated, sel: `r.created_event_id, 1, '', r.created_at, r.id, 0, r.workflow, ` + entityAt(`r.created_event_id`) + `, '', '', 0,
-		r.created_by, '', NULL, r.run_key, r.created_steps, NULL, NULL`,
-		from: `runs r`, where: `r.created_event_id IS NOT NULL`, id: `r.created_event_id`, at: `r.created_at`, run: `r.id`},
+		from: `events e`, where: `true`, id: `e.id`, at: `e.at`, run: `e.run_id`, key: `e.effect_key`, actor: `e.actor`, workflow: `e.workflow`},
+	{kind: armRunCreated, sel: `r.created_event_id, 1, '', r.created_at, r.id, 0::bigint, r.workflow, ` + entityAt(`r.created_event_id`) + `, '', '', 0,
+		r.created_by, '', NULL, r.run_key, r.created_steps::bigint, NULL, NULL::timestamptz`,
+		from: `runs r`, where: `r.created_event_id IS NOT NULL`, id: `r.created_event_id`, at: `r.created_at`, run: `r.id`, actor: `r.created_by`, workflow: `r.workflow`},
 	{kind: armClaimEnded, sel: `a.claim_event_id, 2, '', a.started_at, a.run_id, a.step_id, r.workflow, ` + entityAt(`a.claim_event_id`) + `,
-		a.step_name, a.effect_key, a.number, 'engine', '', NULL, a.worker, NULL, a.prev_outcome, a.lease_until`,
+		a.step_name, a.effect_key, a.number, 'engine', '', NULL, a.worker, NULL::bigint, a.prev_outcome, a.lease_until`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.claim_event_id IS NOT NULL`, id: `a.claim_event_id`, at: `a.started_at`,
-		step: `a.step_id`, key: `a.effect_key`, viaSteps: true},
+		step: `a.step_id`, key: `a.effect_key`, viaSteps: true, actor: `'engine'`, workflow: `r.workflow`},
 	{kind: armClaimInFlight, sel: `s.claim_event_id, 3, '', s.claimed_at, s.run_id, s.id, r.workflow, ` + entityAt(`s.claim_event_id`) + `,
-		s.name, s.effect_key, s.attempt, 'engine', '', NULL, s.lease_owner, NULL, s.claim_prev_outcome, s.claim_lease_until`,
+		s.name, s.effect_key, s.attempt, 'engine', '', NULL, s.lease_owner, NULL::bigint, s.claim_prev_outcome, s.claim_lease_until`,
 		from: `steps s JOIN runs r ON r.id = s.run_id`, where: `s.claim_event_id > 0`, id: `s.claim_event_id`, at: `s.claimed_at`, run: `s.run_id`,
-		key: `s.effect_key`},
+		key: `s.effect_key`, actor: `'engine'`, workflow: `r.workflow`},
 	{kind: armEnd, sel: `a.id, 4, '', a.ended_at, a.run_id, a.step_id, r.workflow, ` + entityAt(`a.id`) + `, a.step_name, a.effect_key, a.number,
-		CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END, a.end_reason, NULL, a.outcome, a.response_status, a.error, NULL`,
+		CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END, a.end_reason, NULL, a.outcome, a.response_status::bigint, a.error, NULL::timestamptz`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.end_derived`, id: `a.id`, at: `a.ended_at`,
-		step: `a.step_id`, key: `a.effect_key`, viaSteps: true},
-	{kind: armClaimRunEnded, sel: `a.claim_run_event_id, 5, '', a.started_at, a.run_id, 0, r.workflow, ` + entityAt(`a.claim_run_event_id`) + `, '', '', 0,
-		'engine', '', NULL, a.claim_run_change, NULL, NULL, NULL`,
+		step: `a.step_id`, key: `a.effect_key`, viaSteps: true, actor: endActor, workflow: `r.workflow`},
+	{kind: armClaimRunEnded, sel: `a.claim_run_event_id, 5, '', a.started_at, a.run_id, 0::bigint, r.workflow, ` + entityAt(`a.claim_run_event_id`) + `, '', '', 0,
+		'engine', '', NULL, a.claim_run_change, NULL::bigint, NULL, NULL::timestamptz`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.claim_run_event_id IS NOT NULL`, id: `a.claim_run_event_id`, at: `a.started_at`,
-		step: `a.step_id`, viaSteps: true},
-	{kind: armClaimRunInFlight, sel: `s.claim_run_event_id, 6, '', s.claimed_at, s.run_id, 0, r.workflow, ` + entityAt(`s.claim_run_event_id`) + `, '', '', 0,
-		'engine', '', NULL, s.claim_run_change, NULL, NULL, NULL`,
+		step: `a.step_id`, viaSteps: true, actor: `'engine'`, workflow: `r.workflow`},
+	{kind: armClaimRunInFlight, sel: `s.claim_run_event_id, 6, '', s.claimed_at, s.run_id, 0::bigint, r.workflow, ` + entityAt(`s.claim_run_event_id`) + `, '', '', 0,
+		'engine', '', NULL, s.claim_run_change, NULL::bigint, NULL, NULL::timestamptz`,
 		from: `steps s JOIN runs r ON r.id = s.run_id`, where: `s.claim_event_id > 0 AND s.claim_run_event_id IS NOT NULL`, id: `s.claim_run_event_id`,
-		at: `s.claimed_at`, run: `s.run_id`},
-	{kind: armEndRun, sel: `a.end_run_event_id, 7, '', a.ended_at, a.run_id, 0, r.workflow, ` + entityAt(`a.end_run_event_id`) + `, '', '', 0,
-		CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END, '', NULL, a.end_run_change, NULL, NULL, NULL`,
+		at: `s.claimed_at`, run: `s.run_id`, actor: `'engine'`, workflow: `r.workflow`},
+	{kind: armEndRun, sel: `a.end_run_event_id, 7, '', a.ended_at, a.run_id, 0::bigint, r.workflow, ` + entityAt(`a.end_run_event_id`) + `, '', '', 0,
+		CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END, '', NULL, a.end_run_change, NULL::bigint, NULL, NULL::timestamptz`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.end_run_event_id IS NOT NULL`, id: `a.end_run_event_id`, at: `a.ended_at`,
-		step: `a.step_id`, viaSteps: true},
+		step: `a.step_id`, viaSteps: true, actor: endActor, workflow: `r.workflow`},
 }
 
 // eventsSQL is the statement of EventList, restricted to events of types (nil: any) and
@@ -109,7 +119,7 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	var run, entity, key, since, until, after, typeList string
+	var run, entity, key, since, until, after, before, actor, workflow, typeList string
 	if p.RunID > 0 {
 		run = arg(p.RunID)
 	}
@@ -128,7 +138,26 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 	if p.AfterID > 0 {
 		after = arg(p.AfterID)
 	}
+	if p.BeforeID > 0 {
+		before = arg(p.BeforeID)
+	}
+	if p.Actor != "" {
+		actor = arg(p.Actor)
+	}
+	if p.Workflow != "" {
+		workflow = arg(p.Workflow)
+	}
+	types = eventTypes(p, types)
 	upTo := arg(through)
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	lim := arg(limit)
+	dir := ""
+	if p.Newest {
+		dir = " DESC"
+	}
 	if types != nil {
 		names := make([]string, len(types))
 		for i, t := range types {
@@ -140,6 +169,9 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 	for _, a := range eventArms {
 		if key != "" && a.key == "" {
 			continue // its events name no key
+		}
+		if actor != "" && strings.HasPrefix(a.actor, "'") && a.actor != "'"+p.Actor+"'" {
+			continue // its events' actor is another
 		}
 		if types != nil && a.kind != armStored && !slices.Contains(types, armTypes[a.kind]) {
 			continue
@@ -184,16 +216,38 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 		if after != "" {
 			conds = append(conds, a.id+` > `+after)
 		}
+		if before != "" {
+			conds = append(conds, a.id+` < `+before)
+		}
+		if actor != "" && !strings.HasPrefix(a.actor, "'") {
+			conds = append(conds, a.actor+` = `+actor)
+		}
+		if workflow != "" {
+			conds = append(conds, a.workflow+` = `+workflow)
+		}
 		if typeList != "" && a.kind == armStored {
 			conds = append(conds, `e.type = ANY(`+typeList+`)`)
 		}
-		arms = append(arms, `SELECT `+a.sel+` FROM `+a.from+` WHERE `+strings.Join(conds, " AND "))
+		arms = append(arms, `(SELECT `+a.sel+` FROM `+a.from+` WHERE `+strings.Join(conds, " AND ")+` ORDER BY `+a.id+dir+` LIMIT `+lim+`)`)
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
+	return "SELECT * FROM (" + strings.Join(arms, "\nUNION ALL\n") + ") AS trail\nORDER BY 1" + dir + " LIMIT " + lim, args
+}
+
+// eventTypes is the types EventList keeps: those of both lists, nil for any.
+func eventTypes(p store.EventListParams, types []store.EventType) []store.EventType {
+	switch {
+	case p.Types == nil:
+		return types
+	case types == nil:
+		return p.Types
 	}
-	return strings.Join(arms, "\nUNION ALL\n") + "\nORDER BY 1 LIMIT " + arg(limit), args
+	both := []store.EventType{}
+	for _, t := range p.Types {
+		if slices.Contains(types, t) {
+			both = append(both, t)
+		}
+	}
+	return both
 }
 
 // EventList implements store.Store: the stored and derived events, merged by ID, with one

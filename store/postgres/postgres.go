@@ -466,23 +466,23 @@ func (t *txn) queueEvents(b *pgx.Batch) {
 		att AS (
 			INSERT INTO attempts (id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, response_status,
 				response_excerpt, claim_event_id, lease_until, prev_outcome, claim_run_event_id, claim_run_change, end_derived, end_reason, end_actor,
-				end_run_event_id, end_run_change)
+				end_run_event_id, end_run_change, request)
 			SELECT coalesce(a.id, i.id), a.run_id, a.step_id, a.step_name, a.number, a.effect_key, a.worker, a.started_at, a.ended_at, a.outcome, a.error,
 				a.status, a.excerpt, a.claim_event_id, a.lease_until, a.prev_outcome, a.claim_run_event_id, a.claim_run_change, a.end_derived,
-				a.end_reason, a.end_actor, coalesce(a.end_run_event_id, j.id), a.end_run_change
+				a.end_reason, a.end_actor, coalesce(a.end_run_event_id, j.id), a.end_run_change, a.request
 			FROM unnest($16::bigint[], $17::int4[], $18::bigint[], $19::bigint[], $20::text[], $21::int4[], $22::text[], $23::text[],
 				$24::timestamptz[], $25::timestamptz[], $26::text[], $27::text[], $28::int4[], $29::text[], $30::bigint[], $31::timestamptz[],
-				$32::text[], $33::bigint[], $34::text[], $35::bool[], $36::text[], $37::text[], $38::bigint[], $39::int4[], $40::text[])
+				$32::text[], $33::bigint[], $34::text[], $35::bool[], $36::text[], $37::text[], $38::bigint[], $39::int4[], $40::text[], $41::text[])
 				AS a(id, ord, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, status, excerpt,
 					claim_event_id, lease_until, prev_outcome, claim_run_event_id, claim_run_change, end_derived, end_reason, end_actor,
-					end_run_event_id, run_ord, end_run_change)
+					end_run_event_id, run_ord, end_run_change, request)
 			LEFT JOIN ids i ON i.ord = a.ord LEFT JOIN ids j ON j.ord = a.run_ord)
 		INSERT INTO audit_spans (first_id, last_id, min_at, max_at)
-		SELECT least(min(id), $41::bigint), greatest(max(id), $42::bigint), $43, $44 FROM ids
-		HAVING least(min(id), $41::bigint) IS NOT NULL`,
+		SELECT least(min(id), $42::bigint), greatest(max(id), $43::bigint), $44, $45 FROM ids
+		HAVING least(min(id), $42::bigint) IS NOT NULL`,
 		t.undrawn(), ids, ords, ats, typs, runIDs, stepIDs, workflows, entities, stepNames, keys, attempts, actors, reasons, details,
 		a.id, a.ord, a.runID, a.stepID, a.name, a.number, a.key, a.worker, a.started, a.ended, a.outcome, a.err, a.status, a.excerpt,
-		a.claimID, a.leaseUntil, a.prev, a.claimRunID, a.claimRunChange, a.endDerived, a.endReason, a.endActor, a.endRunID, a.runOrd, a.endRunChange,
+		a.claimID, a.leaseUntil, a.prev, a.claimRunID, a.claimRunChange, a.endDerived, a.endReason, a.endActor, a.endRunID, a.runOrd, a.endRunChange, a.request,
 		known[0], known[1], lo, hi)
 }
 

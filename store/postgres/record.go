@@ -200,7 +200,8 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 			// Its attempt ended already (a reaper closed it, or this is its second record):
 			// the row keeps what really happened, unless it derives its completion.
 			if b := t.bufferedAttempt(p.StepID, p.Attempt, p.Owner); b != nil && !b.endDerived {
-				b.ended, b.outcome, b.err, b.status, b.excerpt = p.Now, string(p.Outcome), e.errText, p.ResponseStatus, clean(p.ResponseExcerpt)
+				b.ended, b.outcome, b.err, b.status, b.excerpt, b.request = p.Now, string(p.Outcome), e.errText, p.ResponseStatus, clean(p.ResponseExcerpt),
+					clean(p.Request)
 			}
 		}
 		if !e.applied {
@@ -275,11 +276,12 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 	m := len(order)
 	aStep, aEnded := make([]int64, m), make([]time.Time, m)
 	aNumber, aStatus := make([]int32, m), make([]int32, m)
-	aWorker, aOutcome, aError, aExcerpt := make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+	aWorker, aOutcome, aError, aExcerpt, aRequest := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
 	for j, k := range order {
 		e := latest[k]
 		aStep[j], aNumber[j], aWorker[j], aEnded[j] = k.step, int32(k.number), k.worker, e.p.Now
 		aOutcome[j], aError[j], aStatus[j], aExcerpt[j] = string(e.p.Outcome), e.errText, int32(e.p.ResponseStatus), clean(e.p.ResponseExcerpt)
+		aRequest[j] = clean(e.p.Request)
 	}
 
 	all := make([]int64, 0, len(entries))
@@ -309,11 +311,12 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 		ids, owners, attempts, states, nextAts, outcomes, outputs, errs, reasons, nows, effects, retains, string(store.StateProcessing))
 	// An attempt claimed before migration 0013, or closed by the reaper, has its row: it is
 	// closed with what happened, unless it derives its completion.
-	b.Queue(`UPDATE attempts a SET ended_at = u.ended_at, outcome = u.outcome, error = u.error, response_status = u.status, response_excerpt = u.excerpt
-		FROM unnest($1::bigint[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::int4[], $8::text[])
-			AS u(step_id, number, worker, ended_at, outcome, error, status, excerpt)
+	b.Queue(`UPDATE attempts a SET ended_at = u.ended_at, outcome = u.outcome, error = u.error, response_status = u.status, response_excerpt = u.excerpt,
+			request = u.request
+		FROM unnest($1::bigint[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::text[])
+			AS u(step_id, number, worker, ended_at, outcome, error, status, excerpt, request)
 		WHERE a.step_id = u.step_id AND a.number = u.number AND a.worker = u.worker AND NOT a.end_derived`,
-		aStep, aNumber, aWorker, aEnded, aOutcome, aError, aStatus, aExcerpt)
+		aStep, aNumber, aWorker, aEnded, aOutcome, aError, aStatus, aExcerpt, aRequest)
 	// The steps as they now stand, with their runs, locked in ID order.
 	b.Queue(`SELECT `+stepColumns+`, `+runColumns+`, `+claimColumns+`, `+ledgerColumns+` FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1)
 		ORDER BY r.id FOR NO KEY UPDATE OF r`, all)

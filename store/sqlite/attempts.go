@@ -54,7 +54,9 @@ type attemptRow struct {
 	err               string
 	status            int
 	excerpt           string
-	claim             claimFacts
+	// request is what the attempt sent (store.Attempt.Request).
+	request string
+	claim   claimFacts
 	// endDerived is set when the end's step.completed event is derived (its ID is id),
 	// with the record's reason and actor ("" for the worker).
 	endDerived bool
@@ -66,7 +68,7 @@ type attemptRow struct {
 }
 
 // attemptInsertArgs is the number of values of one attemptRow.
-const attemptInsertArgs = 23
+const attemptInsertArgs = 24
 
 // args appends the row's values in the order of attemptInsertColumns.
 func (a *attemptRow) args(out []any) []any {
@@ -79,7 +81,8 @@ func (a *attemptRow) args(out []any) []any {
 		derived = 1
 	}
 	return append(out, a.id, a.runID, a.stepID, a.name, a.number, a.key, a.worker, a.startedAt, a.endedAt, a.outcome, a.err, a.status, a.excerpt,
-		claimID, a.claim.leaseUntil, a.claim.prev, claimRunID, a.claim.runChange, derived, a.endReason, a.endActor, endRunID, a.endRunChange)
+		claimID, a.claim.leaseUntil, a.claim.prev, claimRunID, a.claim.runChange, derived, a.endReason, a.endActor, endRunID, a.endRunChange,
+		a.request)
 }
 
 // nullID is id for a nullable ID column: NULL for 0 (and below).
@@ -97,7 +100,7 @@ func (w *writeTx) endAttempt(id int64, st *stepStatus, worker string, number int
 	a := &attemptRow{id: id, runID: st.runID, stepID: st.id, name: st.name, number: number, key: st.effectKey, worker: worker,
 		startedAt: st.claim.at, endedAt: ts(at), outcome: string(outcome), err: errText, claim: st.claim}
 	if p != nil {
-		a.status, a.excerpt = p.ResponseStatus, p.ResponseExcerpt
+		a.status, a.excerpt, a.request = p.ResponseStatus, p.ResponseExcerpt, p.Request
 	}
 	w.attempts = append(w.attempts, a)
 	return a

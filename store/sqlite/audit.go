@@ -20,12 +20,12 @@ func merge(base, extra map[string]any) map[string]any { return store.MergeDetail
 // from the claims their steps hold, in the order they were claimed.
 func (s *Store) AttemptListByRun(ctx context.Context, runID int64) ([]*store.Attempt, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error,
-			response_status, response_excerpt, coalesce(claim_event_id, id)
+			response_status, response_excerpt, request, coalesce(claim_event_id, id)
 		FROM attempts WHERE step_id IN (SELECT id FROM steps WHERE run_id = ?1)
 		UNION ALL
-		SELECT 0, run_id, id, name, attempt, effect_key, lease_owner, claimed_at, 0, '', '', 0, '', claim_event_id
+		SELECT 0, run_id, id, name, attempt, effect_key, lease_owner, claimed_at, 0, '', '', 0, '', '', claim_event_id
 		FROM steps WHERE run_id = ?1 AND claim_event_id > 0
-		ORDER BY 14`, runID)
+		ORDER BY 15`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: attempt list: %w", err)
 	}
@@ -36,7 +36,7 @@ func (s *Store) AttemptListByRun(ctx context.Context, runID int64) ([]*store.Att
 		var started, ended, order int64
 		var outcome string
 		if err := rows.Scan(&a.ID, &a.RunID, &a.StepID, &a.StepName, &a.Number, &a.EffectKey, &a.Worker, &started, &ended, &outcome, &a.Error,
-			&a.ResponseStatus, &a.ResponseExcerpt, &order); err != nil {
+			&a.ResponseStatus, &a.ResponseExcerpt, &a.Request, &order); err != nil {
 			return nil, fmt.Errorf("sqlite: attempt list: %w", err)
 		}
 		a.StartedAt, a.EndedAt, a.Outcome = fromTS(started), fromTS(ended), store.Outcome(outcome)

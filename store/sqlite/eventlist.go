@@ -55,38 +55,51 @@ type eventArm struct {
 	// stepIDs is set for the arms on attempts: a run's or a key's rows are found through
 	// their steps.
 	viaSteps bool
+	// actor is the column of the event's actor, or a quoted constant when every event of
+	// the arm has the same actor.
+	actor string
+	// workflow is the column of the event's workflow. On the derived arms both are read
+	// from the run (with a unary + that keeps SQLite off the runs' workflow index): the
+	// arm is read in the order of its ID column and stops at the limit.
+	workflow string
 }
 
 var eventArms = []eventArm{
 	{kind: armStored, sel: `e.id, 0, e.type, e.at, e.run_id, e.step_id, e.workflow, e.entity, e.step_name, e.effect_key, e.attempt, e.actor, e.reason, e.detail, NULL, NULL, NULL`,
-		from: `events e`, where: `1`, id: `e.id`, at: `e.at`, run: `e.run_id`, key: `e.effect_key`},
+		from: `events e`, where: `1`, id: `e.id`, at: `e.at`, run: `e.run_id`, key: `e.effect_key`, actor: `e.actor`, workflow: `e.workflow`},
 	{kind: armRunCreated, sel: `r.created_event_id, 1, '', r.created_at, r.id, 0, r.workflow, ` + entityAt(`r.created_event_id`) + `, '', '', 0, r.created_by, '', NULL,
 		r.run_key, r.created_steps, NULL`,
-		from: `runs r`, where: `r.created_event_id IS NOT NULL`, id: `r.created_event_id`, at: `r.created_at`, run: `r.id`},
+		from: `runs r`, where: `r.created_event_id IS NOT NULL`, id: `r.created_event_id`, at: `r.created_at`, run: `r.id`, actor: `r.created_by`,
+		workflow: `+r.workflow`},
 	{kind: armClaimEnded, sel: `a.claim_event_id, 2, '', a.started_at, a.run_id, a.step_id, r.workflow, ` + entityAt(`a.claim_event_id`) + `, a.step_name, a.effect_key,
 		a.number, 'engine', '', NULL, a.worker, a.lease_until, a.prev_outcome`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.claim_event_id IS NOT NULL`, id: `a.claim_event_id`, at: `a.started_at`,
-		step: `a.step_id`, key: `a.effect_key`, viaSteps: true},
+		step: `a.step_id`, key: `a.effect_key`, viaSteps: true, actor: `'engine'`, workflow: `+r.workflow`},
 	{kind: armClaimInFlight, sel: `s.claim_event_id, 3, '', s.claimed_at, s.run_id, s.id, r.workflow, ` + entityAt(`s.claim_event_id`) + `, s.name, s.effect_key,
 		s.attempt, 'engine', '', NULL, s.lease_owner, s.claim_lease_until, s.claim_prev_outcome`,
-		from: `steps s JOIN runs r ON r.id = s.run_id`, where: `s.claim_event_id > 0`, id: `s.claim_event_id`, at: `s.claimed_at`, run: `s.run_id`, key: `s.effect_key`},
+		from: `steps s JOIN runs r ON r.id = s.run_id`, where: `s.claim_event_id > 0`, id: `s.claim_event_id`, at: `s.claimed_at`, run: `s.run_id`, key: `s.effect_key`,
+		actor: `'engine'`, workflow: `+r.workflow`},
 	{kind: armEnd, sel: `a.id, 4, '', a.ended_at, a.run_id, a.step_id, r.workflow, ` + entityAt(`a.id`) + `, a.step_name, a.effect_key, a.number,
 		CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END, a.end_reason, NULL, a.outcome, a.response_status, a.error`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.end_derived = 1`, id: `a.id`, at: `a.ended_at`,
-		step: `a.step_id`, key: `a.effect_key`, viaSteps: true},
+		step: `a.step_id`, key: `a.effect_key`, viaSteps: true, actor: endActor, workflow: `+r.workflow`},
 	{kind: armClaimRunEnded, sel: `a.claim_run_event_id, 5, '', a.started_at, a.run_id, 0, r.workflow, ` + entityAt(`a.claim_run_event_id`) + `, '', '', 0,
 		'engine', '', NULL, a.claim_run_change, NULL, NULL`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.claim_run_event_id IS NOT NULL`, id: `a.claim_run_event_id`, at: `a.started_at`,
-		step: `a.step_id`, viaSteps: true},
+		step: `a.step_id`, viaSteps: true, actor: `'engine'`, workflow: `+r.workflow`},
 	{kind: armClaimRunInFlight, sel: `s.claim_run_event_id, 6, '', s.claimed_at, s.run_id, 0, r.workflow, ` + entityAt(`s.claim_run_event_id`) + `, '', '', 0,
 		'engine', '', NULL, s.claim_run_change, NULL, NULL`,
 		from: `steps s JOIN runs r ON r.id = s.run_id`, where: `s.claim_event_id > 0 AND s.claim_run_event_id IS NOT NULL`, id: `s.claim_run_event_id`,
-		at: `s.claimed_at`, run: `s.run_id`},
+		at: `s.claimed_at`, run: `s.run_id`, actor: `'engine'`, workflow: `+r.workflow`},
 	{kind: armEndRun, sel: `a.end_run_event_id, 7, '', a.ended_at, a.run_id, 0, r.workflow, ` + entityAt(`a.end_run_event_id`) + `, '', '', 0,
 		CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END, '', NULL, a.end_run_change, NULL, NULL`,
 		from: `attempts a JOIN runs r ON r.id = a.run_id`, where: `a.end_run_event_id IS NOT NULL`, id: `a.end_run_event_id`, at: `a.ended_at`,
-		step: `a.step_id`, viaSteps: true},
+		step: `a.step_id`, viaSteps: true, actor: endActor, workflow: `+r.workflow`},
 }
+
+// endActor is the actor of the events derived from an attempt's end: the record's actor,
+// or the worker.
+const endActor = `CASE WHEN a.end_actor <> '' THEN a.end_actor ELSE a.worker END`
 
 // armTypes are the types of event each derived arm yields.
 var armTypes = map[int]store.EventType{
@@ -112,15 +125,40 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 	if limit <= 0 {
 		limit = 1000
 	}
-	return strings.Join(arms, "\nUNION ALL\n") + "\nORDER BY 1 LIMIT ?", append(args, limit)
+	order := "\nORDER BY 1 LIMIT ?"
+	if p.Newest {
+		order = "\nORDER BY 1 DESC LIMIT ?"
+	}
+	return strings.Join(arms, "\nUNION ALL\n") + order, append(args, limit)
+}
+
+// eventTypes is the types EventList keeps: those of both lists, nil for any.
+func eventTypes(p store.EventListParams, types []store.EventType) []store.EventType {
+	switch {
+	case p.Types == nil:
+		return types
+	case types == nil:
+		return p.Types
+	}
+	both := []store.EventType{}
+	for _, t := range p.Types {
+		if slices.Contains(types, t) {
+			both = append(both, t)
+		}
+	}
+	return both
 }
 
 // eventArmsSQL returns the SELECT of each arm of eventsSQL and its arguments.
 func eventArmsSQL(p store.EventListParams, types []store.EventType, through int64) (arms []string, armArgs [][]any) {
+	types = eventTypes(p, types)
 	for _, a := range eventArms {
 		var args []any
 		if p.EffectKey != "" && a.key == "" {
 			continue // its events name no key
+		}
+		if p.Actor != "" && strings.HasPrefix(a.actor, "'") && a.actor != "'"+p.Actor+"'" {
+			continue // its events' actor is another
 		}
 		if types != nil && a.kind != armStored && !slices.Contains(types, armTypes[a.kind]) {
 			continue
@@ -168,6 +206,15 @@ func eventArmsSQL(p store.EventListParams, types []store.EventType, through int6
 		}
 		if p.AfterID > 0 {
 			add(a.id+` > ?`, p.AfterID)
+		}
+		if p.BeforeID > 0 {
+			add(a.id+` < ?`, p.BeforeID)
+		}
+		if p.Actor != "" && !strings.HasPrefix(a.actor, "'") {
+			add(a.actor+` = ?`, p.Actor)
+		}
+		if p.Workflow != "" {
+			add(a.workflow+` = ?`, p.Workflow)
 		}
 		if through > 0 {
 			add(a.id+` <= ?`, through)

@@ -76,8 +76,8 @@ const (
 
 	attemptInsertColumns = `id, run_id, step_id, step_name, number, effect_key, worker, started_at, ended_at, outcome, error, response_status,
 		response_excerpt, claim_event_id, lease_until, prev_outcome, claim_run_event_id, claim_run_change, end_derived, end_reason, end_actor,
-		end_run_event_id, end_run_change`
-	attemptInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		end_run_event_id, end_run_change, request`
+	attemptInsertRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	// propagateSQL moves, in one round, the pending steps of a run that need a step in
 	// one of the states of a list to another state (%s: that list).
@@ -173,7 +173,7 @@ var stmtSQL = func() [numStmts]string {
 		// Only the caller's own attempt row: a record from another owner must not close the
 		// attempt the lease holder is still running. A row that derives its completion is
 		// final.
-		stmtAttemptRecord: `UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, response_status = ?, response_excerpt = ?
+		stmtAttemptRecord: `UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, response_status = ?, response_excerpt = ?, request = ?
 			WHERE step_id = ? AND number = ? AND worker = ? AND end_derived = 0`,
 		// A step cancelled while its attempt ran keeps what the attempt ended with, and its
 		// lease ends.

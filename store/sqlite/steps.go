@@ -478,7 +478,7 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
 	} else {
 		w.event(ev)
 		if claim.legacy() {
-			if _, err := w.exec(stmtAttemptRecord, now, string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+			if _, err := w.exec(stmtAttemptRecord, now, string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.Request, p.StepID, p.Attempt, p.Owner); err != nil {
 				return applied, err
 			}
 		}
@@ -564,7 +564,7 @@ func recordLost(w *writeTx, p *store.StepRecordParams) (int, error) {
 			ss := &stepStatus{id: st.ID, runID: st.RunID, name: st.Name, effectKey: st.EffectKey, claim: claim}
 			w.endAttempt(ev.ID, ss, p.Owner, p.Attempt, p.Now, p.Outcome, p.Error, p)
 		case claim.legacy():
-			if _, err := w.exec(stmtAttemptRecord, ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+			if _, err := w.exec(stmtAttemptRecord, ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.Request, p.StepID, p.Attempt, p.Owner); err != nil {
 				return lostCancelled, err
 			}
 		}
@@ -575,9 +575,9 @@ func recordLost(w *writeTx, p *store.StepRecordParams) (int, error) {
 	// keeps what really happened, unless the row derives its completion, which is final.
 	if a := w.bufferedAttempt(p.StepID, p.Attempt, p.Owner); a != nil {
 		if !a.endDerived {
-			a.endedAt, a.outcome, a.err, a.status, a.excerpt = ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt
+			a.endedAt, a.outcome, a.err, a.status, a.excerpt, a.request = ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.Request
 		}
-	} else if _, err := w.exec(stmtAttemptRecord, ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.StepID, p.Attempt, p.Owner); err != nil {
+	} else if _, err := w.exec(stmtAttemptRecord, ts(p.Now), string(p.Outcome), p.Error, p.ResponseStatus, p.ResponseExcerpt, p.Request, p.StepID, p.Attempt, p.Owner); err != nil {
 		return lostLease, err
 	}
 	w.event(store.LostRecordEvent(p, rs.run, st))

@@ -12,6 +12,97 @@ var eventTests = []subtest{
 	{"ListAndFields", testEventList},
 	{"Append", testEventAppend},
 	{"TimeRangeAnyOrder", testEventTimeRangeAnyOrder},
+	{"FilterNewestFirst", testEventFilterNewest},
+}
+
+// testEventFilterNewest: EventList keeps the events of one actor, one workflow or some
+// types — stored and derived alike — and lists them newest first with Newest, paged
+// backwards with BeforeID, each page holding the newest events before it.
+func testEventFilterNewest(h *harness) {
+	r1 := h.newRun(store.RunInsertParams{RunKey: "r1", Entity: "lead:1", Actor: "token:shop", Steps: []store.StepInsert{step("a"), step("b", "a")}})
+	r2 := h.newRun(store.RunInsertParams{Workflow: "other", RunKey: "r2", Entity: "lead:2", Actor: "queue:orders", Steps: []store.StepInsert{step("a")}})
+	res := h.claim(store.StepClaimParams{Owner: "w1", Workflows: []string{r1.Workflow, "other"}})
+	h.wantClaimed(res, 0, 0, 0, h.step(r1.ID, "a"), h.step(r2.ID, "a"))
+	h.mustRecord(retry(res.Claimed[0], at(time.Second), at(time.Minute)), succeed(res.Claimed[1], at(time.Second), `{}`))
+	h.mustRecord(succeed(h.claimOne(at(time.Minute), "w2"), at(61*time.Second), `{}`))
+	if ap, ok := h.s.(store.EventAppender); ok {
+		for _, e := range []*store.Event{
+			{At: at(2 * time.Minute), Type: store.EventDataUnmasked, RunID: r1.ID, Workflow: r1.Workflow, Actor: "user:ana"},
+			{At: at(2 * time.Minute), Type: store.EventConsoleSignedIn, Actor: "user:ana"},
+			{At: at(3 * time.Minute), Type: store.EventDataUnmasked, RunID: r2.ID, Workflow: r2.Workflow, Actor: "user:bob"},
+		} {
+			if err := ap.EventAppend(h.ctx, e); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+	all := h.events(store.EventListParams{})
+	ids := func(evs []*store.Event) string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, fmt.Sprint(e.ID))
+		}
+		return strings.Join(out, ",")
+	}
+	newest := func(keep func(*store.Event) bool) []*store.Event {
+		var out []*store.Event
+		for i := len(all) - 1; i >= 0; i-- {
+			if keep(all[i]) {
+				out = append(out, all[i])
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		p    store.EventListParams
+		want []*store.Event
+	}{
+		{"newest", store.EventListParams{Newest: true}, newest(func(*store.Event) bool { return true })},
+		{"actor of a run's creation", store.EventListParams{Actor: "token:shop", Newest: true},
+			newest(func(e *store.Event) bool { return e.Actor == "token:shop" })},
+		{"actor of claims", store.EventListParams{Actor: store.ActorEngine, Newest: true},
+			newest(func(e *store.Event) bool { return e.Actor == store.ActorEngine })},
+		{"actor of a completion", store.EventListParams{Actor: "w2", Newest: true}, newest(func(e *store.Event) bool { return e.Actor == "w2" })},
+		{"actor of stored events", store.EventListParams{Actor: "user:ana"}, newest(func(e *store.Event) bool { return e.Actor == "user:ana" })},
+		{"workflow", store.EventListParams{Workflow: "other", Newest: true}, newest(func(e *store.Event) bool { return e.Workflow == "other" })},
+		{"types", store.EventListParams{Types: []store.EventType{store.EventRunCreated, store.EventStepRetryPlanned}, Newest: true},
+			newest(func(e *store.Event) bool {
+				return e.Type == store.EventRunCreated || e.Type == store.EventStepRetryPlanned
+			})},
+		{"no type", store.EventListParams{Types: []store.EventType{}}, nil},
+		{"before", store.EventListParams{BeforeID: all[4].ID, Newest: true, Limit: 2}, []*store.Event{all[3], all[2]}},
+		{"workflow and actor", store.EventListParams{Workflow: r1.Workflow, Actor: "w1", Newest: true},
+			newest(func(e *store.Event) bool { return e.Workflow == r1.Workflow && e.Actor == "w1" })},
+	} {
+		if tc.name == "actor of stored events" {
+			// In ID order without Newest.
+			tc.want = newest(func(e *store.Event) bool { return e.Actor == "user:ana" })
+			for i, j := 0, len(tc.want)-1; i < j; i, j = i+1, j-1 {
+				tc.want[i], tc.want[j] = tc.want[j], tc.want[i]
+			}
+		}
+		if got := h.events(tc.p); ids(got) != ids(tc.want) {
+			h.t.Errorf("EventList %s (%+v) = %q (%s), want %q (%s)", tc.name, tc.p, types(got), ids(got), types(tc.want), ids(tc.want))
+		}
+	}
+	if len(newest(func(e *store.Event) bool { return e.Actor == "w2" })) == 0 {
+		h.t.Errorf("no event names the worker that completed a step: %q", types(all))
+	}
+
+	// Paging backwards with BeforeID visits every event once, newest first.
+	var paged []*store.Event
+	for before := int64(0); ; {
+		page := h.events(store.EventListParams{Newest: true, BeforeID: before, Limit: 3})
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		before = page[len(page)-1].ID
+	}
+	if want := newest(func(*store.Event) bool { return true }); ids(paged) != ids(want) {
+		h.t.Errorf("paged events %s, want %s", ids(paged), ids(want))
+	}
 }
 
 func testEventList(h *harness) {

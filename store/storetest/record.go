@@ -23,6 +23,7 @@ func testRecordSuccess(h *harness) {
 	ca := h.claimOne(base, "w1")
 	p := succeed(ca, at(time.Second), `{"id": 7}`)
 	p.ResponseStatus, p.ResponseExcerpt = 201, `{"id":7}`
+	p.Request = `{"method":"POST","url":"https://crm.example/leads","headers":{"Authorization":["[redacted]"]},"body":"{\"name\":\"Ada\"}"}`
 	h.mustRecord(p)
 
 	a := h.wantStep(run.ID, "a", store.StateCompleted, 1, "")
@@ -35,8 +36,8 @@ func testRecordSuccess(h *harness) {
 	h.wantTime("effect CompletedAt", e.CompletedAt, at(time.Second))
 	atts := h.attempts(run.ID)
 	if len(atts) != 1 || atts[0].Outcome != store.OutcomeSuccess || atts[0].ResponseStatus != 201 ||
-		atts[0].ResponseExcerpt != `{"id":7}` || atts[0].Error != "" {
-		h.t.Fatalf("attempts = %+v, want one closed with success 201", atts)
+		atts[0].ResponseExcerpt != `{"id":7}` || atts[0].Error != "" || atts[0].Request != p.Request {
+		h.t.Fatalf("attempts = %+v, want one closed with success 201 and the request it sent", atts)
 	}
 	h.wantTime("attempt EndedAt", atts[0].EndedAt, at(time.Second))
 
