@@ -72,6 +72,9 @@ type Store struct {
 	runByKey *sql.Stmt
 	// seq is the writer's copy of the audit sequence (auditseq.go).
 	seq auditSeq
+	// cache is what the last write transaction left of the runs it wrote
+	// (writecache.go); guarded by wlock.
+	cache *writeCache
 }
 
 // Open opens (creating if needed) the database file at path and migrates it to the newest

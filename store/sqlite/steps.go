@@ -87,7 +87,7 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 		return nil, fmt.Errorf("sqlite: step claim: %w", err)
 	}
 	res := &store.ClaimResult{}
-	err = s.write(ctx, "step claim", func(w *writeTx) error {
+	err = s.writeAs(ctx, "step claim", cacheShare, func(w *writeTx) error {
 		*res = store.ClaimResult{}
 		return claimIn(w, &p, string(workflows), limit, res)
 	})
@@ -277,6 +277,7 @@ func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, pla
 		return fmt.Errorf("step %d changed under the write lock", st.ID)
 	}
 	ss.state, ss.attempt, ss.owner, ss.effectKey, ss.claim = store.StateProcessing, st.Attempt, p.Owner, plan.Spec.Key, claim
+	ss.delayed = false // the take clears the step's reason
 	ss.key = keyFacts{slot: 0, state: string(store.EffectInFlight), takenAt: takenAt(ss.key, claim.at)}
 	if changed {
 		w.applyRunChange(rs, next, p.Now)
@@ -337,7 +338,8 @@ func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]
 	if len(ids) == 0 {
 		return results, nil
 	}
-	err := s.write(ctx, "step record", func(w *writeTx) error {
+	err := s.writeAs(ctx, "step record", cacheShare, func(w *writeTx) error {
+		w.outputs = true // for the writer's cache, which keeps only runs read with them
 		return recordAll(w, ps, valid, ids, results)
 	})
 	if err != nil {
@@ -364,9 +366,17 @@ func validateRecords(ps []store.StepRecordParams) (results []error, valid []bool
 
 // recordAll records the valid entries of ps in w and sets their results.
 func recordAll(w *writeTx, ps []store.StepRecordParams, valid []bool, ids []int64, results []error) error {
-	// The steps of the runs of every entry's step, read once, and the facts of the steps
-	// recorded.
-	if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
+	// The steps of the runs of every entry's step, read once unless the transaction knows
+	// them (from the writer's cache), and the facts of the steps recorded.
+	var unknown []int64
+	for _, id := range ids {
+		if st := w.steps[id]; st != nil {
+			w.use(w.runs[st.runID])
+		} else {
+			unknown = append(unknown, id)
+		}
+	}
+	if err := w.loadRuns(stmtRunsOfSteps, unknown); err != nil {
 		return err
 	}
 	if err := w.loadFacts(ids); err != nil {
@@ -449,6 +459,7 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
 	}
 	claim := ss.claim
 	ss.set(p.NextState, output)
+	ss.delayed = p.Reason == store.ReasonDelayed
 	ss.owner, ss.claim = "", claimFacts{eventID: -1}
 	derived := claim.inFlight() && store.DerivableRecord(p)
 	ev := plan.Event
@@ -716,7 +727,8 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 		return nil, nil
 	}
 	held := map[int64]bool{}
-	err := s.write(ctx, "step heartbeat", func(w *writeTx) error {
+	// A heartbeat moves leases only: the writer's cache holds none.
+	err := s.writeAs(ctx, "step heartbeat", cacheKeep, func(w *writeTx) error {
 		clear(held)
 		rows, err := w.query(stmtStepHeartbeat, ts(p.Now.Add(p.LeaseFor)), ts(p.Now), p.Owner, idList(p.StepIDs))
 		if err != nil {
@@ -747,7 +759,8 @@ func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	return s.write(ctx, "step checkpoint", func(w *writeTx) error {
+	// A checkpoint writes progress only: the writer's cache holds none.
+	return s.writeAs(ctx, "step checkpoint", cacheKeep, func(w *writeTx) error {
 		n, err := w.execN(stmtStepCheckpoint, []byte(p.Progress), ts(p.Now), p.StepID, p.Owner, p.Attempt)
 		if err == nil && n == 0 {
 			err = p.LeaseLost()
