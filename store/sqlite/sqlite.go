@@ -319,6 +319,13 @@ func unavailable(err error) error {
 }
 
 // ts converts a time to the stored form: microseconds since the Unix epoch, 0 for zero.
+// uniqueViolation reports whether err is a statement's breach of a unique index, which
+// SQLite undid, leaving the transaction as it was before the statement.
+func uniqueViolation(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}
+
 func ts(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

@@ -163,6 +163,7 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 	oldKey, oldFingerprint := st.EffectKey, st.Fingerprint
 	plan, spec := store.PlanPrepare(p, c)
 	var eff *store.Effect
+	taken := false
 	if plan == nil {
 		if kf.holds() && oldKey != spec.Key {
 			// The step holds another key than the one it acts under now: effects keeps
@@ -172,11 +173,28 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 			}
 			kf.slot, kf.state = st.ID, ""
 		}
-		var err error
-		if eff, err = takeEffect(w, spec, run, st, kf, oldFingerprint); err != nil {
-			return nil, err
+		if !kf.holds() {
+			// Most keys are new: the step is taken as for a free key, by one statement
+			// that applies only if the key is free (no step holds it: the unique index
+			// steps_key; effects has no row of it), and the ledger is consulted only when
+			// it is not.
+			saved := *st
+			plan = store.PlanClaim(p, c, spec, freeEffect(spec, run, st))
+			var err error
+			if taken, err = takeStep(w, p, c, plan, true); err != nil {
+				return nil, err
+			}
+			if !taken {
+				*st, plan = saved, nil
+			}
 		}
-		plan = store.PlanClaim(p, c, spec, eff)
+		if plan == nil {
+			var err error
+			if eff, err = takeEffect(w, spec, run, st, kf, oldFingerprint); err != nil {
+				return nil, err
+			}
+			plan = store.PlanClaim(p, c, spec, eff)
+		}
 	}
 	if oldKey != "" && oldKey != st.EffectKey && st.Attempt > 0 {
 		// The step's attempts were made under its old key: keep it for the audit trail of
@@ -224,8 +242,10 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 		}
 	case store.ClaimTake:
 		// The step row is the ledger row: the take writes the fingerprint.
-		if err := takeStep(w, p, c, plan); err != nil {
-			return nil, err
+		if !taken {
+			if _, err := takeStep(w, p, c, plan, false); err != nil {
+				return nil, err
+			}
 		}
 		return &store.ClaimedStep{Run: run, Step: st, Outputs: c.Outputs, PreviousOutcome: st.LastOutcome}, nil
 	default:
@@ -245,36 +265,48 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 
 // takeStep claims the candidate c for p.Owner as plan decided: the claim's facts go into
 // the step row with the IDs of its step.claimed event and of the run.state_changed event
-// that follows when the run's state changes, both derived from that row.
-func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, plan *store.ClaimPlan) error {
+// that follows when the run's state changes, both derived from that row. With ifFree, the
+// take applies only if no step holds the key and effects has no row of it; when it does
+// not, takeStep reports false and leaves everything as it found it, the audit sequence
+// included.
+func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, plan *store.ClaimPlan, ifFree bool) (bool, error) {
 	run, st := c.Run, c.Step
 	ss := w.steps[st.ID]
 	if ss == nil {
-		return fmt.Errorf("step %d of run %d is not loaded", st.ID, run.ID)
+		return false, fmt.Errorf("step %d of run %d is not loaded", st.ID, run.ID)
 	}
+	seqLast, span := w.seqLast, w.span
 	claim := claimFacts{eventID: w.reserve(p.Now), at: ts(p.Now), leaseUntil: ts(st.LeaseExpiresAt), prev: string(st.LastOutcome)}
 	if err := w.checkDerived(func() (*store.Event, *store.Event) {
 		return store.TakeEvent(p, c), claimEvent(run, ss.id, ss.name, st.EffectKey, p.Owner, st.Attempt, &claim)
 	}); err != nil {
-		return err
+		return false, err
 	}
 	was := ss.state
 	ss.state = store.StateProcessing
 	rs, next, changed, err := w.runChange(run.ID)
 	ss.state = was
 	if err != nil {
-		return err
+		return false, err
 	}
 	if changed {
 		claim.runEventID, claim.runChange = w.reserve(p.Now), store.RunChange(rs.run.State, next)
 	}
-	n, err := w.execN(stmtStepTake, st.Attempt, plan.Spec.Key, plan.Spec.Fingerprint, p.Owner, claim.leaseUntil, claim.at,
+	q := stmtStepTake
+	if ifFree {
+		q = stmtStepTakeFree
+	}
+	n, err := w.execN(q, st.Attempt, plan.Spec.Key, plan.Spec.Fingerprint, p.Owner, claim.leaseUntil, claim.at,
 		claim.eventID, claim.leaseUntil, claim.prev, nullID(claim.runEventID), claim.runChange, st.ID, st.Attempt-1, takenAt(ss.key, claim.at))
+	if ifFree && (err == nil && n == 0 || uniqueViolation(err)) {
+		w.seqLast, w.span = seqLast, span
+		return false, nil
+	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if n != 1 {
-		return fmt.Errorf("step %d changed under the write lock", st.ID)
+		return false, fmt.Errorf("step %d changed under the write lock", st.ID)
 	}
 	ss.state, ss.attempt, ss.owner, ss.effectKey, ss.claim = store.StateProcessing, st.Attempt, p.Owner, plan.Spec.Key, claim
 	ss.delayed = false // the take clears the step's reason
@@ -282,7 +314,7 @@ func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, pla
 	if changed {
 		w.applyRunChange(rs, next, p.Now)
 	}
-	return nil
+	return true, nil
 }
 
 // takenAt is when a step whose ledger facts are k took its key, taking it at now: when it
@@ -320,8 +352,7 @@ func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Ste
 		return nil, err
 	}
 	if eff == nil {
-		return &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: run.ID, StepID: st.ID,
-			Workflow: run.Workflow, StepName: st.Name}, nil
+		return freeEffect(spec, run, st), nil
 	}
 	if eff.StepID == st.ID && eff.State == store.EffectInFlight {
 		if _, err := w.exec(stmtEffectRelease, spec.Key, st.ID); err != nil {
@@ -330,6 +361,12 @@ func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Ste
 		kf.slot, kf.state, kf.takenAt = 0, string(store.EffectInFlight), ts(eff.CreatedAt)
 	}
 	return eff, nil
+}
+
+// freeEffect is the ledger row of a free key spec.Key that step st of run takes.
+func freeEffect(spec store.EffectSpec, run *store.Run, st *store.Step) *store.Effect {
+	return &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: run.ID, StepID: st.ID,
+		Workflow: run.Workflow, StepName: st.Name}
 }
 
 // StepRecord implements store.Store.
