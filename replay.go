@@ -68,7 +68,7 @@ type ReplayStep struct {
 	EffectKey    string
 	CorrectedKey string
 	// Reason is the reason code behind review, skipped and blocked.
-	Reason string
+	Reason Reason
 	// After lists the steps that must complete before this one acts.
 	After []string
 	// Ledger facts: who completed the key and when (skip, kept, reuse), or who holds it
@@ -400,7 +400,7 @@ func (c *Client) planReplay(ctx context.Context, run *store.Run, steps []*store.
 			}
 		case store.StateSkipped:
 			ps.Action, ps.Reason = ReplaySkipped, st.Reason
-			ps.Why = "skipped (" + st.Reason + "); it stays skipped"
+			ps.Why = "skipped (" + string(st.Reason) + "); it stays skipped"
 		case store.StateNeedsReview:
 			ps.Action, ps.Reason = ReplayReview, st.Reason
 			ps.Why = "stays in review: its outcome is unknown and its effect may have happened; decide with resolve (it happened) or retry (send again)"
@@ -479,7 +479,7 @@ func (c *Client) planPending(ctx context.Context, ps *ReplayStep, st *store.Step
 	}
 	if spec.Skip != "" {
 		ps.Action, ps.Reason, ps.EffectKey = ReplaySkipped, spec.Skip, ""
-		ps.Why = "will be skipped: " + spec.Skip
+		ps.Why = "will be skipped: " + string(spec.Skip)
 		return nil
 	}
 	ps.EffectKey = spec.Key

@@ -132,7 +132,7 @@ type ReviewItem struct {
 	EffectKey string
 	// Reason is why the step waits: permanent_error, attempts_exhausted, key_conflict,
 	// outcome_unknown, invalid_key, destination_blocked, transition_invalid, …
-	Reason      string
+	Reason      Reason
 	LastError   string
 	LastOutcome store.Outcome
 	// Attempts is how many attempts the step has had; AttemptBase how many it had at the
@@ -164,7 +164,7 @@ func (c *Client) reviewItem(it *store.ReviewItem, m *redact.Masker) *ReviewItem 
 type ReviewFilter struct {
 	Workflow string
 	Step     string
-	Reason   string
+	Reason   Reason
 	Entity   string
 	RunID    int64
 	// OlderThan keeps the items parked longer ago than this.

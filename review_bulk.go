@@ -41,7 +41,7 @@ type BulkRequest struct {
 type BulkItem struct {
 	RunID  int64
 	Step   string
-	Reason string
+	Reason Reason
 	// OK is set when the action was applied (or, for a dry run, would be).
 	OK bool
 	// Err is why it was refused or failed; nothing was written for the item. Its text is

@@ -35,7 +35,7 @@ func (f reviewFilter) query() string {
 func readFilter(get func(string) string) (reviewFilter, onceflow.ReviewFilter, error) {
 	f := reviewFilter{Workflow: get("workflow"), Step: strings.TrimSpace(get("step")), Reason: get("reason"),
 		Entity: strings.TrimSpace(get("entity")), OlderThan: strings.TrimSpace(get("older_than"))}
-	of := onceflow.ReviewFilter{Workflow: f.Workflow, Step: f.Step, Reason: f.Reason, Entity: f.Entity}
+	of := onceflow.ReviewFilter{Workflow: f.Workflow, Step: f.Step, Reason: onceflow.Reason(f.Reason), Entity: f.Entity}
 	if f.OlderThan != "" {
 		d, err := duration.ParsePositive(f.OlderThan)
 		if err != nil {
@@ -51,7 +51,7 @@ type reviewData struct {
 	Filter    reviewFilter
 	Query     string
 	Workflows []string
-	Reasons   []string
+	Reasons   []onceflow.Reason
 	Items     []itemRow
 	NextAfter int64
 	Error     string

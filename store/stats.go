@@ -52,7 +52,7 @@ type StepCount struct {
 // ReviewCount is the number of steps of one workflow waiting for review for one reason.
 type ReviewCount struct {
 	Workflow string
-	Reason   string
+	Reason   Reason
 	Count    int64
 }
 

@@ -38,7 +38,7 @@ func (s *Store) StatsGet(ctx context.Context, p store.StatsGetParams) (*store.St
 		case "step":
 			out.Steps = append(out.Steps, store.StepCount{Workflow: workflow, Step: step, State: store.State(state), Count: n})
 		case "review":
-			out.Review = append(out.Review, store.ReviewCount{Workflow: workflow, Reason: reason, Count: n})
+			out.Review = append(out.Review, store.ReviewCount{Workflow: workflow, Reason: store.Reason(reason), Count: n})
 		case "due":
 			out.Due = append(out.Due, store.DueCount{Workflow: workflow, Count: n})
 		}
