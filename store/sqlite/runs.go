@@ -48,7 +48,8 @@ func (s *Store) RunInsertMany(ctx context.Context, ps []store.RunInsertParams) (
 	if valid == 0 {
 		return results, nil
 	}
-	err := s.write(ctx, "run insert", func(w *writeTx) error {
+	// New runs change none the writer's cache holds.
+	err := s.writeAs(ctx, "run insert", cacheKeep, func(w *writeTx) error {
 		return insertAll(w, ps, results, valid)
 	})
 	if err != nil {

@@ -40,7 +40,7 @@ func (s *Store) SessionInsert(ctx context.Context, p store.SessionInsertParams) 
 	if seen.IsZero() {
 		seen = ss.CreatedAt
 	}
-	return s.write(ctx, "session insert", func(w *writeTx) error {
+	return s.writeAs(ctx, "session insert", cacheKeep, func(w *writeTx) error {
 		r, err := w.tx.ExecContext(ctx, `INSERT INTO console_sessions (id, actor, grants, client, created_at, seen_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			ss.ID, ss.Actor, grants, ss.Client, ts(ss.CreatedAt), ts(seen), ts(ss.ExpiresAt))
@@ -75,9 +75,10 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.Session, erro
 	return ss, nil
 }
 
-// SessionTouch implements store.SessionStore.
+// SessionTouch implements store.SessionStore. Session writes change no run or step: they
+// keep the writer's cache (writecache.go).
 func (s *Store) SessionTouch(ctx context.Context, id string, at time.Time) error {
-	return s.write(ctx, "session touch", func(w *writeTx) error {
+	return s.writeAs(ctx, "session touch", cacheKeep, func(w *writeTx) error {
 		_, err := w.tx.ExecContext(ctx, `UPDATE console_sessions SET seen_at = ? WHERE id = ? AND ended_at = 0 AND seen_at < ? AND expires_at > ?`,
 			ts(at), id, ts(at), ts(at))
 		return err
@@ -90,7 +91,7 @@ func (s *Store) SessionEnd(ctx context.Context, p store.SessionEndParams) (bool,
 		return false, fmt.Errorf("sqlite: %w", err)
 	}
 	ended := false
-	err := s.write(ctx, "session end", func(w *writeTx) error {
+	err := s.writeAs(ctx, "session end", cacheKeep, func(w *writeTx) error {
 		r, err := w.tx.ExecContext(ctx, `UPDATE console_sessions SET ended_at = ?, ended_by = ?, end_reason = ? WHERE id = ? AND ended_at = 0`,
 			ts(p.Now), p.By, p.Reason, p.ID)
 		if err != nil {

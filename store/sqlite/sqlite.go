@@ -72,6 +72,9 @@ type Store struct {
 	runByKey *sql.Stmt
 	// seq is the writer's copy of the audit sequence (auditseq.go).
 	seq auditSeq
+	// cache is what the last write transaction left of the runs it wrote
+	// (writecache.go); guarded by wlock.
+	cache *writeCache
 }
 
 // Open opens (creating if needed) the database file at path and migrates it to the newest
@@ -316,6 +319,13 @@ func unavailable(err error) error {
 }
 
 // ts converts a time to the stored form: microseconds since the Unix epoch, 0 for zero.
+// uniqueViolation reports whether err is a statement's breach of a unique index, which
+// SQLite undid, leaving the transaction as it was before the statement.
+func uniqueViolation(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}
+
 func ts(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

@@ -33,6 +33,7 @@ const (
 	stmtStepReuse
 	stmtStepWait
 	stmtStepTake
+	stmtStepTakeFree
 	stmtStepRelease
 	stmtStepCancelDependents
 	stmtStepSkipDependents
@@ -105,6 +106,12 @@ const (
 	claimCleared = ` claim_event_id = NULL, claimed_at = 0, claim_lease_until = 0, claim_prev_outcome = '', claim_run_event_id = NULL,
 		claim_run_change = ''`
 
+	// stepTakeSQL is the take of a step (stmtStepTake).
+	stepTakeSQL = `UPDATE steps SET state = 'processing', attempt = ?1, effect_key = ?2, fingerprint = ?3, lease_owner = ?4, lease_expires_at = ?5,
+			reason = '', updated_at = ?6, claim_event_id = ?7, claimed_at = ?6, claim_lease_until = ?8, claim_prev_outcome = ?9,
+			claim_run_event_id = ?10, claim_run_change = ?11, key_slot = 0, key_state = 'in_flight', key_taken_at = ?14
+			WHERE id = ?12 AND state IN ('pending', 'retrying') AND attempt = ?13`
+
 	effectColumns = `effect_key, state, fingerprint, result, run_id, step_id, workflow, step_name, created_at, completed_at, retain_until`
 )
 
@@ -146,10 +153,10 @@ var stmtSQL = func() [numStmts]string {
 			strings.ReplaceAll(keySlot, "?1", "?2") + ` WHERE id = ?6`,
 		// The claim's facts, from which its step.claimed event (and the run's state change,
 		// if any) are derived, stay in the row until the attempt ends.
-		stmtStepTake: `UPDATE steps SET state = 'processing', attempt = ?1, effect_key = ?2, fingerprint = ?3, lease_owner = ?4, lease_expires_at = ?5,
-			reason = '', updated_at = ?6, claim_event_id = ?7, claimed_at = ?6, claim_lease_until = ?8, claim_prev_outcome = ?9,
-			claim_run_event_id = ?10, claim_run_change = ?11, key_slot = 0, key_state = 'in_flight', key_taken_at = ?14
-			WHERE id = ?12 AND state IN ('pending', 'retrying') AND attempt = ?13`,
+		stmtStepTake: stepTakeSQL,
+		// The take of a key no step holds (the unique index steps_key refuses a second
+		// holder) and effects does not keep.
+		stmtStepTakeFree: stepTakeSQL + ` AND NOT EXISTS (SELECT 1 FROM effects WHERE effect_key = ?2)`,
 		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?
 			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending' AND waiting > 0`,
 		stmtStepCancelDependents: fmt.Sprintf(propagateSQL, `'failed', 'cancelled'`),

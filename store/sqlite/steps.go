@@ -87,7 +87,7 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 		return nil, fmt.Errorf("sqlite: step claim: %w", err)
 	}
 	res := &store.ClaimResult{}
-	err = s.write(ctx, "step claim", func(w *writeTx) error {
+	err = s.writeAs(ctx, "step claim", cacheShare, func(w *writeTx) error {
 		*res = store.ClaimResult{}
 		return claimIn(w, &p, string(workflows), limit, res)
 	})
@@ -163,6 +163,7 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 	oldKey, oldFingerprint := st.EffectKey, st.Fingerprint
 	plan, spec := store.PlanPrepare(p, c)
 	var eff *store.Effect
+	taken := false
 	if plan == nil {
 		if kf.holds() && oldKey != spec.Key {
 			// The step holds another key than the one it acts under now: effects keeps
@@ -172,11 +173,28 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 			}
 			kf.slot, kf.state = st.ID, ""
 		}
-		var err error
-		if eff, err = takeEffect(w, spec, run, st, kf, oldFingerprint); err != nil {
-			return nil, err
+		if !kf.holds() {
+			// Most keys are new: the step is taken as for a free key, by one statement
+			// that applies only if the key is free (no step holds it: the unique index
+			// steps_key; effects has no row of it), and the ledger is consulted only when
+			// it is not.
+			saved := *st
+			plan = store.PlanClaim(p, c, spec, freeEffect(spec, run, st))
+			var err error
+			if taken, err = takeStep(w, p, c, plan, true); err != nil {
+				return nil, err
+			}
+			if !taken {
+				*st, plan = saved, nil
+			}
 		}
-		plan = store.PlanClaim(p, c, spec, eff)
+		if plan == nil {
+			var err error
+			if eff, err = takeEffect(w, spec, run, st, kf, oldFingerprint); err != nil {
+				return nil, err
+			}
+			plan = store.PlanClaim(p, c, spec, eff)
+		}
 	}
 	if oldKey != "" && oldKey != st.EffectKey && st.Attempt > 0 {
 		// The step's attempts were made under its old key: keep it for the audit trail of
@@ -224,8 +242,10 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 		}
 	case store.ClaimTake:
 		// The step row is the ledger row: the take writes the fingerprint.
-		if err := takeStep(w, p, c, plan); err != nil {
-			return nil, err
+		if !taken {
+			if _, err := takeStep(w, p, c, plan, false); err != nil {
+				return nil, err
+			}
 		}
 		return &store.ClaimedStep{Run: run, Step: st, Outputs: c.Outputs, PreviousOutcome: st.LastOutcome}, nil
 	default:
@@ -245,43 +265,56 @@ func claimOne(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, kf 
 
 // takeStep claims the candidate c for p.Owner as plan decided: the claim's facts go into
 // the step row with the IDs of its step.claimed event and of the run.state_changed event
-// that follows when the run's state changes, both derived from that row.
-func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, plan *store.ClaimPlan) error {
+// that follows when the run's state changes, both derived from that row. With ifFree, the
+// take applies only if no step holds the key and effects has no row of it; when it does
+// not, takeStep reports false and leaves everything as it found it, the audit sequence
+// included.
+func takeStep(w *writeTx, p *store.StepClaimParams, c *store.ClaimCandidate, plan *store.ClaimPlan, ifFree bool) (bool, error) {
 	run, st := c.Run, c.Step
 	ss := w.steps[st.ID]
 	if ss == nil {
-		return fmt.Errorf("step %d of run %d is not loaded", st.ID, run.ID)
+		return false, fmt.Errorf("step %d of run %d is not loaded", st.ID, run.ID)
 	}
+	seqLast, span := w.seqLast, w.span
 	claim := claimFacts{eventID: w.reserve(p.Now), at: ts(p.Now), leaseUntil: ts(st.LeaseExpiresAt), prev: string(st.LastOutcome)}
 	if err := w.checkDerived(func() (*store.Event, *store.Event) {
 		return store.TakeEvent(p, c), claimEvent(run, ss.id, ss.name, st.EffectKey, p.Owner, st.Attempt, &claim)
 	}); err != nil {
-		return err
+		return false, err
 	}
 	was := ss.state
 	ss.state = store.StateProcessing
 	rs, next, changed, err := w.runChange(run.ID)
 	ss.state = was
 	if err != nil {
-		return err
+		return false, err
 	}
 	if changed {
 		claim.runEventID, claim.runChange = w.reserve(p.Now), store.RunChange(rs.run.State, next)
 	}
-	n, err := w.execN(stmtStepTake, st.Attempt, plan.Spec.Key, plan.Spec.Fingerprint, p.Owner, claim.leaseUntil, claim.at,
+	q := stmtStepTake
+	if ifFree {
+		q = stmtStepTakeFree
+	}
+	n, err := w.execN(q, st.Attempt, plan.Spec.Key, plan.Spec.Fingerprint, p.Owner, claim.leaseUntil, claim.at,
 		claim.eventID, claim.leaseUntil, claim.prev, nullID(claim.runEventID), claim.runChange, st.ID, st.Attempt-1, takenAt(ss.key, claim.at))
+	if ifFree && (err == nil && n == 0 || uniqueViolation(err)) {
+		w.seqLast, w.span = seqLast, span
+		return false, nil
+	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if n != 1 {
-		return fmt.Errorf("step %d changed under the write lock", st.ID)
+		return false, fmt.Errorf("step %d changed under the write lock", st.ID)
 	}
 	ss.state, ss.attempt, ss.owner, ss.effectKey, ss.claim = store.StateProcessing, st.Attempt, p.Owner, plan.Spec.Key, claim
+	ss.delayed = false // the take clears the step's reason
 	ss.key = keyFacts{slot: 0, state: string(store.EffectInFlight), takenAt: takenAt(ss.key, claim.at)}
 	if changed {
 		w.applyRunChange(rs, next, p.Now)
 	}
-	return nil
+	return true, nil
 }
 
 // takenAt is when a step whose ledger facts are k took its key, taking it at now: when it
@@ -319,8 +352,7 @@ func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Ste
 		return nil, err
 	}
 	if eff == nil {
-		return &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: run.ID, StepID: st.ID,
-			Workflow: run.Workflow, StepName: st.Name}, nil
+		return freeEffect(spec, run, st), nil
 	}
 	if eff.StepID == st.ID && eff.State == store.EffectInFlight {
 		if _, err := w.exec(stmtEffectRelease, spec.Key, st.ID); err != nil {
@@ -331,13 +363,20 @@ func takeEffect(w *writeTx, spec store.EffectSpec, run *store.Run, st *store.Ste
 	return eff, nil
 }
 
+// freeEffect is the ledger row of a free key spec.Key that step st of run takes.
+func freeEffect(spec store.EffectSpec, run *store.Run, st *store.Step) *store.Effect {
+	return &store.Effect{Key: spec.Key, State: store.EffectInFlight, Fingerprint: spec.Fingerprint, RunID: run.ID, StepID: st.ID,
+		Workflow: run.Workflow, StepName: st.Name}
+}
+
 // StepRecord implements store.Store.
 func (s *Store) StepRecord(ctx context.Context, ps []store.StepRecordParams) ([]error, error) {
 	results, valid, ids := validateRecords(ps)
 	if len(ids) == 0 {
 		return results, nil
 	}
-	err := s.write(ctx, "step record", func(w *writeTx) error {
+	err := s.writeAs(ctx, "step record", cacheShare, func(w *writeTx) error {
+		w.outputs = true // for the writer's cache, which keeps only runs read with them
 		return recordAll(w, ps, valid, ids, results)
 	})
 	if err != nil {
@@ -364,9 +403,17 @@ func validateRecords(ps []store.StepRecordParams) (results []error, valid []bool
 
 // recordAll records the valid entries of ps in w and sets their results.
 func recordAll(w *writeTx, ps []store.StepRecordParams, valid []bool, ids []int64, results []error) error {
-	// The steps of the runs of every entry's step, read once, and the facts of the steps
-	// recorded.
-	if err := w.loadRuns(stmtRunsOfSteps, ids); err != nil {
+	// The steps of the runs of every entry's step, read once unless the transaction knows
+	// them (from the writer's cache), and the facts of the steps recorded.
+	var unknown []int64
+	for _, id := range ids {
+		if st := w.steps[id]; st != nil {
+			w.use(w.runs[st.runID])
+		} else {
+			unknown = append(unknown, id)
+		}
+	}
+	if err := w.loadRuns(stmtRunsOfSteps, unknown); err != nil {
 		return err
 	}
 	if err := w.loadFacts(ids); err != nil {
@@ -449,6 +496,7 @@ func recordOne(w *writeTx, p *store.StepRecordParams) (lost int, err error) {
 	}
 	claim := ss.claim
 	ss.set(p.NextState, output)
+	ss.delayed = p.Reason == store.ReasonDelayed
 	ss.owner, ss.claim = "", claimFacts{eventID: -1}
 	derived := claim.inFlight() && store.DerivableRecord(p)
 	ev := plan.Event
@@ -716,7 +764,8 @@ func (s *Store) StepHeartbeat(ctx context.Context, p store.StepHeartbeatParams) 
 		return nil, nil
 	}
 	held := map[int64]bool{}
-	err := s.write(ctx, "step heartbeat", func(w *writeTx) error {
+	// A heartbeat moves leases only: the writer's cache holds none.
+	err := s.writeAs(ctx, "step heartbeat", cacheKeep, func(w *writeTx) error {
 		clear(held)
 		rows, err := w.query(stmtStepHeartbeat, ts(p.Now.Add(p.LeaseFor)), ts(p.Now), p.Owner, idList(p.StepIDs))
 		if err != nil {
@@ -747,7 +796,8 @@ func (s *Store) StepCheckpoint(ctx context.Context, p store.StepCheckpointParams
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	return s.write(ctx, "step checkpoint", func(w *writeTx) error {
+	// A checkpoint writes progress only: the writer's cache holds none.
+	return s.writeAs(ctx, "step checkpoint", cacheKeep, func(w *writeTx) error {
 		n, err := w.execN(stmtStepCheckpoint, []byte(p.Progress), ts(p.Now), p.StepID, p.Owner, p.Attempt)
 		if err == nil && n == 0 {
 			err = p.LeaseLost()

@@ -29,11 +29,12 @@ func (s *Store) WriteBatch(ctx context.Context, p store.WriteBatchParams) (*stor
 	if validStarts == 0 && len(ids) == 0 && !claiming {
 		return res, nil
 	}
-	err = s.write(ctx, "write batch", func(w *writeTx) error {
+	err = s.writeAs(ctx, "write batch", cacheShare, func(w *writeTx) error {
 		*res.Claim = store.ClaimResult{}
 		// The claim needs the outputs of the completed steps of the runs it reads, and may
-		// read runs the records read first.
-		w.outputs = claiming
+		// read runs the records read first; the writer's cache keeps only runs read with
+		// them.
+		w.outputs = true
 		if validStarts > 0 {
 			if err := insertAll(w, p.Starts, starts, validStarts); err != nil {
 				return err

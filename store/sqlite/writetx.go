@@ -23,7 +23,8 @@ import (
 // first statement (BEGIN IMMEDIATE) and every change to the state or waiting count of a
 // step whose run it read goes through writeTx, which applies it to the copy too. Code that
 // changes steps with its own SQL (the review actions) does so before the transaction
-// first reads the run.
+// first reads the run, and drops the writer's cache (writecache.go), which carries the
+// copy of the claims and records on to the next transaction.
 type writeTx struct {
 	// ctx carries the caller's values but not its cancellation: a cancelled call rolls the
 	// transaction back (database/sql watches the context given to BeginTx), and statements
@@ -40,8 +41,10 @@ type writeTx struct {
 	runs     map[int64]*runSteps
 	steps    map[int64]*stepStatus // the steps of runs, by ID
 	dirty    []*runSteps           // runs whose state changed and is not written yet
-	// outputs is set in a transaction that claims after other work: every run it reads
-	// is read with the outputs of its completed steps.
+	used     []*runSteps           // runs the transaction used, for the cache it leaves (writecache.go)
+	// outputs is set in the transactions of claims and records (WriteBatch, StepRecord):
+	// every run they read is read with the outputs of its completed steps, which a claim
+	// needs and the writer's cache keeps.
 	outputs bool
 
 	// The audit sequence (auditseq.go): the store's counter, its value as this
@@ -61,6 +64,10 @@ type runSteps struct {
 	updatedAt int64
 	steps     []*stepStatus
 	scratch   []store.StepStatus
+	// outputs: the steps were read with the outputs of the completed ones. used: the
+	// transaction under way used the run (writeTx.use).
+	outputs bool
+	used    bool
 }
 
 // stepStatus is the part of a step that decides its run's state and its dependents.
@@ -122,8 +129,14 @@ func (w *writeTx) loadFacts(ids []int64) error {
 
 // write runs fn in one write transaction with a writeTx, flushes what it buffered, writes
 // the transaction's audit span and commits. Every write that appends audit events goes
-// through it, so that their IDs come from the audit sequence.
+// through it, so that their IDs come from the audit sequence. It drops the writer's cache:
+// writeAs says when a write may keep or share it.
 func (s *Store) write(ctx context.Context, op string, fn func(w *writeTx) error) error {
+	return s.writeAs(ctx, op, cacheDrop, fn)
+}
+
+// writeAs is write, with the writer's cache used as use says.
+func (s *Store) writeAs(ctx context.Context, op string, use cacheUse, fn func(w *writeTx) error) error {
 	var w *writeTx
 	return s.writeConn(ctx, op, func(c *sql.Conn) error {
 		w = &writeTx{ctx: context.WithoutCancel(ctx), tx: c, prep: s.prep, runs: map[int64]*runSteps{}, steps: map[int64]*stepStatus{}, seq: &s.seq}
@@ -133,11 +146,22 @@ func (s *Store) write(ctx context.Context, op string, fn func(w *writeTx) error)
 		if err := w.loadSeq(); err != nil {
 			return err
 		}
+		switch use {
+		case cacheDrop:
+			s.cache = nil
+		case cacheShare:
+			w.adopt(s)
+		}
 		if err := fn(w); err != nil {
 			return err
 		}
 		return w.finish()
-	}, func(ok bool) { w.committed(ok) })
+	}, func(ok bool) {
+		w.committed(ok)
+		if use == cacheShare && ok {
+			s.cache = w.leave()
+		}
+	})
 }
 
 // finish flushes what the transaction buffered and writes its audit span.
@@ -266,9 +290,6 @@ func idList(ids []int64) string {
 	return string(append(b, ']'))
 }
 
-// known reports whether the transaction knows run id.
-func (w *writeTx) known(id int64) bool { return w.runs[id] != nil }
-
 // loadRuns reads the runs that query q (stmtRunsByIDs or stmtRunsOfSteps) returns for ids,
 // and their steps, unless the transaction knows them already.
 func (w *writeTx) loadRuns(q stmtID, ids []int64) error {
@@ -298,16 +319,20 @@ func (w *writeTx) loadRuns(q stmtID, ids []int64) error {
 
 // addRuns adds runs the caller read in this transaction (ID, Workflow, Entity and State
 // are kept) and reads their steps' statuses, with the outputs of completed steps if
-// outputs, unless the transaction knows them already. Only claims ask for the outputs:
-// first thing in StepClaim's transaction, and in StepRecordAndClaim's, which sets
-// w.outputs before it reads any run, so a run is never known without outputs it needs.
+// outputs, unless the transaction knows them already. Claims ask for the outputs first
+// thing in StepClaim's transaction; WriteBatch and StepRecord set w.outputs before they
+// read any run, so a run is never known without outputs a claim needs (the writer's
+// cache keeps only runs read with them).
 func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
 	var load []int64
 	for _, r := range runs {
-		if w.known(r.ID) {
+		if rs := w.runs[r.ID]; rs != nil {
+			w.use(rs)
 			continue
 		}
-		w.runs[r.ID] = &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}}
+		rs := &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}, outputs: outputs}
+		w.runs[r.ID] = rs
+		w.use(rs)
 		load = append(load, r.ID)
 	}
 	if len(load) == 0 {
@@ -342,6 +367,7 @@ func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
 // run returns what the transaction knows of a run, reading it first if needed.
 func (w *writeTx) run(id int64) (*runSteps, error) {
 	if rs := w.runs[id]; rs != nil {
+		w.use(rs)
 		return rs, nil
 	}
 	if err := w.loadRuns(stmtRunsByIDs, []int64{id}); err != nil {

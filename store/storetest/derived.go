@@ -16,6 +16,7 @@ import (
 // and the trail as a whole while steps move from claimed to ended.
 var derivedTests = []subtest{
 	{"InFlightAttemptVisible", testInFlightAttemptVisible},
+	{"InFlightRetryVisible", testInFlightRetryVisible},
 	{"EntityAtEventTime", testEntityAtEventTime},
 	{"AuditByOldKey", testAuditByOldKey},
 	{"TrailNeverChanges", testTrailNeverChanges},
@@ -69,6 +70,49 @@ func testInFlightAttemptVisible(h *harness) {
 	h.wantTime("ended attempt EndedAt", atts[1].EndedAt, at(2*time.Second))
 	if atts[0].ID == 0 || atts[1].ID == 0 || atts[0].ID == atts[1].ID {
 		h.t.Errorf("ended attempts' IDs %d and %d, want two different non-zero IDs", atts[0].ID, atts[1].ID)
+	}
+}
+
+// testInFlightRetryVisible: the second attempt of a step, in flight after a retryable
+// failure, is listed after the first in the run view; the step's review item counts it
+// and shows the first one's answer; once it is parked, the review queue lists the item
+// with both attempts counted and the second one's answer.
+func testInFlightRetryVisible(h *harness) {
+	run := h.run("r1", step("a"))
+	c := h.claimOne(base, "w1")
+	h.mustRecord(retry(c, at(time.Second), at(10*time.Second)))
+	c = h.claimOne(at(10*time.Second), "w2")
+	wantEqual(h.t, "second claim's attempt", c.Step.Attempt, 2)
+
+	atts := h.attempts(run.ID)
+	if len(atts) != 2 {
+		h.t.Fatalf("attempts while the retry runs = %+v, want 2", atts)
+	}
+	if x := atts[0]; x.Number != 1 || x.Worker != "w1" || x.Outcome != store.OutcomeRetryable || x.ResponseStatus != 503 || x.EndedAt.IsZero() {
+		h.t.Errorf("first attempt = %+v, want attempt 1 of w1 ended retryable (503)", x)
+	}
+	if x := atts[1]; x.Number != 2 || x.Worker != "w2" || x.Outcome != "" || !x.EndedAt.IsZero() || x.EffectKey != keyOf(run, "a") {
+		h.t.Errorf("attempt in flight = %+v, want attempt 2 of w2 under %s, not ended", x, keyOf(run, "a"))
+	}
+	h.wantTime("retry in flight StartedAt", atts[1].StartedAt, at(10*time.Second))
+	it, err := h.s.ReviewGetByStep(h.ctx, run.ID, "a")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if it.State != store.StateProcessing || it.Attempts != 2 || it.ResponseStatus != 503 {
+		h.t.Errorf("review item of the retry in flight = %+v, want processing, attempt 2, the first attempt's 503", it)
+	}
+
+	h.mustRecord(giveUp(c, at(11*time.Second), store.OutcomePermanent, store.StateNeedsReview, store.ReasonPermanentError))
+	items, err := h.s.ReviewList(h.ctx, store.ReviewListParams{RunID: run.ID})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if len(items) != 1 || items[0].Attempts != 2 || items[0].ResponseStatus != 422 || items[0].State != store.StateNeedsReview {
+		h.t.Errorf("review items once parked = %+v, want step a, attempt 2, its 422", items)
+	}
+	if atts := h.attempts(run.ID); len(atts) != 2 || atts[1].Number != 2 || atts[1].Outcome != store.OutcomePermanent {
+		h.t.Errorf("attempts once parked = %+v, want the second one ended permanent", atts)
 	}
 }
 

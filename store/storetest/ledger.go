@@ -13,6 +13,8 @@ var ledgerTests = []subtest{
 	{"PurgedHolderStillDone", testLedgerPurgedKeyStillDone},
 	{"PurgedHolderExpires", testLedgerPurgedKeyExpires},
 	{"RekeyedStepKeepsItsOldKey", testLedgerRekeyed},
+	{"RekeyedStepsNewKeyRetention", testLedgerRekeyedRetention},
+	{"RekeyedStepsReleasedKeyIsFree", testLedgerRekeyedReleased},
 }
 
 // testLedgerPurgedKeyStillDone: a key completed by a step whose run is purged still
@@ -100,4 +102,65 @@ func testLedgerRekeyed(h *harness) {
 	wantEqual(h.t, "runs purged", r.Runs.Count, 1)
 	wantEqual(h.t, "old key after a purge", h.effect("K-old").State, store.EffectInFlight)
 	wantEqual(h.t, "new key after a purge", h.effect("K-new").State, store.EffectCompleted)
+}
+
+// rekey replays run with an input that gives its step send the key key (fingerprint F), at
+// now.
+func (h *harness) rekey(run *store.Run, key string, now time.Time) {
+	h.t.Helper()
+	in := []byte(`{"send":"` + key + `","send.fp":"F"}`)
+	if _, err := h.s.RunReplay(h.ctx, store.RunReplayParams{RunID: run.ID, Input: in, BaseInput: run.Input, Entity: run.Entity,
+		Diff: []byte(`{"send":"` + key + `"}`), Actor: "alice", Now: now}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// testLedgerRekeyedRetention: a step given another key after its outcome was unknown
+// completes under the new key with a retention: the purge frees the new key once that
+// retention ended, not before, and never the old one, held in flight.
+func testLedgerRekeyedRetention(h *harness) {
+	run := h.runWithKeys("r1", base, map[string]string{"send": "K-old", "send.fp": "F"}, step("send"))
+	c := h.claimOne(base, "w1")
+	h.mustRecord(giveUp(c, at(time.Second), store.OutcomeUnknown, store.StateFailed, store.ReasonOutcomeUnknown))
+	h.rekey(run, "K-new", at(time.Minute))
+	c = h.claimOne(at(time.Minute), "w1")
+	retain := at(50 * 24 * time.Hour)
+	p := succeed(c, at(time.Minute+time.Second), `{"ok": true}`)
+	p.RetainUntil = retain
+	h.mustRecord(p)
+	h.wantRunState(run.ID, store.StateCompleted)
+
+	r := h.purge(store.RetentionPurgeParams{Now: at(10 * 24 * time.Hour), RunsBefore: purgeCutoff})
+	wantEqual(h.t, "runs purged", r.Runs.Count, 1)
+	h.wantTime("retention of the new key once its step was purged", h.effect("K-new").RetainUntil, retain)
+	r = h.purge(store.RetentionPurgeParams{Now: at(20 * 24 * time.Hour)})
+	wantEqual(h.t, "keys purged before the new key's retention ended", r.Effects.Count, 0)
+	wantEqual(h.t, "new key before its retention ended", h.effect("K-new").State, store.EffectCompleted)
+	wantEqual(h.t, "old key before the new key's retention ended", h.effect("K-old").State, store.EffectInFlight)
+	r = h.purge(store.RetentionPurgeParams{Now: retain})
+	wantEqual(h.t, "keys purged once the new key's retention ended", r.Effects.Count, 1)
+	h.wantNoEffect("K-new")
+	wantEqual(h.t, "old key once the new key's retention ended", h.effect("K-old").State, store.EffectInFlight)
+	h.purge(store.RetentionPurgeParams{Now: retain.Add(365 * 24 * time.Hour)})
+	wantEqual(h.t, "old key a year later", h.effect("K-old").State, store.EffectInFlight)
+}
+
+// testLedgerRekeyedReleased: a step whose attempt failed for sure released its key; given
+// another key by a replay, it holds nothing of the old one, which a step of another run
+// takes at once.
+func testLedgerRekeyedReleased(h *harness) {
+	run := h.runWithKeys("r1", base, map[string]string{"send": "K-old", "send.fp": "F"}, step("send"))
+	c := h.claimOne(base, "w1")
+	h.mustRecord(giveUp(c, at(time.Second), store.OutcomePermanent, store.StateFailed, store.ReasonPermanentError))
+	h.wantNoEffect("K-old")
+	h.rekey(run, "K-new", at(time.Minute))
+	c = h.claimOne(at(time.Minute), "w1")
+	wantEqual(h.t, "replayed step's key", c.Step.EffectKey, "K-new")
+	h.mustRecord(succeed(c, at(time.Minute+time.Second), `{}`))
+
+	other := h.runWithKeys("r2", at(2*time.Minute), map[string]string{"send": "K-old", "send.fp": "G"}, step("send"))
+	res := h.claim(store.StepClaimParams{Now: at(2 * time.Minute), Owner: "w2"})
+	h.wantClaimed(res, 0, 0, 0, h.step(other.ID, "send"))
+	h.wantEffect("K-old", store.EffectInFlight, h.step(other.ID, "send"))
+	h.wantEffect("K-new", store.EffectCompleted, h.step(run.ID, "send"))
 }
