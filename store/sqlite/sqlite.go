@@ -66,6 +66,9 @@ type Store struct {
 	// goroutine to watch the transaction's context.
 	wc    *sql.Conn
 	wlock chan struct{}
+	// closed is set by Close under wlock: a write that comes after it is refused instead
+	// of reaching statements Close finalized.
+	closed bool
 	// prep holds the write path's statements, prepared on wc (see statements.go).
 	prep *statements
 	// runByKey is RunGetByKey's statement, prepared on r.
@@ -211,6 +214,13 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
+	// A write in progress finishes first: its prepared statements are not finalized under it.
+	s.wlock <- struct{}{}
+	defer func() { <-s.wlock }()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	var errs []error
 	if s.prep != nil {
 		errs = append(errs, s.prep.close())
@@ -249,6 +259,9 @@ func (s *Store) writeConn(ctx context.Context, op string, fn func(c *sql.Conn) e
 		return fmt.Errorf("sqlite: %s: begin: %w", op, ctx.Err())
 	}
 	defer func() { <-s.wlock }()
+	if s.closed {
+		return fmt.Errorf("sqlite: %s: the store is closed", op)
+	}
 	if _, err := s.wc.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return unavailable(fmt.Errorf("sqlite: %s: begin: %w", op, err))
 	}

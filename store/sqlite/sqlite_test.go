@@ -283,3 +283,42 @@ func TestClosedStore(t *testing.T) {
 		t.Errorf("RunGetByID on a closed store = %v, want a non-NotFound error", err)
 	}
 }
+
+// Close waits for the write in progress instead of finalizing its statements under it (a
+// test's cleanup closing the store beside a repeated start's background write crashed
+// inside the driver): every write racing Close either commits or is refused, and under
+// -race the two never touch the statements at once.
+func TestCloseWaitsForTheWriteInProgress(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	start := make(chan struct{})
+	errs := make(chan error, 16)
+	for i := range 16 {
+		go func() {
+			<-start
+			_, _, err := s.RunInsert(t.Context(), store.RunInsertParams{Workflow: "w", RunKey: fmt.Sprintf("k%d", i), Input: []byte(`{}`),
+				InputHash: "h", Steps: []store.StepInsert{{Name: "a"}}, Actor: "test", Now: now})
+			errs <- err
+		}()
+	}
+	close(start)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 16 {
+		if err := <-errs; err != nil && !strings.Contains(err.Error(), "closed") {
+			t.Errorf("a write racing Close: %v; want it committed or refused as closed", err)
+		}
+	}
+	if _, _, err := s.RunInsert(t.Context(), store.RunInsertParams{Workflow: "w", RunKey: "after", Input: []byte(`{}`), InputHash: "h",
+		Steps: []store.StepInsert{{Name: "a"}}, Actor: "test", Now: now}); err == nil || !strings.Contains(err.Error(), "the store is closed") {
+		t.Errorf("a write after Close: %v; want it refused, the store closed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}
