@@ -116,12 +116,14 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/{$}", c.view(c.overview))
 	c.mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	c.mux.Handle("GET "+p+"/runs", c.view(c.runs))
+	c.mux.Handle("GET "+p+"/runs/live", c.view(c.runs)) // the list again, for its live region
 	c.mux.Handle("GET "+p+"/runs/{id}", c.view(c.run))
 	c.mux.Handle("GET "+p+"/runs/{id}/live", c.view(c.runLive))
 	c.mux.Handle("POST "+p+"/runs/{id}/cancel", c.act(true, c.runCancel))
 	c.mux.Handle("POST "+p+"/workflows/{name}/pause", c.act(true, c.workflowPause(true)))
 	c.mux.Handle("POST "+p+"/workflows/{name}/resume", c.act(true, c.workflowPause(false)))
 	c.mux.Handle("GET "+p+"/review", c.view(c.review))
+	c.mux.Handle("GET "+p+"/review/live", c.view(c.review)) // the list again, for its live region
 	c.mux.Handle("GET "+p+"/review/{run}/{step}", c.view(c.item))
 	c.mux.Handle("GET "+p+"/review/{run}/{step}/live", c.view(c.itemLive))
 	c.mux.Handle("POST "+p+"/review/{run}/{step}/preview", c.act(true, c.replayPreview))
