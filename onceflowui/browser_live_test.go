@@ -169,7 +169,7 @@ func TestBrowserLiveListsTimesAndPhone(t *testing.T) {
 	if overflow != "" {
 		t.Errorf("at 390 px: %s", overflow)
 	}
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,4 +182,64 @@ func TestBrowserLiveListsTimesAndPhone(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("merge_patch"), `{"phone": "+4915112345"}`), chromedp.Click(chromedp.ID("preview")),
 		chromedp.WaitVisible(chromedp.ID("preview-result")))
 	until("the preview scrolled into view", `window.scrollY > 0 && document.getElementById("preview-result").getBoundingClientRect().top > -2 && document.getElementById("preview-result").getBoundingClientRect().top < window.innerHeight / 2`)
+}
+
+// TestBrowserSchedules drives the schedules page in headless Chromium: an admin reads the
+// next ticks and the catch-up decisions, previews "trigger now" for a skipped tick, sees
+// the run key it will use, confirms, and lands on the run with that key.
+func TestBrowserSchedules(t *testing.T) {
+	exe := chromium(t)
+	sb := setupSchedule(t)
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
+	defer cancel()
+	bctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	do("sign in", chromedp.Navigate(sb.srv.URL+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), adminSecret), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("who")))
+	do("the schedules page", chromedp.Click(chromedp.CSS(`header.top a[href="/ui/schedules"]`)), chromedp.WaitVisible(chromedp.ID("schedule-hourly")))
+	if next := text("#schedule-hourly dd.next"); !strings.HasPrefix(next, "2026-11-17 17:00:00 CET, 2026-11-17 18:00:00 CET") {
+		t.Errorf("next ticks read %q, want them in Europe/Berlin from 17:00 CET", next)
+	}
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#schedule-hourly table.decisions tbody tr").length`)); err != nil || n != 5 {
+		t.Errorf("%d catch-up decisions shown (%v), want 5", n, err)
+	}
+	do("preview a trigger", chromedp.SendKeys(chromedp.ID("at-hourly"), "2026-11-17T13:00:00+01:00"), chromedp.Click(chromedp.ID("preview-hourly")),
+		chromedp.WaitVisible(chromedp.ID("trigger-preview-hourly")))
+	if key := text("#trigger-preview-hourly code.runkey"); key != "hourly:2026-11-17T13:00:00+01:00" {
+		t.Fatalf("the preview shows run key %q", key)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir(t), "console-schedules.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sb.reportRuns(t)); n != 1 {
+		t.Fatalf("the preview started a run: %d runs", n)
+	}
+	do("confirm", chromedp.Click(chromedp.ID("confirm-hourly")), chromedp.WaitVisible(chromedp.ID("graph")))
+	if key := text("dl.facts code"); key != "hourly:2026-11-17T13:00:00+01:00" {
+		t.Fatalf("the confirmation led to a run with key %q", key)
+	}
+	if n := len(sb.reportRuns(t)); n != 2 {
+		t.Fatalf("after the confirmation: %d runs, want 2", n)
+	}
 }

@@ -62,7 +62,7 @@ type Console struct {
 }
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "error"}
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "error", "schedules"}
 
 // New returns a Console for cfg; the error says what is wrong with cfg.
 func New(cfg Config) (*Console, error) {
@@ -130,6 +130,9 @@ func (c *Console) routes() {
 	c.mux.Handle("POST "+p+"/review/{run}/{step}/{action}", c.act(true, c.itemAct))
 	c.mux.Handle("POST "+p+"/review/bulk", c.act(true, c.bulk))
 	c.mux.Handle("GET "+p+"/keys", c.view(c.keys))
+	c.mux.Handle("GET "+p+"/schedules", c.view(c.schedules))
+	c.mux.Handle("POST "+p+"/schedules/{name}/preview", c.act(true, c.schedulePreview))
+	c.mux.Handle("POST "+p+"/schedules/{name}/trigger", c.act(true, c.scheduleTrigger))
 	c.mux.Handle(p+"/", c.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return &pageError{Status: http.StatusNotFound, Title: "Not found", Detail: r.URL.Path + " is not a page of the console"}
 	}))
