@@ -175,6 +175,10 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		log.Warn("no API tokens configured: the /v1 API answers 401 until ONCEFLOW_API_TOKENS is set; webhooks work")
 	}
 	reloadOnHangup(ctx, srv, strings.Join(cfg.Workflows, ", "))
-	log.Info("onceflow serving", "addr", "http://"+srv.Addr("api").String(), "db", loc.URL(), "workflows", srv.Client().Workflows())
+	console := srv.ConsoleURL()
+	if console == "" {
+		console = "off"
+	}
+	log.Info("onceflow serving", "addr", "http://"+srv.Addr("api").String(), "console", console, "db", loc.URL(), "workflows", srv.Client().Workflows())
 	return srv.Run(ctx)
 }
