@@ -185,6 +185,11 @@ func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 		}
 	}
 	s.consumers = set.consumers
+	// The runs of workflows these files no longer define are masked as the engine that ran
+	// them recorded.
+	if err := client.LoadRecordedRedaction(ctx); err != nil {
+		s.log.Warn("could not read the personal-data fields recorded for workflows these files do not define", "error", err)
+	}
 	// A webhook without a usable secret would answer every delivery 500: refuse to serve
 	// it, as for incomplete SMTP settings. A worker serves no webhooks.
 	if cfg.API != nil {

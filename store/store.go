@@ -518,6 +518,7 @@ type Store interface {
 	ControlStore
 	EntityStore
 	IncidentStore
+	RedactionStore
 	RetentionStore
 	ReviewStore
 	ScheduleStore
