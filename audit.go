@@ -403,10 +403,20 @@ func Explain(e *store.Event) string {
 		w("%s signed in to the web console (scope %s; the session ends by %s)", e.Actor, str("scope"), when("expires"))
 	case store.EventConsoleSignedOut:
 		w("%s signed out of the web console", e.Actor)
+	case store.EventConsoleSessionEnded:
+		w("%s ended the web console session %s of %s", e.Actor, str("ended_session"), str("ended_actor"))
 	default:
 		w("%s", e.Type)
 		if e.Reason != "" {
 			w(" (%s)", e.Reason)
+		}
+	}
+	// What a person did in the web console names the session and the address it came from
+	// (store.Origin), so that two sessions of one token are told apart.
+	if s := str("session"); s != "" {
+		w(" — console session %s", s)
+		if c := str("client"); c != "" {
+			w(" from %s", c)
 		}
 	}
 	return b.String()

@@ -145,7 +145,7 @@ func scheduleTickForm(v string) (time.Time, error) {
 // schedulePreview is POST /ui/schedules/{name}/preview: the schedules page again, with what
 // triggering the tick will do on the schedule's row; nothing is started.
 func (c *Console) schedulePreview(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
+	name := r.PathValue("schedule")
 	d, err := c.loadSchedules(r)
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func (c *Console) schedulePreview(w http.ResponseWriter, r *http.Request) error 
 // otherwise it starts nothing and says so. A tick whose run exists starts nothing and
 // shows that run.
 func (c *Console) scheduleTrigger(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
+	name := r.PathValue("schedule")
 	at, err := scheduleTickForm(r.PostForm.Get("at"))
 	if err != nil || at.IsZero() {
 		return &pageError{Status: http.StatusBadRequest, Title: "Preview first", Detail: "a trigger confirms a preview: it names the tick the preview showed. Nothing was started."}
@@ -227,4 +227,16 @@ func (d *schedulesData) row(name string) *scheduleRow {
 		}
 	}
 	return nil
+}
+
+// scheduleWorkflow is the workflow whose runs the schedule name starts (for a fan-out,
+// the runs of its items), which an admin of some workflows must administer to trigger it;
+// "" for a schedule that is not loaded.
+func (c *Console) scheduleWorkflow(name string) string {
+	for _, sd := range c.cfg.Client.ScheduleDefinitions() {
+		if sd.Name == name {
+			return sd.Workflow
+		}
+	}
+	return ""
 }

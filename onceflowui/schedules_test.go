@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -228,4 +227,50 @@ func TestScheduleTriggerNow(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+// An admin of some workflows may trigger the schedules of those workflows only: the
+// schedule's workflow decides, not its name.
+func TestScheduleTriggerNeedsTheWorkflowsAdmin(t *testing.T) {
+	ob := setupOIDC(t)
+	for _, sc := range []onceflow.Schedule{
+		{Name: "signup-nightly", Workflow: "signup", Cron: "0 2 * * *"},
+		{Name: "billing-nightly", Workflow: "billing", Cron: "0 3 * * *"},
+		// Named as the workflow alice administers, starting another.
+		{Name: "signup", Workflow: "billing", Cron: "0 4 * * *"},
+	} {
+		if err := ob.client.RegisterSchedule(sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br := ob.browser()
+	ob.oidcSignIn(br, alice, nil)
+	resp, page := br.get("/ui/schedules")
+	wantStatus(t, resp, page, http.StatusOK)
+	if strings.Contains(page, `id="preview-signup-nightly" disabled`) || !strings.Contains(page, `id="preview-billing-nightly" disabled`) ||
+		!strings.Contains(page, `id="preview-signup" disabled`) {
+		t.Errorf("alice's schedules page should offer triggering signup-nightly only:\n%s", page)
+	}
+	csrf := csrfOf(t, page)
+	runs := func() int {
+		t.Helper()
+		list, err := ob.store.RunList(t.Context(), store.RunListParams{Workflow: "billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	before := runs()
+	for _, name := range []string{"billing-nightly", "signup"} {
+		resp, body := br.post("/ui/schedules/"+name+"/preview", url.Values{"csrf": {csrf}})
+		wantStatus(t, resp, body, http.StatusForbidden)
+		resp, body = br.post("/ui/schedules/"+name+"/trigger", url.Values{"csrf": {csrf}, "at": {"2026-11-17T03:00:00Z"}, "run_key": {name + ":2026-11-17T03:00:00Z"}})
+		wantStatus(t, resp, body, http.StatusForbidden)
+	}
+	if n := runs(); n != before {
+		t.Fatalf("alice's refused triggers started %d billing runs", n-before)
+	}
+	resp, body := br.post("/ui/schedules/signup-nightly/preview", url.Values{"csrf": {csrf}})
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, `id="trigger-preview-signup-nightly"`) {
+		t.Fatalf("alice's preview of signup-nightly:\n%s", body)
+	}
+}

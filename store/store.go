@@ -522,6 +522,7 @@ type Store interface {
 	RetentionStore
 	ReviewStore
 	ScheduleStore
+	SessionStore
 	StatsStore
 
 	// Migrate brings the schema to the newest version. It is idempotent and safe to call

@@ -311,6 +311,8 @@ type txn struct {
 	idMin, idMax int64
 	attempts     []*attemptRow
 	notify       bool
+	// origin, when set, is stamped on every event stored (store.Origin).
+	origin *store.Origin
 	// notifyInTx sends the notification inside the transaction, delivered when it commits:
 	// for a caller's transaction (RunInsertTx), whose commit the store does not see.
 	notifyInTx bool
@@ -568,6 +570,9 @@ func failed(op string, err error) error {
 func (s *Store) tryTx(ctx context.Context, settings []string, fn func(t *txn) error) error {
 	x := &pooledTx{pool: s.pool, settings: settings}
 	t := &txn{conn: x, s: s}
+	if o, ok := store.OriginFrom(ctx); ok {
+		t.origin = &o
+	}
 	err := fn(t)
 	committed := false
 	if err == nil {

@@ -60,6 +60,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Derived", derivedTests},
 		{"Ledger", ledgerTests},
 		{"Redaction", redactionTests},
+		{"Session", sessionTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
