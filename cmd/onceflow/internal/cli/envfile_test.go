@@ -99,6 +99,9 @@ func TestServeExamplesFromTheEnvExample(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
+	// Except the broker: the file's is the machine's default port, where the tests' shared
+	// NATS may answer; an address of the environment wins over the file's.
+	env = append(env, "ONCEFLOW_NATS_URL=nats://127.0.0.1:1")
 	c := startCommandEnv(t, env, "serve", "--workflows", examplesDir, "--env-file", envExample, "--addr", "127.0.0.1:0",
 		"--db", "sqlite://"+filepath.Join(t.TempDir(), "examples.db"), "--allow-net", "127.0.0.1/32")
 	line := c.waitLog("onceflow serving", 1)
