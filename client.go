@@ -175,6 +175,10 @@ type Client struct {
 
 	pauseMu sync.Mutex
 	paused  map[string]bool // workflows not to claim (control.go)
+
+	// recordedRedaction is what recordRedaction last recorded (redaction_record.go).
+	redactionMu       sync.Mutex
+	recordedRedaction string
 }
 
 // New returns a Client for cfg.

@@ -209,6 +209,10 @@ func (c *Client) pauseLoop(ctx context.Context) {
 			if err := c.refreshPauses(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("could not read the paused workflows; keeping the last known", "error", err)
 			}
+			// The definitions may have been replaced (a reload) since the last tick.
+			if err := c.recordRedaction(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("could not record the workflows' personal-data fields", "error", err)
+			}
 		}
 	}
 }

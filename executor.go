@@ -471,6 +471,9 @@ func (c *Client) Work(ctx context.Context) (int, error) {
 	if err := c.refreshPauses(ctx); err != nil {
 		return 0, fmt.Errorf("onceflow: work: paused workflows: %w", err)
 	}
+	if err := c.recordRedaction(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("could not record the workflows' personal-data fields; readers without the workflow files will not mask them", "error", err)
+	}
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {

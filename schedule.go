@@ -28,6 +28,13 @@ const (
 	CatchUpNone CatchUp = "none"
 )
 
+// Types of the audit events of a schedule's catch-up decisions, about the entity
+// schedule:NAME: a missed tick started late, and one skipped by the policy.
+const (
+	EventScheduleTickLate    = store.EventScheduleTickLate
+	EventScheduleTickSkipped = store.EventScheduleTickSkipped
+)
+
 // DefaultScheduleRunKey is the run key of a schedule that names none: one run per tick.
 const DefaultScheduleRunKey = "{schedule.name}:{schedule.time}"
 
@@ -345,18 +352,87 @@ var ErrNotATick = errors.New("onceflow: not a tick of the schedule")
 // tick's work a second time. The key rules are those of the scheduler: a tick whose run
 // already exists starts nothing and returns that run (Run.Duplicate). For a fan-out it
 // returns the run that walks the list. It does not change which ticks the scheduler
-// considers fired.
+// considers fired. The run's creation is audited as the scheduler's; TriggerScheduleBy
+// names who fired it.
 func (c *Client) TriggerSchedule(ctx context.Context, name string, at time.Time) (*Run, error) {
+	return c.TriggerScheduleBy(ctx, ScheduleTrigger{Name: name, At: at})
+}
+
+// ScheduleTrigger is a tick fired by hand (TriggerScheduleBy).
+type ScheduleTrigger struct {
+	// Name is the schedule's.
+	Name string
+	// At is the tick's nominal time (zero: the latest tick at or before now).
+	At time.Time
+	// Actor is who fires it, as the audit trail names the run's creation (default: the
+	// scheduler).
+	Actor string
+}
+
+// TriggerScheduleBy is TriggerSchedule, with the run's creation audited as t.Actor.
+func (c *Client) TriggerScheduleBy(ctx context.Context, t ScheduleTrigger) (*Run, error) {
+	sd, tick, err := c.manualTick(ctx, t.Name, t.At)
+	if err != nil {
+		return nil, err
+	}
+	actor := t.Actor
+	if actor == "" {
+		actor = store.ActorScheduler
+	}
+	return c.fireTick(ctx, sd, tick, actor)
+}
+
+// TickPlan is what firing one tick by hand will do (TriggerSchedulePreview).
+type TickPlan struct {
+	Schedule string
+	// Tick is the tick's nominal time, in the schedule's zone.
+	Tick time.Time
+	// Workflow and RunKey name the run the tick starts: a run of the schedule's workflow,
+	// or for a fan-out the run that walks the list (workflow NAME.for-each).
+	Workflow string
+	RunKey   string
+	// ExistingRunID is the run that holds RunKey already (zero: none): firing the tick
+	// starts nothing and returns that run.
+	ExistingRunID int64
+}
+
+// TriggerSchedulePreview says what TriggerSchedule(ctx, name, at) would do, changing
+// nothing: the tick at resolves to (the latest at or before now when zero), the run key
+// it renders, and the run that holds that key already, if any. Its errors are
+// TriggerSchedule's.
+func (c *Client) TriggerSchedulePreview(ctx context.Context, name string, at time.Time) (*TickPlan, error) {
+	sd, tick, err := c.manualTick(ctx, name, at)
+	if err != nil {
+		return nil, err
+	}
+	wf, key, _, err := sd.tickRun(tick)
+	if err != nil {
+		return nil, err
+	}
+	plan := &TickPlan{Schedule: sd.Name, Tick: tick.Time, Workflow: wf, RunKey: key}
+	runs, err := c.store.RunList(ctx, store.RunListParams{Workflow: wf, RunKey: key, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: schedule %q: %w", name, err)
+	}
+	if len(runs) == 1 {
+		plan.ExistingRunID = runs[0].ID
+	}
+	return plan, nil
+}
+
+// manualTick resolves the tick a person fires: at, which must be a tick, or the latest
+// tick at or before now when at is zero.
+func (c *Client) manualTick(ctx context.Context, name string, at time.Time) (*scheduleDef, Tick, error) {
 	c.mu.RLock()
 	sd := c.schedules[name]
 	c.mu.RUnlock()
 	if sd == nil {
-		return nil, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
+		return nil, Tick{}, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
 	}
 	if at.IsZero() {
 		now := c.scheduleNow(ctx)
 		if at = sd.clock.previous(now.Add(time.Second)); at.IsZero() {
-			return nil, fmt.Errorf("onceflow: schedule %q has no tick before %s; give the time", name, now.Format(time.RFC3339))
+			return nil, Tick{}, fmt.Errorf("onceflow: schedule %q has no tick before %s; give the time", name, now.Format(time.RFC3339))
 		}
 	} else if !sd.clock.next(at.Add(-time.Second)).Equal(at) {
 		near := func(t time.Time) string {
@@ -365,32 +441,34 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string, at time.Time)
 			}
 			return t.Format(time.RFC3339)
 		}
-		return nil, fmt.Errorf("%w: %s is not a tick of %q (%s in %s); the tick before is %s, the one after %s", ErrNotATick,
+		return nil, Tick{}, fmt.Errorf("%w: %s is not a tick of %q (%s in %s); the tick before is %s, the one after %s", ErrNotATick,
 			at.In(sd.clock.loc).Format(time.RFC3339Nano), name, sd.Cron, sd.clock.loc, near(sd.clock.previous(at)), near(sd.clock.next(at)))
 	}
-	return c.fireTick(ctx, sd, sd.tick(at))
+	return sd, sd.tick(at), nil
 }
 
-// fireTick starts the run of one tick: the workflow's run, or for a fan-out the run that
-// walks the list.
-func (c *Client) fireTick(ctx context.Context, sd *scheduleDef, t Tick) (*Run, error) {
-	input := map[string]any{"schedule": t.data()}
-	wf, key := sd.Workflow, ""
+// tickRun is the run a tick starts: its workflow (for a fan-out, the one that walks the
+// list), its run key and its input.
+func (sd *scheduleDef) tickRun(t Tick) (workflow, key string, input map[string]any, err error) {
+	input = map[string]any{"schedule": t.data()}
 	if sd.ForEach != nil {
-		wf = sd.Name + fanOutSuffix
-		k, err := fanOutRunKey.Render(input)
-		if err != nil {
-			return nil, err
-		}
-		key = k
-	} else {
-		k, err := sd.runKey.Render(input)
-		if err != nil {
-			return nil, fmt.Errorf("onceflow: schedule %q: run key: %w", sd.Name, err)
-		}
-		key = k
+		key, err = fanOutRunKey.Render(input)
+		return sd.Name + fanOutSuffix, key, input, err
 	}
-	run, err := c.startAs(ctx, nil, wf, key, input, store.ActorScheduler)
+	if key, err = sd.runKey.Render(input); err != nil {
+		return "", "", nil, fmt.Errorf("onceflow: schedule %q: run key: %w", sd.Name, err)
+	}
+	return sd.Workflow, key, input, nil
+}
+
+// fireTick starts the run of one tick as actor: the workflow's run, or for a fan-out the
+// run that walks the list.
+func (c *Client) fireTick(ctx context.Context, sd *scheduleDef, t Tick, actor string) (*Run, error) {
+	wf, key, input, err := sd.tickRun(t)
+	if err != nil {
+		return nil, err
+	}
+	run, err := c.startAs(ctx, nil, wf, key, input, actor)
 	var ce *RunConflictError
 	if errors.As(err, &ce) {
 		// The tick ran with another input (the schedule was changed since): it ran, and is

@@ -101,7 +101,7 @@ func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
 			skips++
 			continue
 		}
-		run, err := c.fireTick(ctx, sd, sd.tick(d.at))
+		run, err := c.fireTick(ctx, sd, sd.tick(d.at), store.ActorScheduler)
 		if err != nil {
 			return fmt.Errorf("tick %s: %w", d.at.In(sd.clock.loc).Format(time.RFC3339), err)
 		}

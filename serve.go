@@ -34,6 +34,9 @@ func (c *Client) Serve(ctx context.Context) error {
 		}
 		return fmt.Errorf("onceflow: serve: paused workflows: %w", err)
 	}
+	if err := c.recordRedaction(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("could not record the workflows' personal-data fields; readers without the workflow files will not mask them", "error", err)
+	}
 	var loops sync.WaitGroup
 	loops.Go(func() { c.clockLoop(ctx) })
 	loops.Go(func() { c.pauseLoop(ctx) })

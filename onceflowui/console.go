@@ -84,7 +84,7 @@ type Console struct {
 }
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "audit", "error"}
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "audit", "schedules", "error"}
 
 // New returns a Console for cfg; the error says what is wrong with cfg.
 func New(cfg Config) (*Console, error) {
@@ -165,6 +165,7 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/{$}", c.view(c.overview))
 	c.mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	c.mux.Handle("GET "+p+"/runs", c.view(c.runs))
+	c.mux.Handle("GET "+p+"/runs/live", c.view(c.runs)) // the list again, for its live region
 	c.mux.Handle("GET "+p+"/runs/{id}", c.view(c.run))
 	c.mux.Handle("GET "+p+"/runs/{id}/live", c.view(c.runLive))
 	c.mux.Handle("POST "+p+"/runs/{id}/cancel", c.act(true, c.runCancel))
@@ -172,12 +173,16 @@ func (c *Console) routes() {
 	c.mux.Handle("POST "+p+"/workflows/{name}/pause", c.act(true, c.workflowPause(true)))
 	c.mux.Handle("POST "+p+"/workflows/{name}/resume", c.act(true, c.workflowPause(false)))
 	c.mux.Handle("GET "+p+"/review", c.view(c.review))
+	c.mux.Handle("GET "+p+"/review/live", c.view(c.review)) // the list again, for its live region
 	c.mux.Handle("GET "+p+"/review/{run}/{step}", c.view(c.item))
 	c.mux.Handle("GET "+p+"/review/{run}/{step}/live", c.view(c.itemLive))
 	c.mux.Handle("POST "+p+"/review/{run}/{step}/preview", c.act(true, c.replayPreview))
 	c.mux.Handle("POST "+p+"/review/{run}/{step}/{action}", c.act(true, c.itemAct))
 	c.mux.Handle("POST "+p+"/review/bulk", c.act(true, c.bulk))
 	c.mux.Handle("GET "+p+"/keys", c.view(c.keys))
+	c.mux.Handle("GET "+p+"/schedules", c.view(c.schedules))
+	c.mux.Handle("POST "+p+"/schedules/{schedule}/preview", c.act(true, c.schedulePreview))
+	c.mux.Handle("POST "+p+"/schedules/{schedule}/trigger", c.act(true, c.scheduleTrigger))
 	c.mux.Handle("GET "+p+"/sessions", c.view(c.sessions))
 	c.mux.Handle("POST "+p+"/sessions/{sid}/end", c.act(true, c.sessionEnd))
 	c.mux.Handle("GET "+p+"/audit", c.view(c.audit))

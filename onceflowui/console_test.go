@@ -699,7 +699,7 @@ func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
 	resp, body = admin.get(loc)
 	wantStatus(t, resp, body, http.StatusOK)
 	if !strings.Contains(body, `id="flash">Paused signup: its steps are not claimed until it is resumed`) ||
-		!regexp.MustCompile(`id="paused-signup"><span class="pause-state">paused</span> <span class="muted">since [^<]+ by token:ops</span> — <q>CRM maintenance</q>`).MatchString(body) ||
+		!regexp.MustCompile(`id="paused-signup"><span class="pause-state">paused</span> <span class="muted">since <time class="at" datetime="[^"]+" title="[^"]+ UTC">[^<]+ UTC</time> by token:ops</span> — <q>CRM maintenance</q>`).MatchString(body) ||
 		!regexp.MustCompile(`id="resume-signup" title="[^"]*">Resume</button>`).MatchString(body) || strings.Contains(body, `id="pause-signup"`) {
 		t.Fatalf("the overview after the pause:\n%s", body)
 	}

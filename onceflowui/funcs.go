@@ -2,6 +2,7 @@ package onceflowui
 
 import (
 	"html/template"
+	"math"
 	"net/url"
 	"strconv"
 	"time"
@@ -13,18 +14,13 @@ import (
 func (c *Console) funcs() template.FuncMap {
 	p := c.cfg.Prefix
 	return template.FuncMap{
-		"when": func(t time.Time) string {
-			if t.IsZero() {
-				return "—"
-			}
-			return t.UTC().Format("2006-01-02 15:04:05 UTC")
-		},
+		"when":  when,
 		"clock": func(t time.Time) string { return t.UTC().Format("15:04") },
-		"ago": func(t time.Time) string {
+		"ago": func(t time.Time) template.HTML {
 			if t.IsZero() {
 				return ""
 			}
-			return age(c.cfg.Now().Sub(t)) + " ago"
+			return template.HTML(`<span class="ago" title="` + utc(t) + `">` + age(c.cfg.Now().Sub(t)) + ` ago</span>`)
 		},
 		"runURL": func(id int64) string { return p + "/runs/" + strconv.FormatInt(id, 10) },
 		"itemURL": func(id int64, step string) string {
@@ -72,4 +68,35 @@ func (c *Console) funcs() template.FuncMap {
 		"sub":    func(a, b int) int { return a - b },
 		"cell":   func(m map[onceflow.State]int64, s onceflow.State) int64 { return m[s] },
 	}
+}
+
+// utc is how the console writes a time on the server: in UTC, which the page's script
+// turns into the viewer's zone (console.js), keeping this on hover.
+func utc(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// when shows a time as a <time> element: UTC as its text, which the page's script shows
+// in the viewer's zone, with the UTC text kept as its title; "—" for the zero time. Its
+// text holds only digits, dashes, colons and the letters of "UTC", and is safe unescaped.
+func when(t time.Time) template.HTML {
+	if t.IsZero() {
+		return "—"
+	}
+	return template.HTML(`<time class="at" datetime="` + t.UTC().Format(time.RFC3339) + `" title="` + utc(t) + `">` + utc(t) + `</time>`)
+}
+
+// age says how long d is as a person would: "12 s", "1 min", "5 h", "3 d"; a negative
+// duration (a clock a little ahead) is "0 s".
+func age(d time.Duration) string {
+	round := func(unit time.Duration) int64 { return int64(math.Round(float64(d) / float64(unit))) }
+	switch {
+	case d < 0:
+		return "0 s"
+	case d < time.Minute-time.Second/2:
+		return strconv.FormatInt(round(time.Second), 10) + " s"
+	case d < time.Hour-30*time.Second:
+		return strconv.FormatInt(max(round(time.Minute), 1), 10) + " min"
+	case d < 48*time.Hour-30*time.Minute:
+		return strconv.FormatInt(max(round(time.Hour), 1), 10) + " h"
+	}
+	return strconv.FormatInt(round(24*time.Hour), 10) + " d"
 }

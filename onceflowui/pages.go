@@ -161,6 +161,8 @@ type runsData struct {
 	Runs       []*onceflow.Run
 	NextBefore int64
 	Error      string
+	// Live is the query of the list's live region: the filter, and the page it shows.
+	Live string
 }
 
 type runFilter struct {
@@ -174,7 +176,7 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := runFilter{Workflow: q.Get("workflow"), State: q.Get("state"), Entity: strings.TrimSpace(q.Get("entity")),
 		Key: strings.TrimSpace(q.Get("key")), Since: q.Get("since"), Until: q.Get("until")}
-	d := runsData{Filter: f, Workflows: c.cfg.Client.Workflows(), States: onceflow.States()}
+	d := runsData{Filter: f, Workflows: c.cfg.Client.Workflows(), States: onceflow.States(), Live: liveQuery(q)}
 	p := onceflow.RunFilter{Workflow: f.Workflow, Entity: f.Entity, RunKey: f.Key, Limit: 50}
 	status := http.StatusOK
 	bad := func(msg string) {
@@ -210,6 +212,17 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// liveQuery is the query a list's live region asks again: q without the one-time banner.
+func liveQuery(q url.Values) string {
+	v := url.Values{}
+	for k, x := range q {
+		if k != "done" {
+			v[k] = x
+		}
+	}
+	return v.Encode()
+}
+
 // formTime reads a time from a form: RFC 3339, or the browser's datetime-local form
 // (taken as UTC).
 func formTime(v string) (time.Time, error) {
@@ -241,6 +254,9 @@ type runData struct {
 	Masked      []string
 	Revealed    *revealed
 	RevealError string
+	// Paused is the pause of the run's workflow, when it is paused: no step of it is
+	// claimed until it is resumed, whatever its next attempt says.
+	Paused *onceflow.WorkflowPause
 }
 
 func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
@@ -333,6 +349,17 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	for _, e := range entries {
 		d.Events = append(d.Events, apiv1.NewAuditEntry(e))
 	}
+	if d.Live {
+		paused, err := c.cfg.Client.PausedWorkflows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, wp := range paused {
+			if wp.Workflow == d.Run.Workflow {
+				d.Paused = &wp
+			}
+		}
+	}
 	for _, rv := range rd.Revisions {
 		d.Revisions = append(d.Revisions, revisionRow{Rev: rv, Note: rv.Note, Patch: pretty(rv.Diff),
 			Changes: maskedChanges(rv, diff(rv.InputBefore, rv.InputAfter))})
@@ -418,11 +445,28 @@ func pretty(raw []byte) string {
 	if err != nil {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := encodeJSON(v, "  ")
 	if err != nil {
 		return string(raw)
 	}
-	return string(b)
+	return b
+}
+
+// encodeJSON encodes v as the characters it holds: "Müller & Söhne <GmbH>", not
+// "\u0026 … \u003c". The JSON encoder's HTML escaping is off because the templates
+// escape every value for where it is written (html/template), which is what keeps a
+// document inert in a page; indent, when set, indents it.
+func encodeJSON(v any, indent string) (string, error) {
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(buf.String(), "\n"), nil
 }
 
 // maskedChanges adds to the changes a masked diff shows those of rv's changed fields whose
@@ -479,10 +523,10 @@ func flatten(prefix string, v any, out map[string]string) {
 			flatten(p, x, out)
 		}
 	default:
-		b, _ := json.Marshal(t)
+		b, _ := encodeJSON(t, "")
 		if prefix == "" {
 			prefix = "(input)"
 		}
-		out[prefix] = string(b)
+		out[prefix] = b
 	}
 }

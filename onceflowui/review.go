@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/internal/duration"
@@ -55,6 +54,8 @@ type reviewData struct {
 	Items     []itemRow
 	NextAfter int64
 	Error     string
+	// Live is the query of the list's live region: the filter, and the page it shows.
+	Live string
 }
 
 func (reviewData) title() string { return "Review queue" }
@@ -68,7 +69,7 @@ type itemRow struct {
 
 func (c *Console) review(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	d := reviewData{Workflows: c.cfg.Client.Workflows(), Reasons: onceflow.ReviewReasons()}
+	d := reviewData{Workflows: c.cfg.Client.Workflows(), Reasons: onceflow.ReviewReasons(), Live: liveQuery(q)}
 	f, of, err := readFilter(q.Get)
 	d.Filter, d.Query = f, f.query()
 	status := http.StatusOK
@@ -93,18 +94,6 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request) error {
 	}
 	c.render(w, r, status, "review", d)
 	return nil
-}
-
-func age(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return d.Round(time.Second).String()
-	case d < time.Hour:
-		return d.Round(time.Minute).String()
-	case d < 48*time.Hour:
-		return d.Round(time.Hour).String()
-	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
 // itemData is a review item's page.

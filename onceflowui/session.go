@@ -335,6 +335,12 @@ func (c *Console) actTarget(r *http.Request) (string, error) {
 	if name := r.PathValue("name"); name != "" {
 		return name, nil
 	}
+	if name := r.PathValue("schedule"); name != "" {
+		if wf := c.scheduleWorkflow(name); wf != "" {
+			return wf, nil
+		}
+		return "", &pageError{Status: http.StatusNotFound, Title: "Schedule not found", Detail: fmt.Sprintf("no schedule %q is loaded", name)}
+	}
 	for _, key := range []string{"id", "run"} {
 		if r.PathValue(key) == "" {
 			continue

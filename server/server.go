@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -185,6 +186,11 @@ func (s *Server) build(ctx context.Context, defs []*flowfile.Definition) error {
 		}
 	}
 	s.consumers = set.consumers
+	// The runs of workflows these files no longer define are masked as the engine that ran
+	// them recorded.
+	if err := client.LoadRecordedRedaction(ctx); err != nil {
+		s.log.Warn("could not read the personal-data fields recorded for workflows these files do not define", "error", err)
+	}
 	// A webhook without a usable secret would answer every delivery 500: refuse to serve
 	// it, as for incomplete SMTP settings. A worker serves no webhooks.
 	if cfg.API != nil {
@@ -356,6 +362,32 @@ func (s *Server) Addr(name string) net.Addr {
 		return ln.Addr()
 	}
 	return nil
+}
+
+// ConsoleURL is where the web console answers, "http://HOST:PORT/ui/": on its own
+// listener, or beside the API on the API's; "" when neither serves it. An address that
+// listens on every interface (0.0.0.0, ::) is named by its loopback address, which a
+// browser on this machine can open.
+func (s *Server) ConsoleURL() string {
+	if s.cfg.Console == nil {
+		return ""
+	}
+	ln, ok := s.listeners["console"]
+	if !ok && s.console == nil {
+		ln, ok = s.listeners["api"]
+	}
+	if !ok {
+		return ""
+	}
+	host := ln.Addr().String()
+	if ta, isTCP := ln.Addr().(*net.TCPAddr); isTCP && ta.IP.IsUnspecified() {
+		loop := "127.0.0.1"
+		if ta.IP.To4() == nil {
+			loop = "::1"
+		}
+		host = net.JoinHostPort(loop, strconv.Itoa(ta.Port))
+	}
+	return "http://" + host + "/ui/"
 }
 
 // Run executes steps, runs the queue consumers and serves the listeners until ctx ends

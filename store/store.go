@@ -578,6 +578,7 @@ type Store interface {
 	ControlStore
 	EntityStore
 	IncidentStore
+	RedactionStore
 	RetentionStore
 	ReviewStore
 	ScheduleStore

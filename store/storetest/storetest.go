@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WriteBatch", writeBatchTests},
 		{"Derived", derivedTests},
 		{"Ledger", ledgerTests},
+		{"Redaction", redactionTests},
 		{"Session", sessionTests},
 	}
 	for _, g := range groups {

@@ -15,6 +15,7 @@ import (
 type auditFlags struct {
 	entity, key, since, until string
 	run                       int64
+	after                     int64
 	limit                     int
 	json                      bool
 	mask                      maskFlags
@@ -30,7 +31,10 @@ effect key (--key lead-create:8812), optionally within a time range (--since, --
 3339), oldest first. Each event is explained: why a step was retried or not acted on, with
 the retry policy that decided, who acted on a review item and with which note. Secrets and
 personal data are masked as the API masks them (--unmasked prints them, and the audit
-trail records who read them).`,
+trail records who read them).
+
+At most --limit events are printed; when more match, audit says so on standard error,
+with the --after that continues where it stopped.`,
 		Example: `  onceflow audit --entity order:1001
   onceflow audit --key lead-create:8812 --json
   onceflow audit --since 2026-03-01T00:00:00Z --until 2026-03-02T00:00:00Z`,
@@ -45,7 +49,8 @@ trail records who read them).`,
 	fl.StringVar(&f.key, "key", "", "events about this effect key")
 	fl.StringVar(&f.since, "since", "", "events at or after this time (RFC 3339)")
 	fl.StringVar(&f.until, "until", "", "events before this time (RFC 3339)")
-	fl.IntVar(&f.limit, "limit", 1000, "print at most this many events")
+	fl.IntVar(&f.limit, "limit", 1000, "print at most this many events (audit says on standard error when more match)")
+	fl.Int64Var(&f.after, "after", 0, "only events after this event ID (to continue where --limit stopped)")
 	fl.BoolVar(&f.json, "json", false, "print a JSON array instead of a table")
 	f.mask.add(cmd)
 	return cmd
@@ -74,9 +79,10 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
 		return usagef("--until must be after --since")
 	}
-	if f.run < 0 || f.limit <= 0 {
-		return usagef("--run must be a positive run ID and --limit at least 1")
+	if f.run < 0 || f.limit <= 0 || f.after < 0 {
+		return usagef("--run must be a positive run ID, --after a positive event ID and --limit at least 1")
 	}
+	q.AfterID = f.after
 	s, err := g.reviewSession(ctx, f.mask.workflows)
 	if err != nil {
 		return err
@@ -95,6 +101,17 @@ func audit(ctx context.Context, g *globals, f auditFlags) error {
 			break
 		}
 		q.AfterID = page[len(page)-1].ID
+	}
+	if len(entries) == f.limit {
+		// At the limit: say whether it cut the answer short, by asking for one more.
+		q.Limit, q.AfterID = 1, entries[len(entries)-1].ID
+		more, err := read.Audit(ctx, q)
+		if err != nil {
+			return err
+		}
+		if len(more) > 0 {
+			outf(g.stderr, "audit: stopped at its row limit, --limit %d; more events match: raise --limit, or continue with --after %d\n", f.limit, q.AfterID)
+		}
 	}
 	if f.json {
 		return writeJSONList(g.stdout, entries, viewAudit)

@@ -26,6 +26,8 @@ type demoFlags struct {
 	// queues plays the queue scenario; queuesWorker is its worker process.
 	queues       bool
 	queuesWorker bool
+	// serve keeps onceflow, its console and the simulated services running afterwards.
+	serve bool
 }
 
 func newDemoCommand(g *globals) *cobra.Command {
@@ -50,7 +52,12 @@ business actions were carried out twice (there must be none); it exits non-zero 
 check fails. Retry delays and http timeouts are shortened so that it takes seconds.
 
 It needs nothing installed and uses a new SQLite file in a temporary directory, or the
-file given with --db, which must not exist yet.`,
+file given with --db, which must not exist yet.
+
+With --serve it does not stop there: once the summary is printed, onceflow serves the
+same database again, with the web console at /ui/ beside the API, and the simulated
+services stay up; it prints the console's URL and a token to sign in with, and runs until
+Ctrl-C (SIGINT) or SIGTERM, then exits 0.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd, g, f)
@@ -64,6 +71,7 @@ file given with --db, which must not exist yet.`,
 	fl.IntVar(&f.orders, "orders", 20, "how many paid orders the payment provider reports")
 	fl.IntVar(&f.workers, "workers", 8, "how many steps execute at once")
 	fl.Uint64Var(&f.seed, "seed", 1, "chooses which requests fail; the same seed injects the same faults")
+	fl.BoolVar(&f.serve, "serve", false, "afterwards keep onceflow (with the web console) and the simulated services running until Ctrl-C, and print the console's URL and a sign-in token")
 	fl.BoolVar(&f.queues, "queues", false, "play the queue scenario of examples/order-events.yaml instead (needs ONCEFLOW_NATS_URL and SHOP_DB, a PostgreSQL URL)")
 	fl.BoolVar(&f.queuesWorker, "queues-worker", false, "the worker process of the queue scenario (started by --queues)")
 	_ = fl.MarkHidden("queues-worker")
@@ -72,6 +80,9 @@ file given with --db, which must not exist yet.`,
 
 func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	if f.queues || f.queuesWorker {
+		if f.serve {
+			return usagef("--serve keeps the console of the website and payment scenario; the queue scenario (--queues) does not take it")
+		}
 		return runQueuesDemo(cmd, g, f)
 	}
 	if f.forms < 1 || f.forms > 10000 {
@@ -106,17 +117,30 @@ func runDemo(cmd *cobra.Command, g *globals, f demoFlags) error {
 	outf(progress, "Retry delays and http timeouts are %d× shorter than the files say, so that this takes seconds.\n", demo.Speedup)
 	outf(progress, "database: %s\n\n", loc.URL())
 
-	sum, err := demo.Run(cmd.Context(), demo.Config{
-		Store: st, DBURL: loc.URL(), Forms: f.forms, Orders: f.orders, Workers: f.workers, Seed: f.seed, Progress: progress,
-	})
+	cfg := demo.Config{Store: st, DBURL: loc.URL(), Forms: f.forms, Orders: f.orders, Workers: f.workers, Seed: f.seed, Progress: progress}
+	var printed error
+	if f.serve {
+		// The summary is printed while onceflow keeps serving, and the console's address
+		// and token with it; with --json they go to stderr, as progress does.
+		cfg.Serve = func(sum *demo.Summary) {
+			printed = writeSummary(g, f.json, sum)
+			if f.json {
+				outf(g.stderr, "console: %s\nsign-in token: %s\nonceflow serves until Ctrl-C\n", sum.Console, sum.AdminToken)
+			}
+		}
+	}
+	sum, err := demo.Run(cmd.Context(), cfg)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 			return fmt.Errorf("demo interrupted; what it did so far is in %s", loc.URL())
 		}
 		return err
 	}
-	if err := writeSummary(g, f.json, sum); err != nil {
-		return err
+	if !f.serve {
+		printed = writeSummary(g, f.json, sum)
+	}
+	if printed != nil {
+		return printed
 	}
 	if !sum.InvariantsOK {
 		return fmt.Errorf("demo: invariants failed: %s", strings.Join(sum.Failures(), "; "))

@@ -33,10 +33,16 @@ type command struct {
 
 func startCommand(t *testing.T, env []string, args ...string) *command {
 	t.Helper()
+	return startCommandEnv(t, append(os.Environ(), env...), args...)
+}
+
+// startCommandEnv is startCommand with env as the whole environment.
+func startCommandEnv(t *testing.T, env []string, args ...string) *command {
+	t.Helper()
 	b, _ := json.Marshal(args)
 	c := &command{t: t, more: make(chan struct{}, 1), done: make(chan struct{})}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(append(os.Environ(), "ONCEFLOW_TEST_COMMAND="+string(b)), env...)
+	c.cmd.Env = append(env, "ONCEFLOW_TEST_COMMAND="+string(b))
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

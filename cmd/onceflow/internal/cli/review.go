@@ -168,6 +168,12 @@ func (g *globals) reviewSession(ctx context.Context, workflows string) (*reviewS
 			}
 		}
 	}
+	// Without a workflow's file, its runs are masked by the personal-data fields the
+	// engine that served it recorded in the database.
+	if err := c.LoadRecordedRedaction(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%w (a database older than this onceflow: onceflow migrate brings it up to date)", err)
+	}
 	return &reviewSession{store: st, client: c}, nil
 }
 

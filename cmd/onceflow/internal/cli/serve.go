@@ -39,6 +39,8 @@ type serveFlags struct {
 	oidc            consoleOIDCFlags
 	// lease and grace tune the engine (Config.LeaseFor, Config.ShutdownGrace).
 	lease, grace time.Duration
+	// envFile is the environment file read before anything else (--env-file).
+	envFile string
 }
 
 // tuneEngine applies the engine's duration flags to cfg.
@@ -79,6 +81,9 @@ running ones stay and every problem is logged (and listed in the API's answer). 
 a file's queue: or notify: settings, or a new environment variable, needs a restart.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := g.applyEnvFile(cmd, f.envFile); err != nil {
+				return err
+			}
 			return serve(cmd.Context(), g, f)
 		},
 	}
@@ -93,6 +98,8 @@ a file's queue: or notify: settings, or a new environment variable, needs a rest
 // stepFlags are the flags of the commands that execute steps.
 func stepFlags(cmd *cobra.Command, f *serveFlags) {
 	cmd.Flags().StringVar(&f.workflows, "workflows", "", "a workflow YAML file, or a directory of them (required)")
+	cmd.Flags().StringVar(&f.envFile, "env-file", "",
+		"read environment variables from this file first, one NAME=VALUE a line (# comments; '…' or \"…\" quotes); a variable already set in the environment keeps its value")
 	cmd.Flags().StringSliceVar(&f.allowNet, "allow-net", nil, "CIDR ranges steps may reach although internal (repeatable)")
 	cmd.Flags().IntVar(&f.maxRedirects, "max-redirects", 0, "redirects an http step follows (each hop is checked)")
 	cmd.Flags().IntVar(&f.workers, "workers", 10, "steps executed at once")
@@ -184,6 +191,10 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		log.Warn("no API tokens configured: the /v1 API answers 401 until ONCEFLOW_API_TOKENS is set; webhooks work")
 	}
 	reloadOnHangup(ctx, srv, strings.Join(cfg.Workflows, ", "))
-	log.Info("onceflow serving", "addr", "http://"+srv.Addr("api").String(), "db", loc.URL(), "workflows", srv.Client().Workflows())
+	console := srv.ConsoleURL()
+	if console == "" {
+		console = "off"
+	}
+	log.Info("onceflow serving", "addr", "http://"+srv.Addr("api").String(), "console", console, "db", loc.URL(), "workflows", srv.Client().Workflows())
 	return srv.Run(ctx)
 }

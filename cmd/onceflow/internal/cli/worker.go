@@ -25,6 +25,9 @@ SIGHUP it reads the workflow files again, as serve does.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if _, err := g.applyEnvFile(cmd, f.envFile); err != nil {
+				return err
+			}
 			log, err := newLogger(g, f.logLevel)
 			if err != nil {
 				return err

@@ -69,6 +69,12 @@ type Config struct {
 	Deadline time.Duration
 	// Logger receives the engine's and the API's logs (default: none).
 	Logger *slog.Logger
+	// Serve, when set, keeps the scenario's world running once it is played and checked:
+	// onceflow is started again on the same database with the web console at /ui/ beside
+	// the API, the simulated services stay up, and Serve is called with the finished
+	// summary (its API, Console and AdminToken name the running server). Run returns when
+	// ctx ends, after stopping them, with the summary and no error.
+	Serve func(*Summary)
 }
 
 func (c *Config) defaults() error {
@@ -279,6 +285,20 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	sc.check()
 	checkInvoices(sum)
+	if cfg.Serve == nil {
+		return sum, nil
+	}
+	stackCfg.console = true
+	live, err := startStack(stackCfg)
+	if err != nil {
+		return nil, err
+	}
+	sum.API, sum.Console, sum.Serving = live.url, live.url+"/ui/", true
+	cfg.Serve(sum)
+	<-ctx.Done()
+	if err := live.shutdown(); err != nil {
+		return nil, fmt.Errorf("demo: stop onceflow: %w", err)
+	}
 	return sum, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/onceflow/onceflow/flowfile"
 	"github.com/onceflow/onceflow/internal/egress"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/steps/stdsteps"
 	"github.com/onceflow/onceflow/store"
@@ -48,6 +49,8 @@ type stackConfig struct {
 	tokens  []onceflowhttp.Token
 	workers int
 	log     *slog.Logger
+	// console serves the web console at /ui/ beside the API, signed in with tokens.
+	console bool
 }
 
 // startStack builds the workflows and starts executing steps and serving the API.
@@ -90,9 +93,22 @@ func startStack(c stackConfig) (*stack, error) {
 		ln.Close()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
+	var h http.Handler = api
+	if c.console {
+		ui, err := onceflowui.New(onceflowui.Config{Client: client, Tokens: c.tokens, Logger: c.log})
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ui/", ui)
+		mux.Handle("/ui", ui)
+		mux.Handle("/", api)
+		h = mux
+	}
 	s := &stack{
 		client: client, url: "http://" + ln.Addr().String(), build: build, own: c.own,
-		hs:     onceflowhttp.HTTPServer(api),
+		hs:     onceflowhttp.HTTPServer(h),
 		engine: make(chan error, 1),
 		served: make(chan error, 1),
 	}

@@ -20,7 +20,11 @@ type Summary struct {
 	// accepted; both are gone when Run returns.
 	API        string `json:"api"`
 	AdminToken string `json:"admin_token"`
-	Seed       uint64 `json:"seed"`
+	// Serving is set while onceflow keeps serving after the scenario (Config.Serve):
+	// then API, Console and AdminToken are the running server's, until ctx ends.
+	Serving bool   `json:"serving,omitempty"`
+	Console string `json:"console,omitempty"`
+	Seed    uint64 `json:"seed"`
 	// Speedup is how many times shorter than the files the retry delays and http timeouts
 	// were.
 	Speedup int `json:"speedup"`
@@ -318,8 +322,17 @@ func (s *Summary) WriteText(w io.Writer) error {
 	for _, h := range s.Next {
 		fmt.Fprintf(w, "  %-*s  # %s\n", width, h.Command, h.Why)
 	}
-	if s.ShowRun > 0 {
-		fmt.Fprintf(w, "  While the demo ran, the API answered the same at %s; it stopped with the demo:\n", s.API)
+	switch {
+	case s.Serving:
+		fmt.Fprintf(w, "\nonceflow keeps serving this database, and the simulated services stay up, until Ctrl-C:\n")
+		fmt.Fprintf(w, "  console:       %s\n", s.Console)
+		fmt.Fprintf(w, "  sign-in token: %s\n", s.AdminToken)
+		if s.ShowRun > 0 {
+			fmt.Fprintf(w, "  the API:       curl -H 'Authorization: Bearer %s' %s/v1/runs/%d\n", s.AdminToken, s.API, s.ShowRun)
+		}
+	case s.ShowRun > 0:
+		fmt.Fprintf(w, "  While the demo ran, the API answered the same at %s; it stopped with the demo\n", s.API)
+		fmt.Fprintf(w, "  (onceflow demo --serve keeps it, with the web console, until Ctrl-C):\n")
 		fmt.Fprintf(w, "    curl -H 'Authorization: Bearer %s' %s/v1/runs/%d\n", s.AdminToken, s.API, s.ShowRun)
 	}
 	return nil
