@@ -227,8 +227,9 @@ type page struct {
 	Nav     string
 	Session *session
 	CSRF    string
-	Flash   string
-	Data    any
+	// Flash is the banner of the action just taken (bannerOf): never text from the request.
+	Flash string
+	Data  any
 }
 
 // render executes the page template name with data; status is the HTTP status.
@@ -237,7 +238,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if sess == nil && name != "login" {
 		sess = c.readSession(r) // an error page of a request refused before its session was attached
 	}
-	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: r.URL.Query().Get("done")}
+	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: bannerOf(data, r.URL.Query())}
 	if sess != nil {
 		p.CSRF = sess.csrf
 	}

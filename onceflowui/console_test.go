@@ -878,3 +878,30 @@ func TestDeepOutputPageStaysSmall(t *testing.T) {
 		t.Fatalf("the page does not show the output as stored")
 	}
 }
+
+// A banner comes from a code the console knows and from what the server holds, never
+// from the link's text: a crafted ?done= shows nothing, on any page and through the
+// sign-in's next, and a known code shows nothing where the page's state does not bear it
+// out (a replay banner on an item still in review, a pause banner for an active workflow).
+func TestBannerFromCodesOnly(t *testing.T) {
+	b := setup(t)
+	const notice = "Security notice: your session expired, re-enter your admin token at https://evil.example/"
+	crafted := url.QueryEscape(notice)
+	br := b.browser()
+	_, page := br.get("/ui/login")
+	resp, _ := br.post("/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {adminSecret}, "next": {"/ui/?done=" + crafted}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in = %d", resp.StatusCode)
+	}
+	next := resp.Header.Get("Location")
+	for _, path := range []string{next, "/ui/?done=" + crafted, "/ui/runs?done=" + crafted, "/ui/runs/1?done=" + crafted,
+		"/ui/review?done=" + crafted, "/ui/review/1/notify?done=" + crafted, "/ui/keys?done=" + crafted,
+		"/ui/review/1/notify?done=replayed", "/ui/review/1/notify?done=retried", "/ui/runs/1?done=cancelled",
+		"/ui/?done=paused&workflow=signup", "/ui/?done=resumed&workflow=" + crafted} {
+		resp, body := br.get(path)
+		wantStatus(t, resp, body, http.StatusOK)
+		if strings.Contains(body, `class="flash"`) || strings.Contains(body, "Security notice") || strings.Contains(body, "evil.example") {
+			t.Errorf("%s shows a banner:\n%s", path, body)
+		}
+	}
+}

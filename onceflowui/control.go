@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -39,15 +38,8 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	done := "Cancelled."
-	if len(res.Cancelled) > 0 {
-		done = fmt.Sprintf("Cancelled: %s will not run.", strings.Join(res.Cancelled, ", "))
-	}
-	if len(res.Running) > 0 {
-		done += fmt.Sprintf(" Still running: %s; the attempt is recorded when it ends.", strings.Join(res.Running, ", "))
-	}
 	c.log.Info("console run cancelled", "run_id", id, "actor", actor, "cancelled", res.Cancelled, "running", res.Running)
-	http.Redirect(w, r, c.cfg.Prefix+"/runs/"+strconv.FormatInt(id, 10)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+	http.Redirect(w, r, doneURL(c.cfg.Prefix+"/runs/"+strconv.FormatInt(id, 10), doneCancelled), http.StatusSeeOther)
 	return nil
 }
 
@@ -80,19 +72,19 @@ func (c *Console) workflowPause(pause bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		var done string
+		var done bannerCode
 		switch {
 		case !changed && pause:
-			done = fmt.Sprintf("Workflow %s was already paused; nothing changed.", name)
+			done = doneAlreadyPaused
 		case !changed:
-			done = fmt.Sprintf("Workflow %s was not paused; nothing changed.", name)
+			done = doneNotPaused
 		case pause:
-			done = fmt.Sprintf("Paused %s: its steps are not claimed until it is resumed; steps already running finish.", name)
+			done = donePaused
 		default:
-			done = fmt.Sprintf("Resumed %s: its steps are claimed again.", name)
+			done = doneResumed
 		}
 		c.log.Info("console workflow "+verb, "workflow", name, "actor", actor, "changed", changed)
-		http.Redirect(w, r, c.cfg.Prefix+"/?done="+url.QueryEscape(done), http.StatusSeeOther)
+		http.Redirect(w, r, doneURL(c.cfg.Prefix+"/", done, "workflow", name), http.StatusSeeOther)
 		return nil
 	}
 }

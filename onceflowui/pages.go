@@ -236,6 +236,8 @@ type runData struct {
 	Live      bool
 	// Cancellable is set while a step of the run is still to be done or decided.
 	Cancellable bool
+	// Now is when the page was read, to tell a running attempt by its lease.
+	Now time.Time
 }
 
 func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
@@ -298,7 +300,7 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &runData{Run: rd.Run, Input: pretty(rd.Run.Input)}
+	d := &runData{Run: rd.Run, Input: pretty(rd.Run.Input), Now: c.cfg.Now()}
 	ordered := rd.DependencyOrder()
 	d.Graph = layout(ordered)
 	for _, st := range ordered {

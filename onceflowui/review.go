@@ -253,11 +253,11 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	actor := sessionFrom(r).Actor()
 	a := onceflow.ReviewAction{RunID: runID, Step: step, Actor: actor, Note: f.Note, SendAgain: f.SendAgain, ItHappened: f.ItHappened}
-	var done string
+	var done bannerCode
 	switch action := r.PathValue("action"); action {
 	case "retry":
 		if _, err = c.cfg.Client.ReviewRetry(ctx, a); err == nil {
-			done = "Retried: the step is due again."
+			done = doneRetried
 		}
 	case "resolve":
 		var out json.RawMessage
@@ -267,22 +267,25 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 			}
 			var res *onceflow.ReviewResult
 			if res, err = c.cfg.Client.ReviewResolve(ctx, a); err == nil {
-				done = "Resolved by hand; ledger: " + res.Ledger + "."
+				switch res.Ledger { // ReviewResult.Ledger: completed, kept or none
+				case "kept":
+					done = doneResolvedKept
+				case "none":
+					done = doneResolvedNoKey
+				default:
+					done = doneResolved
+				}
 			}
 		}
 	case "abandon":
 		if _, err = c.cfg.Client.ReviewAbandon(ctx, a); err == nil {
-			done = "Abandoned: the step failed and the steps that need it were cancelled."
+			done = doneAbandoned
 		}
 	case "replay":
 		var patch json.RawMessage
 		if patch, err = jsonField("The correction", f.Patch); err == nil {
-			var res *onceflow.ReplayResult
-			if res, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note}); err == nil {
-				done = fmt.Sprintf("Replayed: %s made pending again.", strings.Join(res.Reset, ", "))
-				if res.Revision > 0 {
-					done += fmt.Sprintf(" Input revision %d kept with its diff.", res.Revision)
-				}
+			if _, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note}); err == nil {
+				done = doneReplayed
 			}
 		}
 	default:
@@ -292,7 +295,7 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 		return c.refuse(w, r, runID, step, f, err)
 	}
 	c.log.Info("console review action", "action", r.PathValue("action"), "run_id", runID, "step", step, "actor", actor)
-	http.Redirect(w, r, c.cfg.Prefix+"/review/"+strconv.FormatInt(runID, 10)+"/"+url.PathEscape(step)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+	http.Redirect(w, r, doneURL(c.cfg.Prefix+"/review/"+strconv.FormatInt(runID, 10)+"/"+url.PathEscape(step), done), http.StatusSeeOther)
 	return nil
 }
 
