@@ -22,8 +22,8 @@ import (
 //	POST /v1/review/{run}/{step}/retry       {note, send_again}
 //	POST /v1/review/{run}/{step}/resolve     {note, output, it_happened}
 //	POST /v1/review/{run}/{step}/abandon     {note}
-//	POST /v1/review/{run}/{step}/replay      {note, merge_patch | input}   ?dry_run=true previews
-//	POST /v1/runs/{id}/replay                {note, merge_patch | input}   ?dry_run=true previews
+//	POST /v1/review/{run}/{step}/replay      {note, merge_patch | input, plan_digest}   ?dry_run=true previews
+//	POST /v1/runs/{id}/replay                {note, merge_patch | input, plan_digest}   ?dry_run=true previews
 //	POST /v1/review/bulk/{action}            {filter, note, …}             ?dry_run=true previews
 //	GET  /v1/audit                           ?entity=&run=&key=&since=&until=&limit=&after=
 //	GET  /v1/keys/{key}                      the ledger row, uses and events of an effect key
@@ -167,6 +167,8 @@ type actionBody struct {
 	Output     json.RawMessage `json:"output"`
 	MergePatch json.RawMessage `json:"merge_patch"`
 	Input      json.RawMessage `json:"input"`
+	// PlanDigest is, for a replay, the digest of the plan its dry run answered.
+	PlanDigest string `json:"plan_digest"`
 	// Filter selects the items of a bulk action.
 	Filter *bulkFilter `json:"filter"`
 }
@@ -301,7 +303,8 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, runID int64, ste
 	if err != nil {
 		return err
 	}
-	req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: body.MergePatch, Input: body.Input, Actor: actor(r), Note: body.Note}
+	req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: body.MergePatch, Input: body.Input, Actor: actor(r), Note: body.Note,
+		PlanDigest: body.PlanDigest}
 	out := struct {
 		DryRun   bool           `json:"dry_run"`
 		Plan     planView       `json:"plan"`
@@ -406,6 +409,10 @@ func reviewProblem(err error) error {
 		return p(http.StatusConflict, "review-conflict", "The run changed")
 	case errors.Is(err, onceflow.ErrNothingToReplay):
 		return p(http.StatusConflict, "nothing-to-replay", "Nothing to replay")
+	case errors.Is(err, onceflow.ErrItemChanged):
+		return p(http.StatusConflict, "item-changed", "The item changed since its preview")
+	case errors.Is(err, onceflow.ErrPlanChanged):
+		return p(http.StatusConflict, "plan-changed", "The plan changed since its preview")
 	}
 	return err
 }

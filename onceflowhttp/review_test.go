@@ -386,3 +386,60 @@ func TestReviewMasksValuesFromStepOutputs(t *testing.T) {
 		t.Errorf("the item lost its error: %s", a.body)
 	}
 }
+
+// A replay that passes back its dry run's plan digest is carried out only on that plan: a
+// correction that differs from the previewed one is refused with 409 plan-changed, and
+// nothing is written or sent; with the digest of its own preview it is carried out.
+func TestReplayPlanDigestAPI(t *testing.T) {
+	b := setupReview(t)
+	id := b.parked("1001", "ada-at-example")
+	path := "/v1/review/" + itoa(id) + "/charge/replay"
+	digestOf := func(body string) string {
+		t.Helper()
+		a := b.do("POST", path+"?dry_run=true", adminToken, nil, body)
+		wantStatus(t, a, http.StatusOK, "")
+		d, _ := a.json["plan"].(map[string]any)["digest"].(string)
+		if len(d) != 64 {
+			t.Fatalf("dry run without a plan digest: %s", a.body)
+		}
+		return d
+	}
+	typo := digestOf(`{"merge_patch":{"email":"ada@exmaple.com"}}`)
+	if again := digestOf(`{"merge_patch": {"email": "ada@exmaple.com"}}`); again != typo {
+		t.Fatalf("the same correction previewed twice gives digests %s and %s", typo, again)
+	}
+	fixed := digestOf(`{"merge_patch":{"email":"ada@example.com"}}`)
+	if fixed == typo {
+		t.Fatal("two corrections give one plan digest")
+	}
+	events := b.eventCount()
+
+	stale := b.do("POST", path, adminToken, nil, `{"merge_patch":{"email":"ada@example.com"},"plan_digest":"`+typo+`"}`)
+	wantStatus(t, stale, http.StatusConflict, "plan-changed")
+	if !strings.Contains(stale.body, "preview the replay again") {
+		t.Errorf("the refusal does not say to preview again: %s", stale.body)
+	}
+	if n := b.eventCount(); n != events {
+		t.Fatalf("the refused replay wrote %d events", n-events)
+	}
+	if _, err := b.client.Work(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.count("charge") != 1 {
+		t.Fatalf("the refused replay ran charge: %d calls", b.count("charge"))
+	}
+
+	done := b.do("POST", path, adminToken, nil, `{"merge_patch":{"email":"ada@example.com"},"plan_digest":"`+fixed+`","note":"typo"}`)
+	wantStatus(t, done, http.StatusOK, "")
+	if done.json["revision"] != float64(1) {
+		t.Fatalf("replay: %s", done.body)
+	}
+	if _, err := b.client.Work(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.count("charge") != 2 {
+		t.Fatalf("after the confirmed replay charge ran %d times, want 2", b.count("charge"))
+	}
+	// The run has changed: the digest of the old preview no longer confirms anything.
+	wantStatus(t, b.do("POST", "/v1/runs/"+itoa(id)+"/replay", adminToken, nil, `{"plan_digest":"`+fixed+`"}`), http.StatusConflict, "")
+}

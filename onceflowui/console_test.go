@@ -64,6 +64,9 @@ func (br *browser) post(path string, form url.Values) (*http.Response, string) {
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+// digestRE reads the plan digest of a replay preview.
+var digestRE = regexp.MustCompile(`name="plan_digest" value="([0-9a-f]+)"`)
+
 // planRow reads a replay preview's lines: action, step and why.
 var planRow = regexp.MustCompile(`(?s)<tr class="act-([a-z]+)"><td>([^<]+)</td>.*?<td>([^<]*)</td></tr>`)
 
@@ -270,7 +273,8 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 	}
 	var dry struct {
 		Plan struct {
-			Steps []struct{ Step, Action, Why string }
+			Steps  []struct{ Step, Action, Why string }
+			Digest string
 		}
 	}
 	err = json.NewDecoder(apiResp.Body).Decode(&dry)
@@ -299,6 +303,16 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 	if !strings.Contains(body, `id="confirm"`) {
 		t.Fatal("no confirm button after the preview")
 	}
+	// The confirmation carries the plan's digest, the one the API's dry run answers for
+	// the same correction.
+	m := digestRE.FindStringSubmatch(body)
+	if m == nil || m[1] != dry.Plan.Digest {
+		t.Fatalf("the preview's plan digest %q, the API's %q", m, dry.Plan.Digest)
+	}
+	// Without it, a replay is refused: it is confirmed from a preview.
+	resp, body = br.post("/ui/review/1/notify/replay", form)
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	form.Set("plan_digest", m[1])
 	if n := b.dest.count("/notify"); n != 1 {
 		t.Fatalf("the preview sent something: /notify got %d requests", n)
 	}

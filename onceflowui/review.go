@@ -125,8 +125,10 @@ type itemData struct {
 
 type itemForm struct {
 	Note, Patch, Output string
-	SendAgain           bool
-	ItHappened          bool
+	// PlanDigest is the digest of the replay plan a confirmation was previewed with.
+	PlanDigest string
+	SendAgain  bool
+	ItHappened bool
 }
 
 func (d itemData) title() string { return fmt.Sprintf("Review: run %d %s", d.It.RunID, d.It.Step) }
@@ -185,7 +187,8 @@ func (c *Console) itemLive(w http.ResponseWriter, r *http.Request) error {
 
 func readForm(r *http.Request) itemForm {
 	return itemForm{Note: strings.TrimSpace(r.PostForm.Get("note")), Patch: r.PostForm.Get("merge_patch"), Output: r.PostForm.Get("output"),
-		SendAgain: r.PostForm.Get("send_again") != "", ItHappened: r.PostForm.Get("it_happened") != ""}
+		PlanDigest: strings.TrimSpace(r.PostForm.Get("plan_digest")),
+		SendAgain:  r.PostForm.Get("send_again") != "", ItHappened: r.PostForm.Get("it_happened") != ""}
 }
 
 // jsonField reads an optional JSON document typed into a form.
@@ -282,9 +285,16 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 			done = doneAbandoned
 		}
 	case "replay":
+		// A replay is confirmed from its preview, and carries the digest of the plan shown:
+		// the engine refuses it if the plan it would carry out now is another.
+		if f.PlanDigest == "" {
+			return c.refuse(w, r, runID, step, f, &onceflow.ReviewError{Action: "replay", RunID: runID, Step: step, Err: onceflow.ErrInvalidReview,
+				Problem: "a replay is confirmed from its preview", Hint: "preview the replay, then confirm the plan it shows; nothing was changed"})
+		}
 		var patch json.RawMessage
 		if patch, err = jsonField("The correction", f.Patch); err == nil {
-			if _, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note}); err == nil {
+			if _, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note,
+				PlanDigest: f.PlanDigest}); err == nil {
 				done = doneReplayed
 			}
 		}
@@ -400,6 +410,10 @@ func actionError(err error) error {
 		return p(http.StatusConflict, "The run changed")
 	case errors.Is(err, onceflow.ErrNothingToReplay):
 		return p(http.StatusConflict, "Nothing to replay")
+	case errors.Is(err, onceflow.ErrItemChanged):
+		return p(http.StatusConflict, "The item changed since its preview")
+	case errors.Is(err, onceflow.ErrPlanChanged):
+		return p(http.StatusConflict, "The plan changed since its preview: preview again")
 	}
 	return err
 }

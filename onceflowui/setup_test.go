@@ -41,6 +41,8 @@ type destination struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	n   map[string]int
+	// last holds the body of the latest request by path.
+	last map[string]string
 	// gate, when set, holds every /notify request until it is closed.
 	gate chan struct{}
 }
@@ -55,11 +57,12 @@ func (d *destination) hold() (release func()) {
 }
 
 func newDestination(t *testing.T) *destination {
-	d := &destination{n: map[string]int{}}
+	d := &destination{n: map[string]int{}, last: map[string]string{}}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d.mu.Lock()
 		d.n[r.URL.Path]++
+		d.last[r.URL.Path] = string(body)
 		gate := d.gate
 		d.mu.Unlock()
 		if gate != nil && r.URL.Path == "/notify" {
@@ -88,6 +91,13 @@ func (d *destination) count(path string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.n[path]
+}
+
+// lastBody is the body of the latest request to path.
+func (d *destination) lastBody(path string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last[path]
 }
 
 // post sends body to path; a 4xx is permanent, the answer's body part of the error.
@@ -171,6 +181,7 @@ func setupOn(t *testing.T, backend string) *bundle {
 	type input struct {
 		CustomerID string `json:"customer_id"`
 		Phone      string `json:"phone"`
+		Name       string `json:"name"`
 	}
 	err = client.Register(onceflow.Workflow{
 		Name:   "signup",
@@ -189,7 +200,11 @@ func setupOn(t *testing.T, backend string) *bundle {
 				if err := sc.DecodeInput(&in); err != nil {
 					return nil, err
 				}
-				return dest.post(ctx, "/notify", map[string]string{"phone": in.Phone})
+				msg := map[string]string{"phone": in.Phone}
+				if in.Name != "" {
+					msg["name"] = in.Name
+				}
+				return dest.post(ctx, "/notify", msg)
 			}},
 			{ID: "task", Needs: []string{"create"}, EffectKey: "sales-task:{input.customer_id}", Do: func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 				var in input

@@ -1,0 +1,123 @@
+package onceflowui_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/onceflow/onceflow/store"
+)
+
+// chrome is a headless Chromium signed in to a bundle's console.
+type chrome struct {
+	t   *testing.T
+	b   *bundle
+	ctx context.Context
+}
+
+// newChrome starts Chromium (skipped without it, failed under CI=true) for b's console.
+func newChrome(t *testing.T, b *bundle) *chrome {
+	t.Helper()
+	exe := chromium(t)
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
+	t.Cleanup(cancel)
+	bctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(cancel)
+	return &chrome{t: t, b: b, ctx: bctx}
+}
+
+func (c *chrome) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	c.t.Helper()
+	if err := chromedp.Do(c.ctx, steps...); err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (c *chrome) text(sel string) string {
+	c.t.Helper()
+	s, err := chromedp.Run(c.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		c.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+func (c *chrome) eval(js string) bool {
+	c.t.Helper()
+	v, err := chromedp.Run(c.ctx, chromedp.Evaluate[bool](js))
+	if err != nil {
+		c.t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+func (c *chrome) signIn(secret string) {
+	c.t.Helper()
+	c.do("sign in", chromedp.Navigate(c.b.srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), secret), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("who")))
+}
+
+// typeInto replaces what the text box sel holds by typing text, as a person would (each
+// key an input event).
+func (c *chrome) typeInto(sel, text string) {
+	c.t.Helper()
+	c.do("type into "+sel, chromedp.Evaluate[chromedp.Void](`document.querySelector(`+strconv.Quote(sel)+`).value = ""`),
+		chromedp.SendKeys(chromedp.CSS(sel), text))
+}
+
+// A replay preview goes stale as soon as the correction box changes: the page says so and
+// disables its Confirm; a Confirm forced through is refused by the server, and nothing
+// reaches the destination; previewed again, the corrected value is what is sent.
+func TestBrowserStalePreviewIsRefused(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	b.serve()
+	c := newChrome(t, b)
+	c.signIn(adminSecret)
+
+	const typo = `{"phone": "+4915112345", "name": "Tne Fixed"}`
+	const fixed = `{"phone": "+4915112345", "name": "Ten Fixed"}`
+	c.do("open the item", chromedp.Navigate(b.srv.URL+"/ui/review/1/notify"), chromedp.WaitVisible(chromedp.ID("merge_patch")))
+	c.typeInto("#merge_patch", typo)
+	c.do("preview", chromedp.Click(chromedp.ID("preview")), chromedp.WaitVisible(chromedp.ID("preview-result")))
+	if c.eval(`document.getElementById("confirm").disabled`) || !c.eval(`document.getElementById("stale").hidden`) {
+		t.Fatal("a fresh preview is marked stale, or its Confirm is disabled")
+	}
+	c.typeInto("#merge_patch", fixed)
+	if !c.eval(`document.getElementById("confirm").disabled`) || c.eval(`document.getElementById("stale").hidden`) ||
+		!c.eval(`document.getElementById("preview-result").classList.contains("stale")`) {
+		t.Fatal("after the correction changed, the preview is not marked stale with its Confirm disabled")
+	}
+	// Forced through, the stale Confirm is refused: the plan it names is not the plan of
+	// the correction in the box.
+	notifies := b.dest.count("/notify")
+	c.do("force the stale confirm", chromedp.Evaluate[chromedp.Void](`(function () { var b = document.getElementById("confirm");
+		b.disabled = false; document.getElementById("replay-form").requestSubmit(b); })()`), chromedp.WaitVisible(chromedp.ID("error")))
+	if e := c.text("#error"); !strings.Contains(e, "preview again") {
+		t.Fatalf("the stale confirm answered %q", e)
+	}
+	if it, err := b.client.ReviewGet(ctx, b.runID, "notify"); err != nil || it.State != store.StateNeedsReview {
+		t.Fatalf("after the refused confirm the item is %+v (%v), want it still in review", it, err)
+	}
+	if n := b.dest.count("/notify"); n != notifies {
+		t.Fatalf("the refused confirm sent %d requests", n-notifies)
+	}
+
+	// Preview again, confirm: the destination gets what the new preview showed.
+	c.do("preview again", chromedp.Click(chromedp.ID("preview")), chromedp.WaitVisible(chromedp.ID("preview-result")))
+	c.do("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("flash")))
+	c.do("see the item complete", chromedp.WaitVisible(chromedp.CSS(`#step-state .st-completed`)))
+	if got := b.dest.lastBody("/notify"); !strings.Contains(got, `"name":"Ten Fixed"`) {
+		t.Fatalf("the destination got %s, want the name Ten Fixed", got)
+	}
+	if n := b.dest.count("/notify"); n != notifies+1 {
+		t.Fatalf("the destination got %d requests for notify, want 1", n-notifies)
+	}
+}
