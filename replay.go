@@ -35,6 +35,10 @@ type ReplayRequest struct {
 	// only if every step of the run is still as that plan read it. Without it the replay
 	// is a one-shot, carried out on the plan of the moment.
 	PlanDigest string
+	// Version, when set with Step, is the version of the item the replay was decided on
+	// (ReviewItem.Version): the replay is refused with ErrItemChanged when the item is in
+	// another.
+	Version string
 }
 
 // ReplayAction is what a replay does with one step.
@@ -238,8 +242,11 @@ func (c *Client) reviewReplay(ctx context.Context, req ReplayRequest) (*ReplayRe
 	m := p.masker(c)
 	note := m.Text(req.Note)
 	sp := store.RunReplayParams{RunID: req.RunID, Step: req.Step, Actor: req.Actor, Note: note, Now: c.now(ctx)}
-	if req.PlanDigest != "" {
+	switch {
+	case req.PlanDigest != "":
 		sp.StepVersions = p.versions
+	case req.Version != "" && req.Step != "":
+		sp.StepVersions = map[string]string{req.Step: req.Version}
 	}
 	if p.input != nil {
 		sp.Input, sp.BaseInput, sp.Entity, sp.Diff = p.input, p.run.Input, p.plan.Entity, p.diff

@@ -2,6 +2,7 @@ package onceflowui_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/store"
 )
 
@@ -119,5 +121,66 @@ func TestBrowserStalePreviewIsRefused(t *testing.T) {
 	}
 	if n := b.dest.count("/notify"); n != notifies+1 {
 		t.Fatalf("the destination got %d requests for notify, want 1", n-notifies)
+	}
+}
+
+// A bulk confirmation acts on exactly the items of its preview: previewed on two items, it
+// abandons the one unchanged, refuses the one retried and parked again since (saying
+// why), and leaves alone the item parked after the preview.
+func TestBrowserBulkConfirmActsOnThePreview(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	b.serve()
+	state := func(runID int64) *onceflow.ReviewItem {
+		t.Helper()
+		it, err := b.client.ReviewGet(ctx, runID, "notify")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	park := func(key string) int64 {
+		t.Helper()
+		run, err := b.client.Start(ctx, "signup", key, map[string]any{"customer_id": "c-" + key, "phone": "12"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor("run "+key+" parked", func() bool { return state(run.ID).State == store.StateNeedsReview })
+		return run.ID
+	}
+	second := park("evt-2002")
+
+	c := newChrome(t, b)
+	c.signIn(adminSecret)
+	c.do("preview an abandon of the workflow's items", chromedp.Navigate(b.srv.URL+"/ui/review?workflow=signup"),
+		chromedp.WaitVisible(chromedp.ID("bulk-form")),
+		chromedp.SetValue(chromedp.CSS(`#bulk-form select[name="action"]`), "abandon"),
+		chromedp.SendKeys(chromedp.CSS(`#bulk-form input[name="note"]`), "customers left"),
+		chromedp.Click(chromedp.CSS(`#bulk-form button[name="dry_run"]`)), chromedp.WaitVisible(chromedp.ID("bulk-confirm")))
+	if s := c.text("#bulk-summary"); !strings.Contains(s, "would apply to 2,") {
+		t.Fatalf("the preview says %q", s)
+	}
+
+	// Meanwhile a third item is parked, and the first is retried and parked again.
+	third := park("evt-2003")
+	if _, err := b.client.ReviewRetry(ctx, onceflow.ReviewAction{RunID: b.runID, Step: "notify", Actor: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the first item parked again", func() bool {
+		it := state(b.runID)
+		return it.State == store.StateNeedsReview && it.Attempts == 2
+	})
+
+	c.do("confirm", chromedp.Click(chromedp.ID("bulk-confirm-button")), chromedp.WaitVisible(chromedp.CSS("#bulk-summary.applied")))
+	if s := c.text("#bulk-summary"); !strings.Contains(s, "applied to 1, refused for 1") {
+		t.Fatalf("the confirmation says %q", s)
+	}
+	if r := c.text("#bulk-report"); !strings.Contains(r, "changed since") || strings.Contains(r, fmt.Sprintf("run %d ", third)) {
+		t.Fatalf("the report:\n%s", r)
+	}
+	for id, want := range map[int64]store.State{second: store.StateFailed, b.runID: store.StateNeedsReview, third: store.StateNeedsReview} {
+		if got := state(id).State; got != want {
+			t.Errorf("run %d notify is %s after the confirmation, want %s", id, got, want)
+		}
 	}
 }

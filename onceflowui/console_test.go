@@ -402,6 +402,11 @@ func testBulkPreviewThenApply(t *testing.T, b *bundle) {
 		t.Fatal("the preview changed the item")
 	}
 	form.Del("dry_run")
+	// Without the items of its preview, the action is refused: it never runs the filter
+	// again.
+	resp, body = br.post("/ui/review/bulk", form)
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	form["item"] = confirmItems(bulkPreview(t, br, form))
 	resp, body = br.post("/ui/review/bulk", form)
 	wantStatus(t, resp, body, http.StatusOK)
 	if !strings.Contains(body, "applied to 1, refused for 0") {
@@ -411,12 +416,36 @@ func testBulkPreviewThenApply(t *testing.T, b *bundle) {
 	if err != nil || it.State != store.StateFailed {
 		t.Fatalf("after a bulk abandon the item is %+v, %v", it, err)
 	}
-	// Once more: nothing left to act on, reported per item (none).
+	// Once more: the item is no longer in review, and says so.
 	resp, body = br.post("/ui/review/bulk", form)
 	wantStatus(t, resp, body, http.StatusOK)
-	if !strings.Contains(body, "applied to 0, refused for 0") {
+	if !strings.Contains(body, "applied to 0, refused for 1") || !strings.Contains(body, "not in review") {
 		t.Fatalf("second bulk report:\n%s", body)
 	}
+}
+
+// itemRE reads the items a bulk preview's confirmation names.
+var itemRE = regexp.MustCompile(`name="item" value="([^"]+)"`)
+
+func confirmItems(page string) []string {
+	var out []string
+	for _, m := range itemRE.FindAllStringSubmatch(page, -1) {
+		out = append(out, html.UnescapeString(m[1]))
+	}
+	return out
+}
+
+// bulkPreview is the page of the bulk preview of form (its dry run).
+func bulkPreview(t *testing.T, br *browser, form url.Values) string {
+	t.Helper()
+	dry := url.Values{}
+	for k, v := range form {
+		dry[k] = v
+	}
+	dry.Set("dry_run", "1")
+	resp, body := br.post("/ui/review/bulk", dry)
+	wantStatus(t, resp, body, http.StatusOK)
+	return body
 }
 
 func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {

@@ -328,10 +328,46 @@ type bulkRow struct {
 	Error   string
 	Plan    *apiv1.Plan
 	ItemURL string
+	// Confirm is, for an item the preview would act on, how the confirmation names it
+	// (confirmItem).
+	Confirm string
 }
 
-// bulk is POST /ui/review/bulk: one action on every item the filter selects, or with
-// dry_run its preview; each item reports on its own.
+// confirmItem is how a bulk confirmation's form names an item of its preview: run,
+// version, plan digest and step, separated by colons (the step last, as the only part
+// that may hold one).
+func confirmItem(it *onceflow.BulkItem) string {
+	digest := ""
+	if it.Plan != nil {
+		digest = it.Plan.Digest
+	}
+	return strconv.FormatInt(it.RunID, 10) + ":" + it.Version + ":" + digest + ":" + it.Step
+}
+
+// readItems reads the items a bulk confirmation names.
+func readItems(values []string) ([]onceflow.BulkTarget, error) {
+	var out []onceflow.BulkTarget
+	for _, v := range values {
+		parts := strings.SplitN(v, ":", 4)
+		var id int64
+		var err error
+		if len(parts) == 4 {
+			id, err = strconv.ParseInt(parts[0], 10, 64)
+		}
+		if len(parts) != 4 || err != nil || id <= 0 || parts[1] == "" || parts[3] == "" {
+			return nil, &pageError{Status: http.StatusBadRequest, Title: "Invalid confirmation",
+				Detail: "the confirmation does not name the items of a preview; preview the action again. Nothing was changed."}
+		}
+		out = append(out, onceflow.BulkTarget{RunID: id, Version: parts[1], PlanDigest: parts[2], Step: parts[3]})
+	}
+	return out, nil
+}
+
+// bulk is POST /ui/review/bulk: with dry_run, the preview of an action on every item the
+// filter selects; without, the confirmation, which acts on exactly the items the preview
+// showed (its form names each with its version and, for a replay, its plan's digest):
+// an item that changed since is refused with its reason, one that appeared since is not
+// touched. Each item reports on its own.
 func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 	f, of, err := readFilter(r.PostForm.Get)
 	if err != nil {
@@ -339,12 +375,23 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 	}
 	form := readForm(r)
 	d := bulkData{Filter: f, Action: r.PostForm.Get("action"), Form: form, DryRun: r.PostForm.Get("dry_run") != ""}
-	req := onceflow.BulkRequest{Filter: of, Action: onceflow.BulkAction(d.Action), Actor: sessionFrom(r).Actor(), Note: form.Note,
+	req := onceflow.BulkRequest{Action: onceflow.BulkAction(d.Action), Actor: sessionFrom(r).Actor(), Note: form.Note,
 		SendAgain: form.SendAgain, ItHappened: form.ItHappened, DryRun: d.DryRun}
 	switch req.Action {
 	case onceflow.BulkRetry, onceflow.BulkResolve, onceflow.BulkAbandon, onceflow.BulkReplay:
 	default:
 		return &pageError{Status: http.StatusBadRequest, Title: "Invalid action", Detail: "choose retry, resolve, abandon or replay"}
+	}
+	if d.DryRun {
+		req.Filter = of
+	} else {
+		if req.Items, err = readItems(r.PostForm["item"]); err != nil {
+			return err
+		}
+		if len(req.Items) == 0 {
+			return &pageError{Status: http.StatusBadRequest, Title: "Preview first",
+				Detail: "a bulk action acts on the items of its preview: preview it, then confirm. Nothing was changed."}
+		}
 	}
 	if req.MergePatch, err = jsonField("The correction", form.Patch); err != nil {
 		return err
@@ -370,6 +417,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 			d.Refused++
 		} else {
 			d.OK++
+			row.Confirm = confirmItem(it)
 		}
 		if it.Plan != nil {
 			p := apiv1.NewPlan(it.Plan)
