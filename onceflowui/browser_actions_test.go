@@ -184,3 +184,57 @@ func TestBrowserBulkConfirmActsOnThePreview(t *testing.T) {
 		}
 	}
 }
+
+// Cancel, Abandon and Pause ask first: one click shows what will happen and changes
+// nothing; only the confirmation acts.
+func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	item := func() store.State {
+		t.Helper()
+		it, err := b.client.ReviewGet(ctx, b.runID, "notify")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it.State
+	}
+	c := newChrome(t, b)
+	c.signIn(adminSecret)
+
+	c.do("one click on cancel", chromedp.Navigate(b.srv.URL+"/ui/runs/1"), chromedp.WaitVisible(chromedp.ID("cancel")),
+		chromedp.SendKeys(chromedp.ID("cancel-note"), "customer withdrew"),
+		chromedp.Click(chromedp.ID("cancel")), chromedp.WaitVisible(chromedp.ID("confirm-page")))
+	if h, l := c.text("h1"), c.text("#consequences"); h != "Cancel run 1?" || !strings.Contains(l, "notify (needs_review) is cancelled") {
+		t.Fatalf("the cancel's confirmation says %q: %q", h, l)
+	}
+	if run, err := b.store.RunGetByID(ctx, b.runID); err != nil || run.State == store.StateCancelled || item() != store.StateNeedsReview {
+		t.Fatalf("one click on cancel acted: run %+v (%v), item %s", run, err, item())
+	}
+	c.do("go back", chromedp.Click(chromedp.ID("confirm-back")), chromedp.WaitVisible(chromedp.ID("graph")))
+
+	c.do("one click on abandon", chromedp.Navigate(b.srv.URL+"/ui/review/1/notify"), chromedp.WaitVisible(chromedp.ID("abandon")),
+		chromedp.Click(chromedp.ID("abandon")), chromedp.WaitVisible(chromedp.ID("confirm-page")))
+	if h := c.text("h1"); h != "Abandon run 1 step notify?" {
+		t.Fatalf("the abandon's confirmation says %q", h)
+	}
+	if s := item(); s != store.StateNeedsReview {
+		t.Fatalf("one click on abandon left the item %s", s)
+	}
+	c.do("confirm the abandon", chromedp.Click(chromedp.ID("confirm-action")), chromedp.WaitVisible(chromedp.ID("flash")))
+	if s := item(); s != store.StateFailed {
+		t.Fatalf("the confirmed abandon left the item %s, want failed", s)
+	}
+
+	c.do("one click on pause", chromedp.Navigate(b.srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.ID("pause-signup")),
+		chromedp.Click(chromedp.ID("pause-signup")), chromedp.WaitVisible(chromedp.ID("confirm-page")))
+	if h := c.text("h1"); h != "Pause signup?" {
+		t.Fatalf("the pause's confirmation says %q", h)
+	}
+	if list, err := b.client.PausedWorkflows(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("one click on pause paused %+v (%v)", list, err)
+	}
+	c.do("confirm the pause", chromedp.Click(chromedp.ID("confirm-action")), chromedp.WaitVisible(chromedp.ID("paused-signup")))
+	if list, err := b.client.PausedWorkflows(ctx); err != nil || len(list) != 1 || list[0].Workflow != "signup" {
+		t.Fatalf("after the confirmed pause the paused workflows are %+v (%v)", list, err)
+	}
+}

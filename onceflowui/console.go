@@ -62,7 +62,7 @@ type Console struct {
 }
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "error"}
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "confirm", "error"}
 
 // New returns a Console for cfg; the error says what is wrong with cfg.
 func New(cfg Config) (*Console, error) {

@@ -622,7 +622,17 @@ func TestCancelRunThroughConsole(t *testing.T) {
 		t.Fatalf("after refused cancels the step is %s, want needs_review", s)
 	}
 
+	// The button asks first, naming what will happen, and changes nothing.
 	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}})
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "Cancel run 1?") || !strings.Contains(body, "<li>notify (needs_review) is cancelled</li>") ||
+		!strings.Contains(body, `name="confirmed" value="1"`) || !strings.Contains(body, `value="customer withdrew"`) {
+		t.Fatalf("the cancel's confirmation page:\n%s", body)
+	}
+	if s := stepState(); s != store.StateNeedsReview {
+		t.Fatalf("asking to cancel changed the step to %s", s)
+	}
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/ui/runs/1?done=") {
 		t.Fatalf("cancel redirects to %q", loc)
@@ -655,6 +665,8 @@ func TestCancelRunThroughConsole(t *testing.T) {
 
 	// Nothing is left to cancel.
 	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusConflict)
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusConflict)
 }
 
@@ -725,7 +737,17 @@ func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
 		t.Fatalf("after a pause of an unknown workflow the paused workflows are %+v, want none", list)
 	}
 
+	// The button asks first, naming what will happen, and pauses nothing.
 	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"CRM maintenance"}})
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "Pause signup?") || !strings.Contains(body, "No process claims a step of signup until it is resumed") ||
+		!strings.Contains(body, `name="confirmed" value="1"`) {
+		t.Fatalf("the pause's confirmation page:\n%s", body)
+	}
+	if list := paused(); len(list) != 0 {
+		t.Fatalf("asking to pause paused %+v", list)
+	}
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"CRM maintenance"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	loc := resp.Header.Get("Location")
 	if !strings.HasPrefix(loc, "/ui/?done=") {
@@ -766,7 +788,7 @@ func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
 	}
 
 	// A second pause changes and records nothing, and says so.
-	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"again"}})
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"again"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	resp, body = admin.get(resp.Header.Get("Location"))
 	if !strings.Contains(body, `id="flash">Workflow signup was already paused; nothing changed.`) {

@@ -28,8 +28,16 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	if !confirmed(r) {
+		d, err := c.loadRun(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		return c.confirmCancel(w, r, d, note)
+	}
 	actor := sessionFrom(r).Actor()
-	res, err := c.cfg.Client.CancelRun(r.Context(), id, actor, strings.TrimSpace(r.PostForm.Get("note")))
+	res, err := c.cfg.Client.CancelRun(r.Context(), id, actor, note)
 	switch {
 	case errors.Is(err, onceflow.ErrNotFound):
 		return &pageError{Status: http.StatusNotFound, Title: "Run not found", Detail: fmt.Sprintf("run %d does not exist", id)}
@@ -56,6 +64,9 @@ func (c *Console) workflowPause(pause bool) handlerFunc {
 		name := r.PathValue("name")
 		actor := sessionFrom(r).Actor()
 		note := strings.TrimSpace(r.PostForm.Get("note"))
+		if pause && !confirmed(r) {
+			return c.confirmPause(ctx, w, r, name, note)
+		}
 		do, verb := c.cfg.Client.ResumeWorkflow, "resumed"
 		if pause {
 			do, verb = c.cfg.Client.PauseWorkflow, "paused"

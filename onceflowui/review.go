@@ -281,6 +281,16 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	case "abandon":
+		if !confirmed(r) {
+			it, err := c.cfg.Client.ReviewGet(ctx, runID, step)
+			if err != nil {
+				return c.refuse(w, r, runID, step, f, err)
+			}
+			if it.State == onceflow.StateNeedsReview && !it.EffectMayExist {
+				return c.confirmAbandon(w, r, runID, step, f.Note)
+			}
+			// Otherwise the abandon is refused, with its reason, and nothing is written.
+		}
 		if _, err = c.cfg.Client.ReviewAbandon(ctx, a); err == nil {
 			done = doneAbandoned
 		}
