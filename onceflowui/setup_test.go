@@ -124,6 +124,8 @@ type bundle struct {
 	dest   *destination
 	srv    *httptest.Server
 	runID  int64
+	// path is the SQLite file of the store ("" on PostgreSQL).
+	path string
 	// api is the JSON API over the same client, store, tokens and redaction; every request
 	// made to it, and its answer, is checked against the OpenAPI document.
 	api *httptest.Server
@@ -132,16 +134,17 @@ type bundle struct {
 // openStore opens a new, empty store of backend: a SQLite file, or a schema of its own in
 // the PostgreSQL database of ONCEFLOW_TEST_POSTGRES_URL (skipped without it, failed under
 // CI=true), dropped when the test ends.
-func openStore(t *testing.T, backend string) store.Store {
+func openStore(t *testing.T, backend string) (store.Store, string) {
 	t.Helper()
 	ctx := t.Context()
 	if backend == "sqlite" {
-		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+		path := filepath.Join(t.TempDir(), "onceflow.db")
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		return st
+		return st, path
 	}
 	u, schema := testsvc.PostgresSchema(t, "onceflowui_test_")
 	st, err := postgres.Open(ctx, u, postgres.Options{Schema: schema})
@@ -152,7 +155,7 @@ func openStore(t *testing.T, backend string) store.Store {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, ""
 }
 
 // eachStore runs f on a bundle over SQLite and one over PostgreSQL.
@@ -171,7 +174,7 @@ func setup(t *testing.T) *bundle { return setupOn(t, "sqlite") }
 func setupOn(t *testing.T, backend string) *bundle {
 	t.Helper()
 	ctx := t.Context()
-	st := openStore(t, backend)
+	st, path := openStore(t, backend)
 	dest := newDestination(t)
 	client, err := onceflow.New(onceflow.Config{Store: st, Workers: 2, PollInterval: 20 * time.Millisecond,
 		Redact: onceflow.Redaction{Secrets: []string{canarySecret}}})
@@ -223,7 +226,7 @@ func setupOn(t *testing.T, backend string) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{t: t, store: st, client: client, dest: dest, runID: run.ID}
+	b := &bundle{t: t, store: st, path: path, client: client, dest: dest, runID: run.ID}
 	b.waitFor("notify parked and task completed", func() bool {
 		if _, err := client.Work(ctx); err != nil {
 			t.Fatal(err)
