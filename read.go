@@ -565,6 +565,17 @@ func (c *Client) Activity(ctx context.Context, q ActivityQuery) (*Activity, erro
 	return out, nil
 }
 
+// RunStats is Stats without the steps by state (Stats.Steps is empty): the runs by
+// workflow and state, the review queue by reason and the due steps, which a store counts
+// without reading every step.
+func (c *Client) RunStats(ctx context.Context) (*Stats, error) {
+	st, err := c.store.StatsGet(ctx, store.StatsGetParams{Now: c.now(ctx), WithoutSteps: true})
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: stats: %w", err)
+	}
+	return st, nil
+}
+
 // Ping reports whether the database answers a query (for a readiness check): nil, or
 // the error of a query that reads one run.
 func (c *Client) Ping(ctx context.Context) error {

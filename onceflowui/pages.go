@@ -53,7 +53,7 @@ type bucket struct {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	now := c.cfg.Now()
-	st, err := c.cfg.Client.Stats(ctx)
+	st, err := c.cfg.Client.RunStats(ctx)
 	if err != nil {
 		return err
 	}

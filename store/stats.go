@@ -83,6 +83,9 @@ func (a *Activity) AddActivity(slice int, typ string, n int64) {
 type StatsGetParams struct {
 	// Now decides which steps are due.
 	Now time.Time
+	// WithoutSteps leaves Stats.Steps empty: counting the steps by state reads every step,
+	// which a page that shows runs, the review queue and the due steps does not need.
+	WithoutSteps bool
 }
 
 // Stats are the counts StatsGet returns. Their labels are workflow names, step names,

@@ -13,19 +13,26 @@ import (
 // rows of (kind, workflow, step, state, reason, count).
 const statsQuery = `SELECT 'run', workflow, '', state, '', count(*) FROM runs GROUP BY workflow, state
 	UNION ALL
-	SELECT 'step', workflow, name, state, '', count(*) FROM steps GROUP BY workflow, name, state
-	UNION ALL
 	SELECT 'review', workflow, '', '', reason, count(*) FROM steps WHERE state = 'needs_review' GROUP BY workflow, reason
 	UNION ALL
 	SELECT 'due', workflow, '', '', '', count(*) FROM steps
 		WHERE state IN ('pending', 'retrying') AND waiting = 0 AND next_at <= $1 GROUP BY workflow`
+
+// stepsQuery adds the steps by state to statsQuery (StatsGetParams.WithoutSteps unset).
+const stepsQuery = `
+	UNION ALL
+	SELECT 'step', workflow, name, state, '', count(*) FROM steps GROUP BY workflow, name, state`
 
 // StatsGet implements store.StatsStore.
 func (s *Store) StatsGet(ctx context.Context, p store.StatsGetParams) (*store.Stats, error) {
 	var out *store.Stats
 	err := s.read(ctx, "stats get", func(q querier) error {
 		out = &store.Stats{}
-		rows, err := q.Query(ctx, statsQuery, p.Now)
+		sql := statsQuery
+		if !p.WithoutSteps {
+			sql += stepsQuery
+		}
+		rows, err := q.Query(ctx, sql, p.Now)
 		if err != nil {
 			return err
 		}

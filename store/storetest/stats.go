@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/store"
@@ -86,6 +87,31 @@ func testStatsCounts(h *harness) {
 	// Once y's backoff is over it is due too; a step due in the future is not.
 	h.wantStats(at(time.Minute), append(slices.Clone(want), "due orders 2", "due other 1")...)
 	h.wantStats(base.Add(-time.Second), want...)
+	// Without the steps, the rest is the same; and the counts of runs follow a run's
+	// changes of state and its deletion.
+	st, err := h.s.StatsGet(h.ctx, store.StatsGetParams{Now: at(30 * time.Second), WithoutSteps: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	lines := statLines(st)
+	var noSteps []string
+	for _, l := range append(slices.Clone(want), "due orders 1", "due other 1") {
+		if !strings.HasPrefix(l, "step ") {
+			noSteps = append(noSteps, l)
+		}
+	}
+	slices.Sort(noSteps)
+	wantEqual(h.t, "stats without the steps", fmt.Sprint(lines), fmt.Sprint(noSteps))
+	if _, err := h.s.ReviewAbandon(h.ctx, action(b, "x", at(time.Hour))); err != nil {
+		h.t.Fatal(err)
+	}
+	failed := 0
+	for _, c := range h.stats(at(time.Hour)).Runs {
+		if c.Workflow == "orders" && c.State == store.StateFailed {
+			failed += int(c.Count)
+		}
+	}
+	wantEqual(h.t, "failed runs after an abandon", failed, 1)
 }
 
 // A step completed from the ledger is listed with its run in ClaimResult.ReusedSteps.
