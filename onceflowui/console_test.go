@@ -970,3 +970,57 @@ func TestBannerFromCodesOnly(t *testing.T) {
 		}
 	}
 }
+
+// The pages this console adds before an action — the confirmations of a cancel, an abandon
+// and a pause, the bulk preview with its items, the replay preview with its digest — carry
+// the security headers, no inline script, and what was typed or stored (a note, a run key,
+// a correction holding markup) only escaped.
+func TestConfirmationPagesEscapeWhatTheyShow(t *testing.T) {
+	b := setup(t)
+	const payload = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+	run, err := b.client.Start(t.Context(), "signup", "evt-<b>"+`"x'`, map[string]any{"customer_id": "c-<i>9</i>", "phone": "12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the hostile run parked", func() bool {
+		if _, err := b.client.Work(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		it, err := b.client.ReviewGet(t.Context(), run.ID, "notify")
+		return err == nil && it.State == store.StateNeedsReview
+	})
+	br := b.browser()
+	br.signIn(adminSecret)
+	_, page := br.get("/ui/")
+	csrf := csrfOf(t, page)
+	id := strconv.FormatInt(run.ID, 10)
+	inline := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|<script>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
+	for path, form := range map[string]url.Values{
+		"/ui/runs/" + id + "/cancel":           {"csrf": {csrf}, "note": {payload}},
+		"/ui/review/" + id + "/notify/abandon": {"csrf": {csrf}, "note": {payload}},
+		"/ui/workflows/signup/pause":           {"csrf": {csrf}, "note": {payload}},
+		"/ui/review/bulk":                      {"csrf": {csrf}, "action": {"abandon"}, "dry_run": {"1"}, "note": {payload}, "workflow": {"signup"}},
+		"/ui/review/" + id + "/notify/preview": {"csrf": {csrf}, "note": {payload}, "merge_patch": {`{"phone": "+49151", "name": ` + strconv.Quote(payload) + `}`}},
+	} {
+		resp, body := br.post(path, form)
+		wantStatus(t, resp, body, http.StatusOK)
+		if resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("%s: headers %v", path, resp.Header)
+		}
+		// The payload's text shows, escaped (its " onerror=" inside an attribute value is
+		// text): what must not appear is its markup.
+		if m := inline.FindString(strings.ReplaceAll(body, " onerror=alert(2)", "")); m != "" || strings.Contains(body, "<script>alert") ||
+			strings.Contains(body, "<img") || strings.Contains(body, "<b>") || strings.Contains(body, "<i>9") {
+			t.Errorf("%s: unescaped markup %q in\n%s", path, m, body)
+		}
+		if strings.HasSuffix(path, "/cancel") && !strings.Contains(body, "evt-&lt;b&gt;") {
+			t.Errorf("the cancel's confirmation does not name the run key:\n%s", body)
+		}
+	}
+	if it, _ := b.client.ReviewGet(t.Context(), run.ID, "notify"); it.State != store.StateNeedsReview {
+		t.Fatalf("the pages before the actions changed the item: %s", it.State)
+	}
+	if list, _ := b.client.PausedWorkflows(t.Context()); len(list) != 0 {
+		t.Fatalf("the pause's confirmation paused %+v", list)
+	}
+}
