@@ -3,6 +3,8 @@ package onceflowui_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,6 +62,18 @@ func (c *chrome) eval(js string) bool {
 	return v
 }
 
+// screenshot writes the page to name in screenshotDir.
+func (c *chrome) screenshot(name string) {
+	c.t.Helper()
+	png, err := chromedp.Run(c.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		c.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir(c.t), name), png, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func (c *chrome) signIn(secret string) {
 	c.t.Helper()
 	c.do("sign in", chromedp.Navigate(c.b.srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")),
@@ -97,6 +111,7 @@ func TestBrowserStalePreviewIsRefused(t *testing.T) {
 		!c.eval(`document.getElementById("preview-result").classList.contains("stale")`) {
 		t.Fatal("after the correction changed, the preview is not marked stale with its Confirm disabled")
 	}
+	c.screenshot("console-stale-preview.png")
 	// Forced through, the stale Confirm is refused: the plan it names is not the plan of
 	// the correction in the box.
 	notifies := b.dest.count("/notify")
@@ -160,6 +175,7 @@ func TestBrowserBulkConfirmActsOnThePreview(t *testing.T) {
 	if s := c.text("#bulk-summary"); !strings.Contains(s, "would apply to 2,") {
 		t.Fatalf("the preview says %q", s)
 	}
+	c.screenshot("console-bulk-preview.png")
 
 	// Meanwhile a third item is parked, and the first is retried and parked again.
 	third := park("evt-2003")
@@ -207,6 +223,7 @@ func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 	if h, l := c.text("h1"), c.text("#consequences"); h != "Cancel run 1?" || !strings.Contains(l, "notify (needs_review) is cancelled") {
 		t.Fatalf("the cancel's confirmation says %q: %q", h, l)
 	}
+	c.screenshot("console-confirm-cancel.png")
 	if run, err := b.store.RunGetByID(ctx, b.runID); err != nil || run.State == store.StateCancelled || item() != store.StateNeedsReview {
 		t.Fatalf("one click on cancel acted: run %+v (%v), item %s", run, err, item())
 	}
