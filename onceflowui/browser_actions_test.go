@@ -46,7 +46,8 @@ func (c *chrome) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 
 func (c *chrome) text(sel string) string {
 	c.t.Helper()
-	s, err := chromedp.Run(c.ctx, chromedp.Text(chromedp.CSS(sel)))
+	// Read in one script, as a live region may replace the node at any time.
+	s, err := chromedp.Run(c.ctx, chromedp.Evaluate[string](`(function (e) { return e ? e.innerText : null; })(document.querySelector(`+strconv.Quote(sel)+`))`))
 	if err != nil {
 		c.t.Fatalf("text of %s: %v", sel, err)
 	}
