@@ -36,7 +36,7 @@ type AuditEntry struct {
 	// ID orders the events: IDs increase in commit order.
 	ID   int64
 	At   time.Time
-	Type string
+	Type EventType
 	// RunID, StepID, Workflow, Entity, StepName, EffectKey and Attempt name what the
 	// event is about; zero where it is about no run or step.
 	RunID     int64
@@ -48,7 +48,7 @@ type AuditEntry struct {
 	Attempt   int
 	// Actor is who acted: a worker, api, token:NAME, cli:NAME, the scheduler.
 	Actor  string
-	Reason string
+	Reason Reason
 	// Detail is a JSON object with the facts specific to the event's type.
 	Detail json.RawMessage
 	// Why says what the event means, in a sentence (see Explain).
@@ -151,7 +151,7 @@ type KeyUse struct {
 	Entity   string
 	Step     string
 	// Last is the type of the latest event of this step about the key.
-	Last string
+	Last EventType
 }
 
 // Seen reports whether anything is known about the key: a ledger row or an audit event.
@@ -329,7 +329,7 @@ func Explain(e *store.Event) string {
 		}
 		policyText(&b, d["policy"])
 	case store.EventStepCompleted:
-		if e.Reason == "effect_reused" {
+		if e.Reason == store.ReasonEffectReused {
 			w("completed without acting: key completed by run %s step %s at %s; its result is reused", str("completed_by_run"), str("completed_by_step"), when("completed_at"))
 		} else {
 			w("completed on attempt %d", e.Attempt)
@@ -360,7 +360,7 @@ func Explain(e *store.Event) string {
 		if str("send_again") == "true" {
 			w(", sending the effect again under the same key")
 		}
-		w(" (it waited for: %s)", reasonText(str("previous_reason")))
+		w(" (it waited for: %s)", reasonText(Reason(str("previous_reason"))))
 		note()
 	case store.EventReviewResolved:
 		w("resolved by hand by %s: step completed", e.Actor)
@@ -378,7 +378,7 @@ func Explain(e *store.Event) string {
 		w("abandoned by %s: step failed, the steps that need it cancelled", e.Actor)
 		note()
 	case store.EventReviewReplayed:
-		w("made pending again by %s's replay (it was %s: %s)", e.Actor, str("previous_state"), reasonText(str("previous_reason")))
+		w("made pending again by %s's replay (it was %s: %s)", e.Actor, str("previous_state"), reasonText(Reason(str("previous_reason"))))
 		if r := str("revision"); r != "" {
 			w(" with input revision %s", r)
 		}
@@ -403,17 +403,27 @@ func Explain(e *store.Event) string {
 		w("%s signed in to the web console (scope %s; the session ends by %s)", e.Actor, str("scope"), when("expires"))
 	case store.EventConsoleSignedOut:
 		w("%s signed out of the web console", e.Actor)
+	case store.EventConsoleSessionEnded:
+		w("%s ended the web console session %s of %s", e.Actor, str("ended_session"), str("ended_actor"))
 	default:
 		w("%s", e.Type)
 		if e.Reason != "" {
 			w(" (%s)", e.Reason)
 		}
 	}
+	// What a person did in the web console names the session and the address it came from
+	// (store.Origin), so that two sessions of one token are told apart.
+	if s := str("session"); s != "" {
+		w(" — console session %s", s)
+		if c := str("client"); c != "" {
+			w(" from %s", c)
+		}
+	}
 	return b.String()
 }
 
 // reasonText says what a reason code means.
-func reasonText(r string) string {
+func reasonText(r Reason) string {
 	switch r {
 	case store.ReasonPermanentError:
 		return "permanent error: the destination refused for good"
@@ -441,12 +451,12 @@ func reasonText(r string) string {
 		return "a step it needs failed"
 	case store.ReasonDependencySkipped:
 		return "a step it needs was skipped"
-	case "condition_false":
+	case store.ReasonConditionFalse:
 		return "its condition is false"
 	case "":
 		return "no reason recorded"
 	}
-	return r
+	return string(r)
 }
 
 // policyText appends the retry policy that decided, read from an event's detail.

@@ -144,7 +144,7 @@ func TestWorkerKilledMidStep(t *testing.T) {
 		t.Fatalf("attempts: %+v %+v", attempts[0], attempts[1])
 	}
 	evs := b.events(t, store.EventListParams{RunID: run.ID})
-	want := []string{store.EventStepClaimed, store.EventLeaseExpired, store.EventStepRetryPlanned, store.EventStepClaimed, store.EventStepCompleted}
+	want := []store.EventType{store.EventStepClaimed, store.EventLeaseExpired, store.EventStepRetryPlanned, store.EventStepClaimed, store.EventStepCompleted}
 	if got := eventTypes(evs, "crm"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("crm events %v, want %v", got, want)
 	}

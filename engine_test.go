@@ -96,7 +96,7 @@ func TestRetryableErrorsThenSuccess(t *testing.T) {
 
 	// The audit trail, in order.
 	evs := b.events(t, store.EventListParams{RunID: run.ID})
-	want := []string{
+	want := []store.EventType{
 		store.EventRunCreated,
 		store.EventStepClaimed, store.EventRunStateChanged, store.EventStepRetryPlanned, store.EventRunStateChanged,
 		store.EventStepClaimed, store.EventRunStateChanged, store.EventStepRetryPlanned, store.EventRunStateChanged,
@@ -187,7 +187,7 @@ func TestPermanentErrorParksStepAndBlocksDependents(t *testing.T) {
 		t.Fatalf("ledger row for a refused effect: %v", err)
 	}
 	evs := b.events(t, store.EventListParams{RunID: run.ID})
-	if got, want := eventTypes(evs, "invoice"), []string{store.EventStepClaimed, store.EventStepNeedsReview}; !reflect.DeepEqual(got, want) {
+	if got, want := eventTypes(evs, "invoice"), []store.EventType{store.EventStepClaimed, store.EventStepNeedsReview}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("invoice events %v, want %v", got, want)
 	}
 	toReview := 0
@@ -265,7 +265,7 @@ func TestSharedEffectKeyAcrossRuns(t *testing.T) {
 		t.Fatalf("welcome steps saw %v", welcomed)
 	}
 	evs := b.events(t, store.EventListParams{RunID: second.ID})
-	if got, want := eventTypes(evs, "crm"), []string{store.EventEffectReused, store.EventStepCompleted}; !reflect.DeepEqual(got, want) {
+	if got, want := eventTypes(evs, "crm"), []store.EventType{store.EventEffectReused, store.EventStepCompleted}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("second run's crm events %v, want %v", got, want)
 	}
 	for _, e := range evs {

@@ -43,7 +43,7 @@ type StepError struct {
 	ResponseExcerpt string
 	// Reason, when set, is the review reason code used if the step is parked (for example
 	// "destination_blocked"); the default is permanent_error or attempts_exhausted.
-	Reason string
+	Reason Reason
 	Err    error
 }
 
@@ -75,7 +75,7 @@ func UnknownOutcomeError(err error) error {
 
 // SkipStep ends the step skipped with reason (a short code such as "transition_invalid")
 // and the explanation err.
-func SkipStep(reason string, err error) error {
+func SkipStep(reason Reason, err error) error {
 	return &StepError{Class: Skipped, Reason: reason, Err: err}
 }
 

@@ -99,7 +99,7 @@ func classOfOutcome(o store.Outcome) ErrorClass {
 func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 	_, sd := c.step(cand.Step.Workflow, cand.Step.Name)
 	if sd == nil {
-		return store.EffectSpec{}, &store.PrepareError{Reason: "step_not_defined",
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonStepNotDefined,
 			Err: fmt.Errorf("workflow %q has no step %q in this worker's definition", cand.Step.Workflow, cand.Step.Name)}
 	}
 	sc := stepContext(cand.Run, cand.Step, cand.Outputs, cand.Step.Attempt+1, cand.Step.LastOutcome)
@@ -107,20 +107,20 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 		// A time the run does not have may belong to a step whose condition is false.
 		if sd.When != nil {
 			if ok, werr := sd.When(sc); werr == nil && !ok {
-				return store.EffectSpec{Skip: "condition_false"}, nil
+				return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 			}
 		}
-		return store.EffectSpec{}, &store.PrepareError{Reason: "not_before_invalid", Err: err}
+		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonNotBeforeInvalid, Err: err}
 	} else if due.After(c.clock.now()) {
 		return store.EffectSpec{WaitUntil: due}, nil
 	}
 	if sd.When != nil {
 		ok, err := sd.When(sc)
 		if err != nil {
-			return store.EffectSpec{}, &store.PrepareError{Reason: "condition_error", Err: err}
+			return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonConditionError, Err: err}
 		}
 		if !ok {
-			return store.EffectSpec{Skip: "condition_false"}, nil
+			return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 		}
 	}
 	data, err := sc.TemplateData()
@@ -139,11 +139,11 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 		sc.EffectKey = key
 		v, err := sd.Fingerprint(sc)
 		if err != nil {
-			return store.EffectSpec{}, &store.PrepareError{Reason: "fingerprint_failed", Err: err}
+			return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonFingerprintFailed, Err: err}
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return store.EffectSpec{}, &store.PrepareError{Reason: "fingerprint_failed", Err: err}
+			return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonFingerprintFailed, Err: err}
 		}
 		sum := sha256.Sum256(b)
 		spec.Fingerprint = hex.EncodeToString(sum[:])
@@ -302,84 +302,89 @@ func (c *Client) decide(sd *stepDef, st *store.Step, out any, err error, cause e
 	if err == nil {
 		b, merr := encodeOutput(out)
 		if merr == nil {
-			p.Outcome, p.NextState, p.Output = store.OutcomeSuccess, store.StateCompleted, b
+			p.Complete(b)
 			return p
 		}
 		// The effect happened: keep its key held and let a person decide.
-		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateNeedsReview, "output_invalid"
+		p.Park(store.OutcomeSuccess, store.ReasonOutputInvalid, nil)
 		p.Error = fmt.Sprintf("the step succeeded but its output cannot be stored as JSON: %v", merr)
 		return p
 	}
 	p.Error = err.Error()
+	if errors.Is(cause, errShutdown) {
+		// Interrupted by shutdown: release it for the next worker, same key.
+		p.Retry(store.OutcomeUnknown, now, store.ReasonWorkerShutdown, nil)
+		return p
+	}
 	// The policy that decided, for the audit event of a failure.
 	policy := map[string]any{"max_attempts": sd.retry.MaxAttempts, "initial": sd.retry.Initial.String(),
 		"max": sd.retry.Max.String(), "multiplier": sd.retry.Multiplier, "max_retry_after": sd.retry.MaxRetryAfter.String(),
 		"on_failure": string(sd.OnFailure), "on_unknown": string(sd.OnUnknown)}
-	failState := store.StateNeedsReview
-	if sd.OnFailure == Fail {
-		failState = store.StateFailed
-	}
 	// A manual retry or replay starts a fresh budget: count the attempts since then.
 	counted := st.Attempt - st.AttemptBase
 	if st.AttemptBase > 0 {
 		policy["attempt_base"] = st.AttemptBase
 	}
 	exhausted := counted >= sd.retry.MaxAttempts
-	retry := func(reason string, after time.Duration) {
+	// giveUp ends the attempts as the step's on_failure says: review, or failed.
+	giveUp := func(outcome store.Outcome, reason store.Reason, detail map[string]any) {
+		if sd.OnFailure == Fail {
+			p.Fail(outcome, reason, detail)
+		} else {
+			p.Park(outcome, reason, detail)
+		}
+	}
+	// retry makes the step due again after the backoff, or after the destination's
+	// Retry-After when it gave one.
+	retry := func(outcome store.Outcome, reason store.Reason, after time.Duration) {
 		delay := sd.retry.curve().Delay(counted, c.cfg.Rand())
 		d := map[string]any{"policy": policy, "backoff": delay.String()}
 		if after > 0 {
 			delay = after
 			d["retry_after"] = after.String()
 		}
-		p.NextState, p.NextAt, p.Reason, p.Detail = store.StateRetrying, now.Add(delay), reason, d
-	}
-	if errors.Is(cause, errShutdown) {
-		// Interrupted by shutdown: release it for the next worker, same key.
-		p.Outcome, p.NextState, p.NextAt, p.Reason = store.OutcomeUnknown, store.StateRetrying, now, store.ReasonWorkerShutdown
-		return p
+		p.Retry(outcome, now.Add(delay), reason, d)
 	}
 	switch ClassOf(err) {
 	case Skipped:
-		p.Outcome, p.NextState, p.Reason = store.OutcomeSuccess, store.StateSkipped, se.Reason
-		if p.Reason == "" {
-			p.Reason = "nothing_to_do"
+		reason := se.Reason
+		if reason == "" {
+			reason = store.ReasonNothingToDo
 		}
+		p.Skip(reason)
 	case Permanent:
-		p.Outcome, p.NextState, p.Reason = store.OutcomePermanent, failState, store.ReasonPermanentError
-		p.Detail = map[string]any{"policy": policy}
+		reason := store.ReasonPermanentError
 		if se != nil && se.Reason != "" {
-			p.Reason = se.Reason
+			reason = se.Reason
 		}
+		giveUp(store.OutcomePermanent, reason, map[string]any{"policy": policy})
 	case Unknown:
-		p.Outcome = store.OutcomeUnknown
 		switch {
 		case sd.OnUnknown == ReviewUnknown:
-			p.NextState, p.Reason, p.Detail = store.StateNeedsReview, store.ReasonOutcomeUnknown, map[string]any{"policy": policy}
+			p.Park(store.OutcomeUnknown, store.ReasonOutcomeUnknown, map[string]any{"policy": policy})
 		case exhausted:
-			p.NextState, p.Reason, p.Detail = store.StateNeedsReview, store.ReasonOutcomeUnknown, map[string]any{"policy": policy, "attempts_exhausted": true}
+			p.Park(store.OutcomeUnknown, store.ReasonOutcomeUnknown, map[string]any{"policy": policy, "attempts_exhausted": true})
 		default:
-			retry(store.ReasonOutcomeUnknown, 0)
+			retry(store.OutcomeUnknown, store.ReasonOutcomeUnknown, 0)
 		}
 	default:
-		p.Outcome = store.OutcomeRetryable
 		var after time.Duration
 		if se != nil {
 			after = se.RetryAfter
 		}
 		switch {
 		case exhausted:
-			p.NextState, p.Reason, p.Detail = failState, store.ReasonAttemptsExhausted, map[string]any{"policy": policy}
+			giveUp(store.OutcomeRetryable, store.ReasonAttemptsExhausted, map[string]any{"policy": policy})
 		case after > sd.retry.MaxRetryAfter:
 			// Honouring it would leave the step retrying for as long as the destination
 			// says — years — with nobody told. The effect did not happen: a person decides
 			// when to try again.
-			p.NextState, p.Reason = store.StateNeedsReview, store.ReasonRetryAfterTooLong
-			p.Detail = map[string]any{"policy": policy, "retry_after": after.String(), "max_retry_after": sd.retry.MaxRetryAfter.String()}
+			p.Park(store.OutcomeRetryable, store.ReasonRetryAfterTooLong,
+				map[string]any{"policy": policy, "retry_after": after.String(), "max_retry_after": sd.retry.MaxRetryAfter.String()})
 			p.Error = fmt.Sprintf("%s; the destination asked to be tried again in %s, longer than the retry policy's max_retry_after %s: waits for review",
 				p.Error, after, sd.retry.MaxRetryAfter)
 		default:
-			retry(store.ReasonRetryableError, after)
+			retry(store.OutcomeRetryable, store.ReasonRetryableError, after)
 		}
 	}
 	return p

@@ -130,8 +130,8 @@ func (b *bundle) events(t *testing.T, p store.EventListParams) []*store.Event {
 }
 
 // eventTypes lists the types of events, optionally only those of one step.
-func eventTypes(evs []*store.Event, step string) []string {
-	var out []string
+func eventTypes(evs []*store.Event, step string) []store.EventType {
+	var out []store.EventType
 	for _, e := range evs {
 		if step == "" || e.StepName == step {
 			out = append(out, e.Type)

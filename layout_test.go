@@ -17,7 +17,8 @@ import (
 // The module's layout, as the README describes it: internal/ lies beneath the library;
 // the command-line dependencies stay in cmd/; the front-ends read through the client, not
 // the store or the workflow files; no package hands state to another through init() or
-// a package-level function variable; every package says what it is for.
+// a package-level function variable; tests set hooks on an instance (its config or hooks
+// struct), not on a package variable; every package says what it is for.
 //
 // Each rule starts with a list of the packages that break it today. A package leaves the
 // list in the change that mends it, and the test fails while a listed package no longer
@@ -26,7 +27,11 @@ import (
 const module = "github.com/onceflow/onceflow"
 
 // layoutExceptions are today's offenders, by rule.
-var layoutExceptions = map[string][]string{}
+var layoutExceptions = map[string][]string{
+	// The backends' switches for their own tests: a connection wrapper (sqlite), the check
+	// of derived events (sqlite) and a query tracer (postgres).
+	"test hook": {"store/postgres", "store/sqlite"},
+}
 
 // goPackage is one directory's non-test Go files.
 type goPackage struct {
@@ -151,11 +156,14 @@ func TestLayout(t *testing.T) {
 				}
 			}
 		}
+		for name, file := range testAssigned(t, p) {
+			breaks("test hook", p.dir, "its test "+file+" sets the package variable "+name+": make it a field of the instance the test builds")
+		}
 		if docs != 1 {
 			breaks("package doc", p.dir, "has "+strconv.Itoa(docs)+` package doc comments ("Package `+p.name+` …", or "Command …" for a command); a package has one`)
 		}
 	}
-	rules := []string{"internal imports root", "cobra outside cmd", "front-end imports store or flowfile", "reader names a kind", "init", "exported func variable", "package doc"}
+	rules := []string{"internal imports root", "cobra outside cmd", "front-end imports store or flowfile", "reader names a kind", "init", "exported func variable", "test hook", "package doc"}
 	for _, rule := range rules {
 		allowed := layoutExceptions[rule]
 		var dirs []string
@@ -189,4 +197,62 @@ func isKindPackage(ip string) bool {
 	}
 	name, ok := strings.CutPrefix(rest, "internal/")
 	return ok && strings.HasSuffix(name, "step") && !strings.Contains(name, "/")
+}
+
+// testAssigned returns the package-level variables of p that its own test files (package
+// p, not p_test) assign or Store into, each with the first file that does.
+func testAssigned(t *testing.T, p *goPackage) map[string]string {
+	t.Helper()
+	vars := map[string]bool{}
+	for _, f := range p.files {
+		for _, decl := range f.Decls {
+			if d, ok := decl.(*ast.GenDecl); ok && d.Tok == token.VAR {
+				for _, spec := range d.Specs {
+					for _, n := range spec.(*ast.ValueSpec).Names {
+						vars[n.Name] = n.Name != "_"
+					}
+				}
+			}
+		}
+	}
+	names, err := filepath.Glob(filepath.Join(p.dir, "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, name := range names {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name.Name != p.name {
+			continue
+		}
+		// A package-level variable of another file is an identifier the parser leaves
+		// unresolved (Obj nil); a local of the same name is resolved.
+		hit := func(e ast.Expr) {
+			if id, ok := e.(*ast.Ident); ok && id.Obj == nil && vars[id.Name] {
+				if _, seen := out[id.Name]; !seen {
+					out[id.Name] = filepath.Base(name)
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.AssignStmt:
+				if x.Tok == token.ASSIGN {
+					for _, l := range x.Lhs {
+						hit(l)
+					}
+				}
+			case *ast.CallExpr:
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Store" || sel.Sel.Name == "Swap") {
+					hit(sel.X)
+				}
+			}
+			return true
+		})
+	}
+	return out
 }

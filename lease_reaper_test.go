@@ -24,7 +24,7 @@ func TestReaperDecisions(t *testing.T) {
 		maxAttempts int
 		failFirst   int // attempts that fail (retryable) before the vanished worker claims
 		want        store.State
-		wantReason  string
+		wantReason  store.Reason
 		exhausted   bool
 		calls       int // step function calls after the reap, when a worker works
 	}{

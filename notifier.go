@@ -93,7 +93,7 @@ func (c *Client) notifyScan(ctx context.Context, res *NotifyResult) error {
 		staleBefore = c.now(ctx).Add(-longest)
 	}
 	for {
-		page, err := c.store.EventScan(ctx, store.EventScanParams{AfterID: pos, Types: []string{store.EventStepNeedsReview}, Limit: notifyPage})
+		page, err := c.store.EventScan(ctx, store.EventScanParams{AfterID: pos, Types: []store.EventType{store.EventStepNeedsReview}, Limit: notifyPage})
 		if err != nil {
 			return err
 		}

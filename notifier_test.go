@@ -274,7 +274,7 @@ func TestNotifyOneAlertAndOneDigest(t *testing.T) {
 	}
 }
 
-func (b *bundle) only(t *testing.T, evs []*store.Event, typ string) *store.Event {
+func (b *bundle) only(t *testing.T, evs []*store.Event, typ store.EventType) *store.Event {
 	t.Helper()
 	var found *store.Event
 	for _, e := range evs {
@@ -297,7 +297,7 @@ func TestNotifyKindsAreSeparateIncidents(t *testing.T) {
 	team := newSlackSink(t)
 	b, ops := notifySetup(t, func(c *onceflow.Config) {
 		c.Notify.Policies = append(c.Notify.Policies, onceflow.NotifyPolicy{Name: "whatsapp-team", Workflow: "website-lead",
-			Steps: []string{"whatsapp_notice"}, Reasons: []string{store.ReasonPermanentError}, Window: 10 * time.Minute, Channels: []string{"team"}})
+			Steps: []string{"whatsapp_notice"}, Reasons: []store.Reason{store.ReasonPermanentError}, Window: 10 * time.Minute, Channels: []string{"team"}})
 		c.Notify.Channels = append(c.Notify.Channels, slackChannel(t, "team", team))
 	})
 	b.register(t, onceflow.Workflow{Name: "payment", Steps: []onceflow.Step{{ID: "invoice", Do: func(context.Context, *onceflow.StepContext) (any, error) {
@@ -397,7 +397,7 @@ func TestNotifyChannelRetriedUntilItSucceeds(t *testing.T) {
 	}
 }
 
-func eventTypesOf(evs []*store.Event, typ string) []*store.Event {
+func eventTypesOf(evs []*store.Event, typ store.EventType) []*store.Event {
 	var out []*store.Event
 	for _, e := range evs {
 		if e.Type == typ {

@@ -47,7 +47,7 @@ type NotifyPolicy struct {
 	Steps []string
 	// Reasons restricts the policy to these review reasons, such as "permanent_error",
 	// "attempts_exhausted", "outcome_unknown" or "key_conflict".
-	Reasons []string
+	Reasons []Reason
 	// Window is how long after its first event an incident counts repeats before they
 	// are reported in one digest (default DefaultNotifyWindow).
 	Window time.Duration
@@ -88,7 +88,7 @@ type Alert struct {
 	Policy   string `json:"policy"`
 	Workflow string `json:"workflow"`
 	Step     string `json:"step"`
-	Reason   string `json:"reason"`
+	Reason   Reason `json:"reason"`
 	// Count is how many review items the message reports: 1 for an alert, the repeats
 	// for a digest.
 	Count int `json:"count"`
@@ -192,7 +192,7 @@ func (p *NotifyPolicy) window() time.Duration {
 }
 
 // matches reports whether the policy selects a review item of workflow/step for reason.
-func (p *NotifyPolicy) matches(workflow, step, reason string) bool {
+func (p *NotifyPolicy) matches(workflow, step string, reason Reason) bool {
 	return (p.Workflow == "" || p.Workflow == workflow) &&
 		(len(p.Steps) == 0 || slices.Contains(p.Steps, step)) &&
 		(len(p.Reasons) == 0 || slices.Contains(p.Reasons, reason))
@@ -230,7 +230,7 @@ func (a *Alert) describe() {
 		a.Text = fmt.Sprintf("%d more needs_review of %s since %s; examples: %s%s", a.Count, what, alertTime(a.Since), strings.Join(ex, ", "), more)
 		a.Blocks = []map[string]any{
 			section(fmt.Sprintf("*%d more* needs_review of *%s/%s* (`%s`) since %s", a.Count, slackEscape(a.Workflow), slackEscape(a.Step),
-				slackEscape(a.Reason), alertTime(a.Since))),
+				slackEscape(string(a.Reason)), alertTime(a.Since))),
 			section("Examples: " + slackEscape(strings.Join(ex, ", ")+more)),
 			contextBlock(ctx + " · window " + a.Window + " ended " + alertTime(a.Until)),
 		}
@@ -247,7 +247,7 @@ func (a *Alert) describe() {
 	}
 	a.Text += fmt.Sprintf("\nRepeats until %s are reported in one digest (%s).", alertTime(a.Until), ctx)
 	a.Blocks = []map[string]any{
-		section(fmt.Sprintf("*%s/%s* needs review (`%s`): %s at %s", slackEscape(a.Workflow), slackEscape(a.Step), slackEscape(a.Reason),
+		section(fmt.Sprintf("*%s/%s* needs review (`%s`): %s at %s", slackEscape(a.Workflow), slackEscape(a.Step), slackEscape(string(a.Reason)),
 			slackEscape(exampleLine(e)), alertTime(e.At))),
 	}
 	if e.Error != "" {

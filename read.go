@@ -119,7 +119,7 @@ type StepInfo struct {
 	Output      json.RawMessage
 	LastError   string
 	// Reason is the code of the latest decision about the step.
-	Reason    string
+	Reason    Reason
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -182,6 +182,14 @@ type ReviewDetail struct {
 // Outcome classifies how an attempt ended: success, retryable, permanent or unknown.
 type Outcome = store.Outcome
 
+// Reason is a decision's code: why a step waits in review, was skipped or retried, and why
+// an audit event was appended (permanent_error, condition_false, manual_retry, …). A step
+// kind gives its own to SkipStep or StepError.Reason.
+type Reason = store.Reason
+
+// EventType names what an audit event records: run.created, step.needs_review, ….
+type EventType = store.EventType
+
 // EffectState is the state of a ledger row: in_flight or completed.
 type EffectState = store.EffectState
 
@@ -219,8 +227,8 @@ const (
 )
 
 // ReviewReasons lists the reasons of the review queue.
-func ReviewReasons() []string {
-	return []string{ReasonPermanentError, ReasonAttemptsExhausted, ReasonKeyConflict, ReasonOutcomeUnknown,
+func ReviewReasons() []Reason {
+	return []Reason{ReasonPermanentError, ReasonAttemptsExhausted, ReasonKeyConflict, ReasonOutcomeUnknown,
 		ReasonInvalidKey, ReasonDestinationBlocked, ReasonTransitionInvalid, ReasonOutputInvalid, ReasonRetryAfterTooLong}
 }
 
@@ -292,7 +300,7 @@ func (r reader) record(ctx context.Context, runID int64, workflow, what string) 
 		return errors.New("onceflow: an unmasked read needs the actor who reads, for the audit trail")
 	}
 	err := r.c.RecordOperatorEvent(ctx, OperatorEvent{Type: EventDataUnmasked, Actor: r.actor, RunID: runID, Workflow: workflow,
-		Reason: "unmasked", Detail: map[string]any{"read": what}})
+		Reason: store.ReasonUnmasked, Detail: map[string]any{"read": what}})
 	if err != nil {
 		return fmt.Errorf("onceflow: unmasked read of %s: %w", what, err)
 	}
@@ -589,13 +597,13 @@ func (c *Client) Ping(ctx context.Context) error {
 // sign-out of a console, or a read of unmasked data.
 type OperatorEvent struct {
 	// Type is EventConsoleSignedIn, EventConsoleSignedOut or EventDataUnmasked.
-	Type string
+	Type EventType
 	// Actor names the person (token:NAME, cli:ana); required.
 	Actor string
 	// RunID and Workflow name the run the event is about, if any.
 	RunID    int64
 	Workflow string
-	Reason   string
+	Reason   Reason
 	// Detail holds the event's facts (a sign-in's scope and expiry, what was read); it is
 	// masked with the client's secrets.
 	Detail map[string]any

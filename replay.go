@@ -80,7 +80,7 @@ type ReplayStep struct {
 	EffectKey    string
 	CorrectedKey string
 	// Reason is the reason code behind review, skipped and blocked.
-	Reason string
+	Reason Reason
 	// After lists the steps that must complete before this one acts.
 	After []string
 	// Ledger facts: who completed the key and when (skip, kept, reuse), or who holds it
@@ -383,7 +383,7 @@ func planDigest(req ReplayRequest, run *store.Run, steps []*store.Step, plan *Re
 	}
 	for _, ps := range plan.Steps {
 		doc.Steps = append(doc.Steps, stepFacts{Step: ps.Step, Version: version[ps.Step], Action: string(ps.Action), EffectKey: ps.EffectKey,
-			CorrectedKey: ps.CorrectedKey, Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: ps.At.UnixMicro()})
+			CorrectedKey: ps.CorrectedKey, Reason: string(ps.Reason), After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: ps.At.UnixMicro()})
 	}
 	b, _ := json.Marshal(doc)
 	sum := sha256.Sum256(b)
@@ -488,7 +488,7 @@ func (c *Client) planReplay(ctx context.Context, run *store.Run, steps []*store.
 			}
 		case store.StateSkipped:
 			ps.Action, ps.Reason = ReplaySkipped, st.Reason
-			ps.Why = "skipped (" + st.Reason + "); it stays skipped"
+			ps.Why = "skipped (" + string(st.Reason) + "); it stays skipped"
 		case store.StateNeedsReview:
 			ps.Action, ps.Reason = ReplayReview, st.Reason
 			ps.Why = "stays in review: its outcome is unknown and its effect may have happened; decide with resolve (it happened) or retry (send again)"
@@ -567,7 +567,7 @@ func (c *Client) planPending(ctx context.Context, ps *ReplayStep, st *store.Step
 	}
 	if spec.Skip != "" {
 		ps.Action, ps.Reason, ps.EffectKey = ReplaySkipped, spec.Skip, ""
-		ps.Why = "will be skipped: " + spec.Skip
+		ps.Why = "will be skipped: " + string(spec.Skip)
 		return nil
 	}
 	ps.EffectKey = spec.Key

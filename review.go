@@ -144,7 +144,7 @@ type ReviewItem struct {
 	EffectKey string
 	// Reason is why the step waits: permanent_error, attempts_exhausted, key_conflict,
 	// outcome_unknown, invalid_key, destination_blocked, transition_invalid, …
-	Reason      string
+	Reason      Reason
 	LastError   string
 	LastOutcome store.Outcome
 	// Attempts is how many attempts the step has had; AttemptBase how many it had at the
@@ -180,7 +180,7 @@ func (c *Client) reviewItem(it *store.ReviewItem, m *redact.Masker) *ReviewItem 
 type ReviewFilter struct {
 	Workflow string
 	Step     string
-	Reason   string
+	Reason   Reason
 	Entity   string
 	RunID    int64
 	// OlderThan keeps the items parked longer ago than this.
@@ -310,7 +310,7 @@ func (c *Client) reviewTarget(ctx context.Context, action string, a ReviewAction
 func changed(action string, it *store.ReviewItem) error {
 	return &ReviewError{Action: action, RunID: it.RunID, Step: it.StepName, Err: ErrItemChanged,
 		Problem: fmt.Sprintf("the item changed since it was shown: it is now %s with reason %s after attempt %d, since %s",
-			it.State, dashed(it.Reason), it.Attempts, it.Since.UTC().Format(time.RFC3339)),
+			it.State, dashed(string(it.Reason)), it.Attempts, it.Since.UTC().Format(time.RFC3339)),
 		Hint: hintChanged}
 }
 

@@ -35,7 +35,8 @@ const (
 type BulkRequest struct {
 	Filter ReviewFilter
 	// Items, when set, names the items to act on, as a preview reported them; Filter is
-	// then empty.
+	// then empty but for its Workflow, which, when set, limits the items to that workflow
+	// (an item of another is refused).
 	Items  []BulkTarget
 	Action BulkAction
 	// Actor (required) and Note go into each item's audit event.
@@ -68,7 +69,7 @@ type BulkTarget struct {
 type BulkItem struct {
 	RunID  int64
 	Step   string
-	Reason string
+	Reason Reason
 	// Version is the item's version when it was read (ReviewItem.Version): what a
 	// confirmation of a preview names in BulkTarget.Version.
 	Version string
@@ -133,8 +134,8 @@ func (c *Client) bulkItems(ctx context.Context, req BulkRequest, replayed map[in
 	invalid := func(problem string) error {
 		return &ReviewError{Action: string(req.Action), Err: ErrInvalidReview, Problem: problem}
 	}
-	if req.Filter != (ReviewFilter{}) {
-		return nil, invalid("give either a filter or the items of a preview, not both")
+	if req.Filter != (ReviewFilter{Workflow: req.Filter.Workflow}) {
+		return nil, invalid("give either a filter or the items of a preview, not both (with the items, a filter may name only the workflow they must belong to)")
 	}
 	if len(req.Items) == 0 {
 		return nil, invalid("name the items to act on: the items of a preview, each with its version")
@@ -163,6 +164,13 @@ func (c *Client) bulkItems(ctx context.Context, req BulkRequest, replayed map[in
 			if !errors.Is(err, store.ErrNotFound) {
 				bi.Err = ms.of(t.RunID, "").Error(reviewError(string(req.Action), t.RunID, t.Step, err))
 			}
+			out = append(out, bi)
+			continue
+		}
+		if req.Filter.Workflow != "" && it.Workflow != req.Filter.Workflow {
+			bi := &BulkItem{RunID: t.RunID, Step: t.Step, Reason: it.Reason, Version: it.Version()}
+			bi.Err = &ReviewError{Action: string(req.Action), RunID: t.RunID, Step: t.Step, Err: ErrInvalidReview,
+				Problem: fmt.Sprintf("the item belongs to workflow %q, not to %q, which the request is limited to", it.Workflow, req.Filter.Workflow)}
 			out = append(out, bi)
 			continue
 		}

@@ -326,7 +326,7 @@ func TestCorrectAndReplay(t *testing.T) {
 
 // wantActed checks that each of types appears in entries, by actor, explained with the
 // actor's name and note.
-func wantActed(t *testing.T, entries []*onceflow.AuditEntry, actor, note string, types ...string) {
+func wantActed(t *testing.T, entries []*onceflow.AuditEntry, actor, note string, types ...onceflow.EventType) {
 	t.Helper()
 	for _, typ := range types {
 		found := false

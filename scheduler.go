@@ -57,7 +57,7 @@ type tickDecision struct {
 	at     time.Time
 	fire   bool
 	late   bool
-	reason string
+	reason Reason
 }
 
 // scheduleNow is the time schedules read: Config.ScheduleClock, else the engine's time.
@@ -84,7 +84,7 @@ func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
 	}
 	adv := store.ScheduleAdvanceParams{Name: sd.Name, From: st.Through, To: decisions[len(decisions)-1].at, Now: at}
 	entity := "schedule:" + sd.Name
-	event := func(typ string, d tickDecision, runID int64, detail map[string]any) *store.Event {
+	event := func(typ EventType, d tickDecision, runID int64, detail map[string]any) *store.Event {
 		detail["schedule"], detail["tick"], detail["timezone"] = sd.Name, d.at.In(sd.clock.loc).Format(time.RFC3339), sd.clock.loc.String()
 		detail["policy"] = string(sd.CatchUp)
 		return &store.Event{At: at, Type: typ, RunID: runID, Workflow: sd.Workflow, Entity: entity, Actor: store.ActorScheduler,
@@ -116,7 +116,7 @@ func (c *Client) fireSchedule(ctx context.Context, sd *scheduleDef) error {
 		}
 	}
 	if more := max(skips-maxSkipEvents, 0) + skippedMore; more > 0 {
-		adv.Events = append(adv.Events, event(store.EventScheduleTickSkipped, tickDecision{at: decisions[0].at, reason: "catch_up_summary"}, 0,
+		adv.Events = append(adv.Events, event(store.EventScheduleTickSkipped, tickDecision{at: decisions[0].at, reason: store.ReasonCatchUpSummary}, 0,
 			map[string]any{"more_ticks_skipped": more}))
 	}
 	_, err = c.store.ScheduleAdvance(ctx, adv)
@@ -154,15 +154,15 @@ func (c *Client) decideTicks(sd *scheduleDef, through, now time.Time) (decisions
 		case CatchUpAll:
 			d.fire = i >= missed-sd.MaxCatchUp
 			if !d.fire {
-				d.reason = "max_catch_up"
+				d.reason = store.ReasonMaxCatchUp
 			} else {
-				d.reason = "catch_up_all"
+				d.reason = store.ReasonCatchUpAll
 			}
 		case CatchUpLatest:
 			d.fire = i == missed-1 && missed == len(due)
-			d.reason = "catch_up_latest"
+			d.reason = store.ReasonCatchUpLatest
 		case CatchUpNone:
-			d.reason = "catch_up_none"
+			d.reason = store.ReasonCatchUpNone
 		}
 		decisions = append(decisions, d)
 	}

@@ -64,7 +64,7 @@ func TestScheduleCatchUp(t *testing.T) {
 		max            int
 		runs, late     int
 		skipped        int
-		skippedReasons string
+		skippedReasons store.Reason
 	}{
 		{onceflow.CatchUpAll, 0, 5, 5, 0, ""},
 		{onceflow.CatchUpAll, 3, 3, 3, 2, "max_catch_up"},

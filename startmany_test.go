@@ -125,7 +125,7 @@ func TestStartMany(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			count := map[string]int{}
+			count := map[store.EventType]int{}
 			for _, e := range evs {
 				if e.Type == store.EventRunCreated || e.Type == store.EventRunDeduplicated {
 					count[e.Type]++

@@ -78,7 +78,9 @@ const (
 	ReviewUnknown UnknownAction = "needs_review"
 )
 
-// Step is one side effect (or computation) of a workflow.
+// Step is one side effect (or computation) of a workflow: its definition. What a run
+// holds of it — state, key, attempts, output — is a row, store.Step, which the client
+// shows as StepInfo.
 type Step struct {
 	// ID names the step within its workflow: letters, digits, '_' and '-'.
 	ID string

@@ -149,7 +149,7 @@ func (b *Builder) Notify(defs []*Definition) (onceflow.NotifyConfig, error) {
 	}
 	policy := func(d *Definition, at, name string, steps []string, wf, own *NotifyDef) {
 		n := merged(wf, own)
-		p := onceflow.NotifyPolicy{Name: name, Workflow: d.Name, Steps: steps, Reasons: n.Reasons, Window: time.Duration(n.Window)}
+		p := onceflow.NotifyPolicy{Name: name, Workflow: d.Name, Steps: steps, Reasons: reasons(n.Reasons), Window: time.Duration(n.Window)}
 		for _, c := range n.Channels {
 			where := notifyOrigin(at, own, c.Field) + "." + c.Field
 			if ch := channel(d, where, c); ch != "" {
@@ -236,4 +236,16 @@ func channelName(kind, label, key string, taken map[string]bool) string {
 		name += "." + hash
 	}
 	return name
+}
+
+// reasons returns the review reason codes of a notify block's reasons: list (nil for none).
+func reasons(names []string) []onceflow.Reason {
+	if names == nil {
+		return nil
+	}
+	out := make([]onceflow.Reason, len(names))
+	for i, n := range names {
+		out[i] = onceflow.Reason(n)
+	}
+	return out
 }

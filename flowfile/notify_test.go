@@ -75,11 +75,11 @@ func TestBuildNotify(t *testing.T) {
 	}
 	wf, step := cfg.Policies[0], cfg.Policies[1]
 	if wf.Name != "website-lead" || wf.Workflow != "website-lead" || !slices.Equal(wf.Steps, []string{"crm"}) ||
-		!slices.Equal(wf.Reasons, []string{"permanent_error", "attempts_exhausted"}) || wf.Window != 0 || !slices.Equal(wf.Channels, wantChans) {
+		!slices.Equal(wf.Reasons, []onceflow.Reason{"permanent_error", "attempts_exhausted"}) || wf.Window != 0 || !slices.Equal(wf.Channels, wantChans) {
 		t.Errorf("workflow policy = %+v: want every step without a notify block of its own", wf)
 	}
 	if step.Name != "website-lead/whatsapp_notice" || !slices.Equal(step.Steps, []string{"whatsapp_notice"}) ||
-		!slices.Equal(step.Reasons, []string{"permanent_error"}) || step.Window != 15*time.Minute || !slices.Equal(step.Channels, wantChans) {
+		!slices.Equal(step.Reasons, []onceflow.Reason{"permanent_error"}) || step.Window != 15*time.Minute || !slices.Equal(step.Channels, wantChans) {
 		t.Errorf("step policy = %+v: want its own reasons and window, the workflow's channels", step)
 	}
 

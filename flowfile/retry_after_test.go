@@ -65,9 +65,9 @@ steps:
 	}
 	got := map[string]string{}
 	for _, s := range steps {
-		got[s.Name] = string(s.State) + " " + s.Reason
+		got[s.Name] = string(s.State) + " " + string(s.Reason)
 	}
-	if got["patient"] != "retrying retryable_error" || got["impatient"] != "needs_review "+store.ReasonRetryAfterTooLong {
+	if got["patient"] != "retrying retryable_error" || got["impatient"] != "needs_review "+string(store.ReasonRetryAfterTooLong) {
 		t.Fatalf("steps after a 2 min Retry-After: %v; want patient retrying (default cap 1h), impatient in review (cap 1m)", got)
 	}
 }

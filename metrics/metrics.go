@@ -259,7 +259,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.steps, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
 	for _, c := range st.Review {
-		ch <- prometheus.MustNewConstMetric(m.review, prometheus.GaugeValue, float64(c.Count), c.Workflow, c.Reason)
+		ch <- prometheus.MustNewConstMetric(m.review, prometheus.GaugeValue, float64(c.Count), c.Workflow, string(c.Reason))
 	}
 	for _, c := range st.Due {
 		due[c.Workflow] += c.Count

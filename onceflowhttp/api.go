@@ -166,7 +166,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	v.Input = d.Run.Input
 	for _, st := range d.Steps {
 		sv := stepView{Name: st.Name, State: st.State, EffectKey: st.EffectKey, Needs: st.Needs, Attempt: st.Attempt,
-			Reason: st.Reason, LastError: st.LastError, Output: st.Output}
+			Reason: string(st.Reason), LastError: st.LastError, Output: st.Output}
 		if st.State == onceflow.StateRetrying || (st.State == onceflow.StatePending && !st.NextAt.IsZero()) {
 			t := st.NextAt
 			sv.NextAt = &t

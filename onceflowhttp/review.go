@@ -67,7 +67,7 @@ func filterFrom(q map[string][]string) (onceflow.ReviewFilter, error) {
 		}
 		return ""
 	}
-	f := onceflow.ReviewFilter{Workflow: get("workflow"), Step: get("step"), Reason: get("reason"), Entity: get("entity")}
+	f := onceflow.ReviewFilter{Workflow: get("workflow"), Step: get("step"), Reason: onceflow.Reason(get("reason")), Entity: get("entity")}
 	var err error
 	if f.RunID, err = positive(get("run"), "run"); err != nil {
 		return f, err
@@ -373,7 +373,7 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(http.StatusBadRequest, "filter-required", "Filter required",
 			`a bulk dry run needs a "filter" object (workflow, step, reason, entity, run, older_than, limit); {} selects every item`)
 	default:
-		f := onceflow.ReviewFilter{Workflow: body.Filter.Workflow, Step: body.Filter.Step, Reason: body.Filter.Reason, Entity: body.Filter.Entity,
+		f := onceflow.ReviewFilter{Workflow: body.Filter.Workflow, Step: body.Filter.Step, Reason: onceflow.Reason(body.Filter.Reason), Entity: body.Filter.Entity,
 			RunID: body.Filter.Run, Limit: body.Filter.Limit}
 		if body.Filter.OlderThan != "" {
 			if f.OlderThan, err = duration.ParsePositive(body.Filter.OlderThan); err != nil {

@@ -34,8 +34,23 @@ type Config struct {
 	Tokens []onceflowhttp.Token
 	// Prefix is the path the console is served under (default "/ui").
 	Prefix string
-	// SessionTTL is how long a sign-in lasts (default 8h).
-	SessionTTL time.Duration
+	// SessionTTL is how long a sign-in lasts at most (default 8h), SessionIdle how long it
+	// lasts without a request (default 1h). Sessions are kept in the client's store, so
+	// that every process sharing the database sees them end.
+	SessionTTL  time.Duration
+	SessionIdle time.Duration
+	// SignInFailures is how many sign-ins may fail from one client address at once
+	// (default 5), and SignInWindow how long it takes to earn them all back (default 1m):
+	// past that, the address's sign-ins are answered 429 with Retry-After until it may try
+	// again. Failures are logged at warn level with the address, never the token.
+	SignInFailures int
+	SignInWindow   time.Duration
+	// OIDC, when set, lets people sign in with OpenID Connect, as themselves
+	// (user:EMAIL), with the roles the provider's claim gives them.
+	OIDC *OIDC
+	// NoTokenSignIn refuses signing in to the console with an API token (the tokens still
+	// serve the API), for a console whose people sign in with OpenID Connect.
+	NoTokenSignIn bool
 	// SecureCookies marks the session cookie Secure even on plain-HTTP connections, for a
 	// console behind a TLS-terminating proxy. On TLS connections it is always Secure.
 	SecureCookies bool
@@ -59,10 +74,14 @@ type Console struct {
 	h     http.Handler
 	// bodies bounds the forms held in memory at once (Config.MaxBodyMemory; readForm).
 	bodies *bodybudget.Budget
+	// signIns counts failed sign-ins per client address (Config.SignInFailures).
+	signIns *signInLimit
+	// oidc is the OpenID Connect sign-in (Config.OIDC), or nil.
+	oidc *oidcSignIn
 }
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "confirm", "error"}
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "confirm", "error"}
 
 // New returns a Console for cfg; the error says what is wrong with cfg.
 func New(cfg Config) (*Console, error) {
@@ -79,21 +98,41 @@ func New(cfg Config) (*Console, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 8 * time.Hour
 	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = time.Hour
+	}
+	if cfg.SignInFailures <= 0 {
+		cfg.SignInFailures = 5
+	}
+	if cfg.SignInWindow <= 0 {
+		cfg.SignInWindow = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = cfg.Client.Now
 	}
+	if cfg.OIDC != nil {
+		if err := cfg.OIDC.check(cfg.Prefix); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NoTokenSignIn && cfg.OIDC == nil {
+		return nil, errors.New("onceflowui: Config.NoTokenSignIn leaves no way to sign in without Config.OIDC")
+	}
 	cfg.Logger = slog.New(cfg.Client.LogHandler(cfg.Logger.Handler()))
 	c := &Console{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		bodies: bodybudget.New(max(cfg.MaxBodyMemory, maxForm))}
+		bodies: bodybudget.New(max(cfg.MaxBodyMemory, maxForm)), signIns: newSignInLimit(cfg.SignInFailures, cfg.SignInWindow)}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("onceflowui: page %s: %w", name, err)
 		}
 		c.pages[name] = t
+	}
+	if cfg.OIDC != nil {
+		c.oidc = newOIDCSignIn(*cfg.OIDC)
 	}
 	c.routes()
 	c.h = c.bodies.Hold(c.logRequests(http.NewCrossOriginProtection().Handler(c.secure(c.mux))))
@@ -113,6 +152,10 @@ func (c *Console) routes() {
 	c.mux.Handle("GET "+p+"/login", c.handle(c.loginPage))
 	c.mux.Handle("POST "+p+"/login", c.handle(c.login))
 	c.mux.Handle("POST "+p+"/logout", c.act(false, c.logout))
+	if c.oidc != nil {
+		c.mux.Handle("GET "+p+"/oidc/login", c.handle(c.oidcLogin))
+		c.mux.Handle("GET "+p+"/oidc/callback", c.handle(c.oidcCallback))
+	}
 	c.mux.Handle("GET "+p+"/{$}", c.view(c.overview))
 	c.mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	c.mux.Handle("GET "+p+"/runs", c.view(c.runs))
@@ -128,6 +171,8 @@ func (c *Console) routes() {
 	c.mux.Handle("POST "+p+"/review/{run}/{step}/{action}", c.act(true, c.itemAct))
 	c.mux.Handle("POST "+p+"/review/bulk", c.act(true, c.bulk))
 	c.mux.Handle("GET "+p+"/keys", c.view(c.keys))
+	c.mux.Handle("GET "+p+"/sessions", c.view(c.sessions))
+	c.mux.Handle("POST "+p+"/sessions/{sid}/end", c.act(true, c.sessionEnd))
 	c.mux.Handle(p+"/", c.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return &pageError{Status: http.StatusNotFound, Title: "Not found", Detail: r.URL.Path + " is not a page of the console"}
 	}))
@@ -236,7 +281,7 @@ type page struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	sess := sessionFrom(r)
 	if sess == nil && name != "login" {
-		sess = c.readSession(r) // an error page of a request refused before its session was attached
+		sess, _ = c.readSession(r) // an error page of a request refused before its session was attached
 	}
 	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: bannerOf(data, r.URL.Query())}
 	if sess != nil {

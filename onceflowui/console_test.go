@@ -686,7 +686,7 @@ func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
 		}
 		return list
 	}
-	events := func(typ string) []*onceflow.AuditEntry {
+	events := func(typ onceflow.EventType) []*onceflow.AuditEntry {
 		t.Helper()
 		evs, err := b.client.Audit(ctx, onceflow.AuditQuery{})
 		if err != nil {
@@ -859,11 +859,11 @@ func testSignInAndOutAreAudited(t *testing.T, b *bundle) {
 	}
 	var got []string
 	for _, e := range evs {
-		if !strings.HasPrefix(e.Type, "console.") {
+		if !strings.HasPrefix(string(e.Type), "console.") {
 			continue
 		}
-		got = append(got, e.Type+" "+e.Actor)
-		all := e.Actor + e.Why + e.Reason + string(e.Detail)
+		got = append(got, string(e.Type)+" "+e.Actor)
+		all := e.Actor + e.Why + string(e.Reason) + string(e.Detail)
 		if strings.Contains(all, readSecret) || strings.Contains(all, adminSecret) {
 			t.Errorf("event %s holds a token's secret", e.Type)
 		}

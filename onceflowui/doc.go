@@ -24,19 +24,31 @@
 // confirmed. Banners after an action come from a fixed set of codes, never from the
 // link. The key page
 // answers whether an effect key's business action happened, when, by which run and with
-// which result. Pages that show something still moving refresh themselves.
+// which result. The sessions page (for admins of every workflow) lists who is signed in,
+// from which address, since when, and ends a session. Pages that show something still
+// moving refresh themselves.
 //
 // # Security
 //
 // People sign in with an API token (onceflowhttp.Token) of scope read (view only) or admin
-// (view and act); ingest-only tokens are refused. The session is a signed cookie (HttpOnly,
-// SameSite=Strict, Secure on TLS connections or when Config.SecureCookies is set) that
-// expires after Config.SessionTTL; it is keyed by the token's own secret, so that removing
-// a token from the configuration ends its sessions. Every state-changing request carries a
-// CSRF token bound to the session and is checked against cross-origin requests as well.
+// (view and act); ingest-only tokens are refused. With Config.OIDC they sign in at an
+// OpenID Connect provider instead (authorization code flow with PKCE, state and nonce
+// checked) and act as themselves, user:EMAIL, with the roles the provider's claim maps to
+// (OIDCRole): read, admin, or admin of some workflows only, whose actions on the others are
+// refused and not offered. Failed sign-ins are limited per client address
+// (Config.SignInFailures). Sessions are kept in the client's store
+// (onceflow.Client.SessionStart), so that every process sharing the database sees them:
+// the cookie (HttpOnly, SameSite=Strict, Secure on TLS connections or when
+// Config.SecureCookies is set) holds only a random secret, the store its SHA-256. Signing
+// out, an admin's "end session" on the sessions page, Config.SessionIdle without a request
+// and Config.SessionTTL after the sign-in end a session in every process at once; a copy
+// of the cookie is refused from then on. Removing or rotating a token ends its sessions.
+// Every state-changing request carries a CSRF token bound to the session and is checked
+// against cross-origin requests as well.
 // Pages are sent with a Content-Security-Policy that admits only the console's own script
 // and style sheet, embedded in the binary: nothing is loaded from another host. Every
 // action, and every sign-in and sign-out (onceflow.EventConsoleSignedIn, EventConsoleSignedOut),
-// is written to the audit trail with the actor token:NAME, as the API does, and
+// is written to the audit trail with the actor token:NAME, as the API does, with the
+// session's short name and the client's address in each event's detail, and
 // everything shown about a run is masked by the same redaction policy as the API's answers.
 package onceflowui

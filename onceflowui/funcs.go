@@ -40,13 +40,13 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return p + "/runs?" + v.Encode()
 		},
-		"reviewURL": func(workflow, reason string) string {
+		"reviewURL": func(workflow string, reason onceflow.Reason) string {
 			v := url.Values{}
 			if workflow != "" {
 				v.Set("workflow", workflow)
 			}
 			if reason != "" {
-				v.Set("reason", reason)
+				v.Set("reason", string(reason))
 			}
 			return p + "/review?" + v.Encode()
 		},

@@ -35,7 +35,7 @@ func (f reviewFilter) query() string {
 func readFilter(get func(string) string) (reviewFilter, onceflow.ReviewFilter, error) {
 	f := reviewFilter{Workflow: get("workflow"), Step: strings.TrimSpace(get("step")), Reason: get("reason"),
 		Entity: strings.TrimSpace(get("entity")), OlderThan: strings.TrimSpace(get("older_than"))}
-	of := onceflow.ReviewFilter{Workflow: f.Workflow, Step: f.Step, Reason: f.Reason, Entity: f.Entity}
+	of := onceflow.ReviewFilter{Workflow: f.Workflow, Step: f.Step, Reason: onceflow.Reason(f.Reason), Entity: f.Entity}
 	if f.OlderThan != "" {
 		d, err := duration.ParsePositive(f.OlderThan)
 		if err != nil {
@@ -51,7 +51,7 @@ type reviewData struct {
 	Filter    reviewFilter
 	Query     string
 	Workflows []string
-	Reasons   []string
+	Reasons   []onceflow.Reason
 	Items     []itemRow
 	NextAfter int64
 	Error     string
@@ -395,6 +395,9 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 	if d.DryRun {
 		req.Filter = of
 	} else {
+		// The items are those of a preview of the filter; they must be of its workflow,
+		// which is what a person who administers some workflows only was allowed to act on.
+		req.Filter = onceflow.ReviewFilter{Workflow: of.Workflow}
 		if req.Items, err = readItems(r.PostForm["item"]); err != nil {
 			return err
 		}

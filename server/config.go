@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/onceflowhttp"
+	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/steps"
 	"github.com/onceflow/onceflow/store"
 	"github.com/onceflow/onceflow/triggers"
@@ -99,8 +100,15 @@ type ConsoleConfig struct {
 	Addr     string
 	// SecureCookies marks the session cookie Secure on plain HTTP (behind a TLS proxy).
 	SecureCookies bool
-	// SessionTTL is how long a sign-in lasts (default 8h).
-	SessionTTL time.Duration
+	// SessionTTL is how long a sign-in lasts at most (default 8h), SessionIdle how long it
+	// lasts without a request (default 1h). Sessions are kept in the store: every process
+	// sharing the database sees one end.
+	SessionTTL  time.Duration
+	SessionIdle time.Duration
+	// OIDC, when set, lets people sign in with OpenID Connect, as themselves
+	// (onceflowui.Config.OIDC); NoTokenSignIn refuses signing in with an API token then.
+	OIDC          *onceflowui.OIDC
+	NoTokenSignIn bool
 }
 
 // MetricsConfig says where the metrics are served.

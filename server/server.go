@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -248,7 +249,11 @@ func (s *Server) buildAPI(receivers []triggers.Receiver) error {
 	}
 	s.reload.callers = callers
 	if c := s.cfg.Console; c != nil {
-		ui, err := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies, SessionTTL: c.SessionTTL})
+		ui, err := onceflowui.New(onceflowui.Config{Client: s.client, Tokens: api.Tokens, Logger: s.log, SecureCookies: c.SecureCookies,
+			SessionTTL: c.SessionTTL, SessionIdle: c.SessionIdle, OIDC: c.OIDC, NoTokenSignIn: c.NoTokenSignIn})
+		if err != nil && (c.OIDC != nil || c.NoTokenSignIn) {
+			return &ConfigError{Field: "Console.OIDC", Problem: strings.TrimPrefix(err.Error(), "onceflowui: ")}
+		}
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/onceflowui"
 	"github.com/onceflow/onceflow/server"
 	"github.com/onceflow/onceflow/store/sqlite"
 )
@@ -54,6 +55,10 @@ func TestNewRefusesConfigMistakes(t *testing.T) {
 		{server.Config{Store: st}, "Workflows"},
 		{server.Config{Store: st, Workflows: []string{dir}, Funcs: funcs, Console: &server.ConsoleConfig{}}, "Console"},
 		{server.Config{Store: st, Workflows: []string{dir}, Funcs: funcs, Metrics: &server.MetricsConfig{}}, "Metrics"},
+		{server.Config{Store: st, Workflows: []string{dir}, Funcs: funcs, API: &server.APIConfig{Addr: "127.0.0.1:0"},
+			Console: &server.ConsoleConfig{OIDC: &onceflowui.OIDC{Issuer: "https://sso.example.com", ClientID: "console"}}}, "Console.OIDC"},
+		{server.Config{Store: st, Workflows: []string{dir}, Funcs: funcs, API: &server.APIConfig{Addr: "127.0.0.1:0"},
+			Console: &server.ConsoleConfig{NoTokenSignIn: true}}, "Console.OIDC"},
 		{server.Config{Store: st, Workflows: []string{dir}, Funcs: funcs, RedactFields: []string{"customer..name"}}, "RedactFields"},
 		{server.Config{Store: st, Workflows: []string{dir}, Funcs: funcs, Metrics: &server.MetricsConfig{Addr: "127.0.0.1:-1"}}, "Metrics.Addr"},
 	} {
@@ -70,8 +75,15 @@ func TestNewRefusesConfigMistakes(t *testing.T) {
 func TestRunServesAndStops(t *testing.T) {
 	dir, st := setup(t, map[string]string{"lead.yaml": leadYAML})
 	ctx, cancel := context.WithCancel(context.Background())
+	roles, err := onceflowui.ParseOIDCRoles("ops=admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oidc := &onceflowui.OIDC{Issuer: "https://sso.example.com", ClientID: "console", ClientSecret: "from-the-environment",
+		RedirectURL: "https://ops.example.com/ui/oidc/callback", Roles: roles, Label: "Example SSO"}
 	srv, err := server.New(ctx, server.Config{Store: st, Workflows: []string{dir}, Funcs: map[string]onceflow.StepFunc{"noop": noop},
-		API: &server.APIConfig{Addr: "127.0.0.1:0"}, Console: &server.ConsoleConfig{Addr: "127.0.0.1:0"}, Metrics: &server.MetricsConfig{Addr: "127.0.0.1:0"}})
+		API: &server.APIConfig{Addr: "127.0.0.1:0"}, Console: &server.ConsoleConfig{Addr: "127.0.0.1:0", OIDC: oidc},
+		Metrics: &server.MetricsConfig{Addr: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +109,8 @@ func TestRunServesAndStops(t *testing.T) {
 	if code, _ := get("api", "/metrics"); code != http.StatusNotFound {
 		t.Fatalf("/metrics on the API: %d, want 404 (they have their own address)", code)
 	}
-	if code, _ := get("console", "/ui/login"); code != http.StatusOK {
-		t.Fatalf("console: %d", code)
+	if code, body := get("console", "/ui/login"); code != http.StatusOK || !strings.Contains(body, "Sign in with Example SSO") {
+		t.Fatalf("console: %d, without the OpenID Connect sign-in:\n%s", code, body)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -10,21 +10,21 @@ import (
 // Operator controls: cancelling a run, pausing a workflow.
 const (
 	// ReasonRunCancelled is the reason of a step cancelled with its run.
-	ReasonRunCancelled = "run_cancelled"
+	ReasonRunCancelled Reason = "run_cancelled"
 	// ReasonCancelledEffectMayExist is the reason of a step cancelled with its run whose
 	// effect may have happened (an unknown outcome, an attempt still running): its key
 	// stays held, and a replay does not run it again (ReplayResets).
-	ReasonCancelledEffectMayExist = "run_cancelled_effect_may_exist"
+	ReasonCancelledEffectMayExist Reason = "run_cancelled_effect_may_exist"
 
 	// EventRunCancelled is appended once per cancel, with the actor and note, and the
 	// steps cancelled and still running.
-	EventRunCancelled = "run.cancelled"
+	EventRunCancelled EventType = "run.cancelled"
 	// EventCancelledAttemptRecorded records the result of an attempt that was running
 	// when its run was cancelled: the step stays cancelled; the ledger keeps what happened.
-	EventCancelledAttemptRecorded = "step.cancelled_attempt_recorded"
+	EventCancelledAttemptRecorded EventType = "step.cancelled_attempt_recorded"
 	// EventWorkflowPaused and EventWorkflowResumed record a pause and a resume.
-	EventWorkflowPaused  = "workflow.paused"
-	EventWorkflowResumed = "workflow.resumed"
+	EventWorkflowPaused  EventType = "workflow.paused"
+	EventWorkflowResumed EventType = "workflow.resumed"
 )
 
 var (
@@ -69,7 +69,7 @@ func CancelKeepsKey(st *Step) bool {
 }
 
 // CancelReason is the reason RunCancel gives st.
-func CancelReason(st *Step) string {
+func CancelReason(st *Step) Reason {
 	if CancelKeepsKey(st) {
 		return ReasonCancelledEffectMayExist
 	}
@@ -79,7 +79,7 @@ func CancelReason(st *Step) string {
 // CancelledRecordReason is the reason a step cancelled while its attempt ran keeps once the
 // attempt is recorded: may-exist only when its outcome is unknown (a success completed the
 // key; a refusal released it).
-func CancelledRecordReason(p *StepRecordParams) string {
+func CancelledRecordReason(p *StepRecordParams) Reason {
 	if p.Outcome == OutcomeUnknown {
 		return ReasonCancelledEffectMayExist
 	}
@@ -251,7 +251,7 @@ func RunCancelEvent(p RunCancelParams, run *Run, cancelled, running []string) *E
 }
 
 // WorkflowPauseEvent is the workflow.paused or workflow.resumed event of p.
-func WorkflowPauseEvent(typ string, p WorkflowPauseParams) *Event {
+func WorkflowPauseEvent(typ EventType, p WorkflowPauseParams) *Event {
 	d := map[string]any{}
 	if p.Note != "" {
 		d["note"] = p.Note

@@ -84,7 +84,7 @@ type EndSource struct {
 	Key      string
 	// Actor is the record's actor (StepRecordParams.RecordActor).
 	Actor          string
-	Reason         string
+	Reason         Reason
 	Error          string
 	Attempt        int
 	ResponseStatus int

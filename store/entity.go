@@ -48,8 +48,8 @@ type TransitionResult struct {
 
 // Entity events.
 const (
-	EventEntityTransitioned = "entity.transitioned"
-	EventEntityRefused      = "entity.transition_refused"
+	EventEntityTransitioned EventType = "entity.transitioned"
+	EventEntityRefused      EventType = "entity.transition_refused"
 )
 
 // EntityStore keeps guarded entity states; every Store is one.

@@ -14,7 +14,7 @@ type Incident struct {
 	Policy   string
 	Workflow string
 	StepName string
-	Reason   string
+	Reason   Reason
 	// OpenedAt is the time of the first event; events before EndsAt (OpenedAt plus the
 	// policy's window) are repeats of this incident, later ones open the next.
 	OpenedAt time.Time
@@ -52,7 +52,7 @@ type IncidentHit struct {
 	Policy   string
 	Workflow string
 	StepName string
-	Reason   string
+	Reason   Reason
 	// Window is the policy's window: how long a new incident collects repeats.
 	Window time.Duration
 	Event  IncidentExample
@@ -105,7 +105,7 @@ type EventScanParams struct {
 	// AfterID is the position to read from: only events with a larger ID.
 	AfterID int64
 	// Types lists the event types wanted (required).
-	Types []string
+	Types []EventType
 	Limit int // default 1000
 }
 
@@ -121,8 +121,8 @@ type EventScanResult struct {
 
 // Incident events.
 const (
-	EventIncidentOpened = "incident.opened"
-	EventIncidentClosed = "incident.closed"
+	EventIncidentOpened EventType = "incident.opened"
+	EventIncidentClosed EventType = "incident.closed"
 )
 
 // ActorNotifier is the actor of what the failure notifier does.

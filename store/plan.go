@@ -13,7 +13,7 @@ import (
 // writes what they return with its own SQL.
 
 // StepEvent builds an audit event about step st of run.
-func StepEvent(typ string, at time.Time, run *Run, st *Step, actor, reason string, d map[string]any) *Event {
+func StepEvent(typ EventType, at time.Time, run *Run, st *Step, actor string, reason Reason, d map[string]any) *Event {
 	return &Event{
 		At: at, Type: typ, RunID: run.ID, StepID: st.ID, Workflow: run.Workflow, Entity: run.Entity,
 		StepName: st.Name, EffectKey: st.EffectKey, Attempt: st.Attempt, Actor: actor, Reason: reason, Detail: EncodeDetail(d),
@@ -49,7 +49,7 @@ type ClaimPlan struct {
 	// Spec is what Prepare returned; Step.EffectKey and Step.Fingerprint are set from it.
 	Spec EffectSpec
 	// Reason and Error say why a step is parked or skipped.
-	Reason string
+	Reason Reason
 	Error  string
 	// NextAt is when a waiting step looks again.
 	NextAt time.Time
@@ -129,8 +129,8 @@ func PlanClaim(p *StepClaimParams, c *ClaimCandidate, spec EffectSpec, eff *Effe
 		st.State = StateCompleted
 		d := map[string]any{"completed_by_run": eff.RunID, "completed_by_workflow": eff.Workflow, "completed_by_step": eff.StepName, "completed_at": eff.CompletedAt}
 		plan.Events = []*Event{
-			StepEvent(EventEffectReused, p.Now, run, st, ActorEngine, "effect_completed", d),
-			StepEvent(EventStepCompleted, p.Now, run, st, ActorEngine, "effect_reused", d),
+			StepEvent(EventEffectReused, p.Now, run, st, ActorEngine, ReasonEffectCompleted, d),
+			StepEvent(EventStepCompleted, p.Now, run, st, ActorEngine, ReasonEffectReused, d),
 		}
 	case eff.StepID != st.ID:
 		plan.Action, plan.Reason = ClaimWait, ReasonEffectInFlight
@@ -377,7 +377,7 @@ func (p *StepCheckpointParams) LeaseLost() error {
 type ReapPlan struct {
 	State  State
 	NextAt time.Time
-	Reason string
+	Reason Reason
 	// Error is stored as the step's last error and the attempt's error.
 	Error string
 	// Events are appended once the step's compare-and-set applied.
@@ -438,7 +438,7 @@ func RunInsertEvent(p *RunInsertParams, run *Run, created bool) *Event {
 		return RunCreatedEvent(p.Now, run, p.Actor, len(p.Steps))
 	}
 	return &Event{At: p.Now, Type: EventRunDeduplicated, RunID: run.ID, Workflow: run.Workflow, Entity: run.Entity,
-		Actor: p.Actor, Reason: "run_key_exists",
+		Actor: p.Actor, Reason: ReasonRunKeyExists,
 		Detail: EncodeDetail(map[string]any{"run_key": run.RunKey, "same_input": run.InputHash == p.InputHash})}
 }
 

@@ -9,7 +9,7 @@ import (
 // EventRetentionPurged is appended by RetentionPurge: once per batch it committed, or once
 // with zero counts when it found nothing to delete. Its RunID is 0, so no purge ever
 // deletes it.
-const EventRetentionPurged = "retention.purged"
+const EventRetentionPurged EventType = "retention.purged"
 
 // ActorRetention is the actor of a purge whose caller names none.
 const ActorRetention = "retention"

@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// ReviewItem is a step parked in needs_review (or, from ReviewGetByStep, a step in any
-// state), with what a person needs to decide about it.
+// ReviewItem is the row of a step parked in needs_review (or, from ReviewGetByStep, a
+// step in any state) read with its run's facts, with what a person needs to decide about
+// it. It is a Step row seen from the review queue, not a definition; what callers of the
+// client read is onceflow.ReviewItem, masked.
 type ReviewItem struct {
 	RunID    int64
 	StepID   int64
@@ -23,7 +25,7 @@ type ReviewItem struct {
 	EffectKey string
 	// Reason is the review reason code (permanent_error, attempts_exhausted, key_conflict,
 	// outcome_unknown, invalid_key, destination_blocked, transition_invalid, …).
-	Reason      string
+	Reason      Reason
 	LastError   string
 	LastOutcome Outcome
 	// Attempts is the number of the latest attempt; AttemptBase the attempt number at
@@ -93,30 +95,32 @@ func ReplayResets(st *Step) bool {
 
 // Review reasons the engine and the step kinds use, besides the Reason… codes above.
 const (
-	ReasonDestinationBlocked = "destination_blocked"
-	ReasonTransitionInvalid  = "transition_invalid"
-	ReasonOutputInvalid      = "output_invalid"
+	ReasonDestinationBlocked Reason = "destination_blocked"
+	ReasonTransitionInvalid  Reason = "transition_invalid"
+	ReasonOutputInvalid      Reason = "output_invalid"
 	// ReasonRetryAfterTooLong: the destination asked to be tried again later than the
 	// step's retry policy allows (RetryPolicy.MaxRetryAfter).
-	ReasonRetryAfterTooLong = "retry_after_too_long"
+	ReasonRetryAfterTooLong Reason = "retry_after_too_long"
 )
 
 // Reasons of the steps that review actions change.
 const (
-	ReasonManualRetry    = "manual_retry"
-	ReasonResolvedByHand = "resolved_by_hand"
-	ReasonAbandoned      = "abandoned"
-	ReasonReplay         = "replay"
+	ReasonManualRetry    Reason = "manual_retry"
+	ReasonResolvedByHand Reason = "resolved_by_hand"
+	ReasonAbandoned      Reason = "abandoned"
+	ReasonReplay         Reason = "replay"
 )
 
 // Review events. Each is appended, with the actor and note, in the transaction of the
 // action it records.
 const (
-	EventReviewRetried     = "review.retried"
-	EventReviewResolved    = "review.resolved"
-	EventReviewAbandoned   = "review.abandoned"
-	EventReviewReplayed    = "review.replayed"
-	EventRunInputCorrected = "run.input_corrected"
+	EventReviewRetried     EventType = "review.retried"
+	EventReviewResolved    EventType = "review.resolved"
+	EventReviewAbandoned   EventType = "review.abandoned"
+	EventReviewReplayed    EventType = "review.replayed"
+	EventRunInputCorrected EventType = "run.input_corrected"
+	// ReasonCorrection is the reason of a run.input_corrected event.
+	ReasonCorrection Reason = "correction"
 )
 
 // Ledger outcomes of ReviewResolve (ReviewResult.Ledger).
@@ -155,7 +159,7 @@ var (
 type ReviewListParams struct {
 	Workflow string
 	StepName string
-	Reason   string
+	Reason   Reason
 	Entity   string
 	RunID    int64
 	// ParkedBefore keeps only items parked before it (older than Now − age).

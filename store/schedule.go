@@ -10,14 +10,22 @@ import (
 const (
 	// EventScheduleTickLate: a tick missed while no process was firing was started late
 	// (detail: tick, late_by, policy).
-	EventScheduleTickLate = "schedule.tick_late"
+	EventScheduleTickLate EventType = "schedule.tick_late"
 	// EventScheduleTickSkipped: a missed tick was not started because the catch-up policy
 	// says so (detail: tick, policy).
-	EventScheduleTickSkipped = "schedule.tick_skipped"
+	EventScheduleTickSkipped EventType = "schedule.tick_skipped"
 	// EventStepDelayed: a step waits for its delay or not_before time (detail: due_at).
-	EventStepDelayed = "step.delayed"
+	EventStepDelayed EventType = "step.delayed"
 	// ReasonDelayed is the reason of a step waiting for its due time.
-	ReasonDelayed = "delayed"
+	ReasonDelayed Reason = "delayed"
+	// Reasons of tick events, by catch-up policy: all, latest, none; ReasonMaxCatchUp for
+	// a tick that all skips beyond max_catch_up, ReasonCatchUpSummary for the one event
+	// that counts the skipped ticks not listed one by one.
+	ReasonCatchUpAll     Reason = "catch_up_all"
+	ReasonCatchUpLatest  Reason = "catch_up_latest"
+	ReasonCatchUpNone    Reason = "catch_up_none"
+	ReasonMaxCatchUp     Reason = "max_catch_up"
+	ReasonCatchUpSummary Reason = "catch_up_summary"
 	// ActorScheduler names the events the scheduler causes.
 	ActorScheduler = "scheduler"
 )

@@ -47,11 +47,11 @@ type ActivityBucket struct {
 }
 
 // ActivityTypes are the event types StatsActivity counts.
-var ActivityTypes = []string{EventRunCreated, EventStepCompleted, EventStepRetryPlanned, EventStepNeedsReview, EventStepFailed}
+var ActivityTypes = []EventType{EventRunCreated, EventStepCompleted, EventStepRetryPlanned, EventStepNeedsReview, EventStepFailed}
 
 // AddActivity adds n events of type typ in slice to the buckets of a, keeping them in
 // order of slice; backends call it for each count their query returns.
-func (a *Activity) AddActivity(slice int, typ string, n int64) {
+func (a *Activity) AddActivity(slice int, typ EventType, n int64) {
 	i := len(a.Buckets)
 	for j, b := range a.Buckets {
 		if b.Slice >= slice {
@@ -119,7 +119,7 @@ type StepCount struct {
 // ReviewCount is the number of steps of one workflow waiting for review for one reason.
 type ReviewCount struct {
 	Workflow string
-	Reason   string
+	Reason   Reason
 	Count    int64
 }
 

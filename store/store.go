@@ -102,39 +102,74 @@ const (
 	EffectCompleted EffectState = "completed"
 )
 
+// Reason is the code of a decision: why a step is parked, skipped, waiting or retried
+// (Step.Reason, StepRecordParams.Reason), and why an audit event was appended
+// (Event.Reason). Codes are short snake_case words an operator can filter by; the
+// constants below are the engine's, and step kinds and triggers declare their own.
+type Reason string
+
 // Review and decision reason codes shared by the engine and the backends.
 const (
-	ReasonPermanentError    = "permanent_error"
-	ReasonAttemptsExhausted = "attempts_exhausted"
-	ReasonKeyConflict       = "key_conflict"
-	ReasonOutcomeUnknown    = "outcome_unknown"
-	ReasonInvalidKey        = "invalid_key"
-	ReasonEffectInFlight    = "effect_in_flight"
-	ReasonLeaseExpired      = "lease_expired"
-	ReasonRetryableError    = "retryable_error"
-	ReasonDependencyFailed  = "dependency_failed"
-	ReasonDependencySkipped = "dependency_skipped"
-	ReasonWorkerShutdown    = "worker_shutdown"
+	ReasonPermanentError    Reason = "permanent_error"
+	ReasonAttemptsExhausted Reason = "attempts_exhausted"
+	ReasonKeyConflict       Reason = "key_conflict"
+	ReasonOutcomeUnknown    Reason = "outcome_unknown"
+	ReasonInvalidKey        Reason = "invalid_key"
+	ReasonEffectInFlight    Reason = "effect_in_flight"
+	ReasonLeaseExpired      Reason = "lease_expired"
+	ReasonRetryableError    Reason = "retryable_error"
+	ReasonDependencyFailed  Reason = "dependency_failed"
+	ReasonDependencySkipped Reason = "dependency_skipped"
+	ReasonWorkerShutdown    Reason = "worker_shutdown"
+	// ReasonEffectReused: the step completed without acting, its key completed before
+	// (the step and its step.completed event); the effect.reused event says
+	// ReasonEffectCompleted.
+	ReasonEffectReused    Reason = "effect_reused"
+	ReasonEffectCompleted Reason = "effect_completed"
+	// ReasonRunKeyExists: a start found its run key started already (run.deduplicated).
+	ReasonRunKeyExists Reason = "run_key_exists"
 )
+
+// Reasons the engine decides before or after a step acts: why it is skipped, or why it
+// cannot be prepared and waits for review.
+const (
+	// ReasonConditionFalse: the step's condition is false; it is skipped.
+	ReasonConditionFalse Reason = "condition_false"
+	// ReasonNothingToDo: the step found nothing to do (SkipStep without a reason).
+	ReasonNothingToDo Reason = "nothing_to_do"
+	// ReasonConditionError: the step's condition could not be evaluated.
+	ReasonConditionError Reason = "condition_error"
+	// ReasonNotBeforeInvalid: the step's not_before time could not be made.
+	ReasonNotBeforeInvalid Reason = "not_before_invalid"
+	// ReasonStepNotDefined: the worker's definition of the workflow has no such step.
+	ReasonStepNotDefined Reason = "step_not_defined"
+	// ReasonFingerprintFailed: the step's request fingerprint could not be made.
+	ReasonFingerprintFailed Reason = "fingerprint_failed"
+)
+
+// EventType names what an audit event records (Event.Type): a dotted noun.verb such as
+// run.created or step.needs_review. The constants below are every type the engine and the
+// backends append; a front-end appends its own through EventAppender.
+type EventType string
 
 // Event types appended to the audit trail.
 const (
-	EventRunCreated        = "run.created"
-	EventRunDeduplicated   = "run.deduplicated"
-	EventRunStateChanged   = "run.state_changed"
-	EventStepClaimed       = "step.claimed"
-	EventStepCompleted     = "step.completed"
-	EventStepRetryPlanned  = "step.retry_scheduled"
-	EventStepNeedsReview   = "step.needs_review"
-	EventStepFailed        = "step.failed"
-	EventStepCancelled     = "step.cancelled"
-	EventStepSkipped       = "step.skipped"
-	EventEffectReused      = "effect.reused"
-	EventEffectWaiting     = "effect.waiting"
-	EventEffectConflict    = "effect.key_conflict"
-	EventLeaseExpired      = "lease.expired"
-	EventLeaseLost         = "lease.lost"
-	EventLeaseLostRecorded = "lease.lost_result_kept"
+	EventRunCreated        EventType = "run.created"
+	EventRunDeduplicated   EventType = "run.deduplicated"
+	EventRunStateChanged   EventType = "run.state_changed"
+	EventStepClaimed       EventType = "step.claimed"
+	EventStepCompleted     EventType = "step.completed"
+	EventStepRetryPlanned  EventType = "step.retry_scheduled"
+	EventStepNeedsReview   EventType = "step.needs_review"
+	EventStepFailed        EventType = "step.failed"
+	EventStepCancelled     EventType = "step.cancelled"
+	EventStepSkipped       EventType = "step.skipped"
+	EventEffectReused      EventType = "effect.reused"
+	EventEffectWaiting     EventType = "effect.waiting"
+	EventEffectConflict    EventType = "effect.key_conflict"
+	EventLeaseExpired      EventType = "lease.expired"
+	EventLeaseLost         EventType = "lease.lost"
+	EventLeaseLostRecorded EventType = "lease.lost_result_kept"
 )
 
 // Actor names used for events the system itself causes.
@@ -178,7 +213,9 @@ type unavailableError struct{ err error }
 func (e *unavailableError) Error() string   { return "database unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
-// Run is one execution of a workflow for one business event.
+// Run is the row of one execution of a workflow for one business event, as a backend
+// stores it. The workflow it runs is defined elsewhere (onceflow.Workflow, built from a
+// file or in Go); what callers of the client read is onceflow.Run, masked.
 type Run struct {
 	ID        int64
 	Workflow  string
@@ -191,7 +228,10 @@ type Run struct {
 	UpdatedAt time.Time
 }
 
-// Step is one step of a run as stored.
+// Step is the row of one step of a run, as a backend stores it: its state, key, attempts
+// and output. What the step does is its definition, onceflow.Step of the run's workflow,
+// matched by Workflow and Name; what callers of the client read is onceflow.StepInfo,
+// masked.
 type Step struct {
 	ID       int64
 	RunID    int64
@@ -218,7 +258,7 @@ type Step struct {
 	LastError   string
 	// Reason is the code of the latest decision about the step (review reason, retry
 	// cause, why it waits).
-	Reason    string
+	Reason    Reason
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Progress is the latest checkpoint an attempt of the step saved (StepCheckpointer),
@@ -267,7 +307,7 @@ type Attempt struct {
 type Event struct {
 	ID        int64
 	At        time.Time
-	Type      string
+	Type      EventType
 	RunID     int64
 	StepID    int64
 	Workflow  string
@@ -276,7 +316,7 @@ type Event struct {
 	EffectKey string
 	Attempt   int
 	Actor     string
-	Reason    string
+	Reason    Reason
 	// Detail is a JSON object with the facts specific to the event type.
 	Detail json.RawMessage
 }
@@ -363,7 +403,7 @@ type EffectSpec struct {
 	// false): the step becomes skipped without touching the ledger, and so, transitively,
 	// do the steps that need it (reason dependency_skipped). Key and Fingerprint are
 	// ignored.
-	Skip string
+	Skip Reason
 	// WaitUntil, when after the claim's Now, postpones the step (a delay or a not_before
 	// time): it stays pending, due at WaitUntil, with reason delayed and, the first time,
 	// an event step.delayed. Nothing else is decided: Skip, Key and Fingerprint are
@@ -374,11 +414,11 @@ type EffectSpec struct {
 // PrepareError is returned by Prepare when a step cannot be prepared (a template field is
 // missing, a key is invalid). The step goes to needs_review with Reason.
 type PrepareError struct {
-	Reason string
+	Reason Reason
 	Err    error
 }
 
-func (e *PrepareError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *PrepareError) Error() string { return string(e.Reason) + ": " + e.Err.Error() }
 func (e *PrepareError) Unwrap() error { return e.Err }
 
 // StepClaimParams are the arguments of StepClaim.
@@ -455,7 +495,9 @@ type StepCheckpointer interface {
 	StepCheckpoint(ctx context.Context, p StepCheckpointParams) error
 }
 
-// StepRecordParams is the result of one attempt and the engine's decision about it.
+// StepRecordParams is the result of one attempt and the engine's decision about it. The
+// decision — Outcome, NextState, NextAt, Reason, Detail and Output — is one transition,
+// set by one of Complete, Retry, Park, Fail and Skip.
 type StepRecordParams struct {
 	StepID  int64
 	Owner   string
@@ -478,7 +520,7 @@ type StepRecordParams struct {
 	// NextAt is when a retrying step becomes due.
 	NextAt time.Time
 	// Reason is the decision's code (review reason, retry cause).
-	Reason string
+	Reason Reason
 	// Detail is merged into the event's detail (backoff chosen, policy that decided).
 	Detail map[string]any
 	Actor  string
@@ -489,7 +531,7 @@ type ReapDecision struct {
 	// State is retrying (try again with the same effect key) or needs_review.
 	State  State
 	NextAt time.Time
-	Reason string
+	Reason Reason
 	Detail map[string]any
 }
 
@@ -521,6 +563,7 @@ type Store interface {
 	RetentionStore
 	ReviewStore
 	ScheduleStore
+	SessionStore
 	StatsStore
 
 	// Migrate brings the schema to the newest version. It is idempotent and safe to call

@@ -36,5 +36,5 @@ type BulkItem[P any] struct {
 // NewBulkItem shapes it without its error and plan, which the caller shapes (the API adds
 // the type of the problem the error is).
 func NewBulkItem[P any](it *onceflow.BulkItem) BulkItem[P] {
-	return BulkItem[P]{RunID: it.RunID, Step: it.Step, Reason: it.Reason, Version: it.Version, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+	return BulkItem[P]{RunID: it.RunID, Step: it.Step, Reason: string(it.Reason), Version: it.Version, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
 }

@@ -39,7 +39,7 @@ type ItemLinks struct {
 // NewReviewItem shapes it; links gives its links (nil: none).
 func NewReviewItem(it *onceflow.ReviewItem, links func(runID int64, step string) ItemLinks) ReviewItem {
 	v := ReviewItem{RunID: it.RunID, Workflow: it.Workflow, Step: it.Step, RunKey: it.RunKey, Entity: it.Entity, State: it.State,
-		EffectKey: it.EffectKey, Reason: it.Reason, LastError: it.LastError, LastOutcome: it.LastOutcome, Attempts: it.Attempts,
+		EffectKey: it.EffectKey, Reason: string(it.Reason), LastError: it.LastError, LastOutcome: it.LastOutcome, Attempts: it.Attempts,
 		AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: it.ResponseExcerpt,
 		Since: it.Since, AgeSeconds: int64(it.Age / time.Second), EffectMayExist: it.EffectMayExist}
 	if links != nil {

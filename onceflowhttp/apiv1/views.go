@@ -52,7 +52,7 @@ func NewPlan(p *onceflow.ReplayPlan) Plan {
 	}
 	for _, ps := range p.Steps {
 		sv := PlanStep{Step: ps.Step, State: ps.State, Action: string(ps.Action), EffectKey: ps.EffectKey, CorrectedKey: ps.CorrectedKey,
-			Reason: ps.Reason, After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: timePtr(ps.At), Why: ps.Why}
+			Reason: string(ps.Reason), After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: timePtr(ps.At), Why: ps.Why}
 		v.Steps = append(v.Steps, sv)
 		v.Counts[string(ps.Action)]++
 	}
@@ -82,8 +82,8 @@ func NewAuditEntry(e *onceflow.AuditEntry) AuditEntry {
 	if len(d) == 0 {
 		d = json.RawMessage(`{}`)
 	}
-	return AuditEntry{ID: e.ID, At: e.At, Type: e.Type, RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName,
-		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: e.Reason, Why: e.Why, Detail: d}
+	return AuditEntry{ID: e.ID, At: e.At, Type: string(e.Type), RunID: e.RunID, Workflow: e.Workflow, Entity: e.Entity, Step: e.StepName,
+		EffectKey: e.EffectKey, Attempt: e.Attempt, Actor: e.Actor, Reason: string(e.Reason), Why: e.Why, Detail: d}
 }
 
 // Key is what is known of an effect key.
@@ -127,7 +127,7 @@ func NewKey(rep *onceflow.KeyReport, link func(runID int64, step string) string)
 		out.Effect = ev
 	}
 	for _, u := range rep.Uses {
-		uv := KeyUse{RunID: u.RunID, Workflow: u.Workflow, Entity: u.Entity, Step: u.Step, Last: u.Last}
+		uv := KeyUse{RunID: u.RunID, Workflow: u.Workflow, Entity: u.Entity, Step: u.Step, Last: string(u.Last)}
 		if link != nil {
 			uv.Link = link(u.RunID, u.Step)
 		}

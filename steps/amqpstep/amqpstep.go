@@ -45,7 +45,7 @@ const EnvURL = "ONCEFLOW_AMQP_URL"
 // ReasonRoutingKeyInvalid is the review reason of a message whose routing key, rendered
 // from the run's data, is not the routing key the template describes: a field's value that
 // is not one word.
-const ReasonRoutingKeyInvalid = "routing_key_invalid"
+const ReasonRoutingKeyInvalid onceflow.Reason = "routing_key_invalid"
 
 // wordValue checks that the value of a routing key's field is one word: a topic exchange
 // reads the dots of a routing key as word boundaries (and the default exchange the whole
@@ -131,6 +131,9 @@ func (c *Conn) Close() {
 	}
 }
 
+// errNoConn is the error of a step compiled without a connection.
+var errNoConn = errors.New("amqp: the step has no connection (New was given a nil *Conn, which only checks the spec); build it with a Conn, or through the kind")
+
 // Step is a compiled amqp step.
 type Step struct {
 	// Hooks are the step's signals for tests; set them before the step runs.
@@ -143,7 +146,8 @@ type Step struct {
 	json bool
 }
 
-// New compiles spec.
+// New compiles spec. With a nil conn the spec is only checked: the step refuses to run,
+// with a permanent error that says so, instead of publishing nowhere.
 func New(spec Spec, conn *Conn) (*Step, error) {
 	if spec.Timeout <= 0 {
 		spec.Timeout = 10 * time.Second
@@ -217,6 +221,9 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 		pub.Body = []byte(fmt.Sprint(body))
 	}
 
+	if s.conn == nil {
+		return nil, onceflow.PermanentError(errNoConn)
+	}
 	ch, err := s.conn.channel()
 	if err != nil {
 		return nil, err // nothing was sent: retryable

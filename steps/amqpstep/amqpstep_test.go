@@ -240,3 +240,16 @@ func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A step compiled without a connection only checks its spec: run, it refuses for good
+// with what to fix, and publishes nothing.
+func TestStepWithoutConnRefusesToRun(t *testing.T) {
+	st, err := amqpstep.New(amqpstep.Spec{RoutingKey: "orders", Body: "x"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Do(context.Background(), sc("k"))
+	if onceflow.ClassOf(err) != onceflow.Permanent || !strings.Contains(err.Error(), "no connection") {
+		t.Fatalf("Do without a connection = %v (%s), want a permanent error naming the missing connection", err, onceflow.ClassOf(err))
+	}
+}

@@ -65,7 +65,7 @@ import (
 const DefaultOnUnknown = onceflow.ReviewUnknown
 
 // ReasonDestinationBlocked is the review reason of a server the egress policy refused.
-const ReasonDestinationBlocked = "destination_blocked"
+const ReasonDestinationBlocked = onceflow.ReasonDestinationBlocked
 
 // DefaultTimeout bounds one attempt when Spec.Timeout is zero.
 const DefaultTimeout = 30 * time.Second

@@ -700,7 +700,7 @@ func TestEngine(t *testing.T) {
 		name      string
 		cfg       serverConfig
 		state     store.State
-		reason    string
+		reason    store.Reason
 		status    int
 		excerpt   string
 		outcome   store.Outcome

@@ -37,7 +37,7 @@ import (
 )
 
 // ReasonDestinationBlocked is the review reason of a request the egress policy refused.
-const ReasonDestinationBlocked = "destination_blocked"
+const ReasonDestinationBlocked = onceflow.ReasonDestinationBlocked
 
 // Request is a templated HTTP request. Templates read {input.…}, {run.key}, {run.id},
 // {steps.ID.output.…} and {env.NAME}; string leaves of Body that are exactly one field
@@ -117,9 +117,13 @@ type Step struct {
 	client  *http.Client
 }
 
-// New compiles spec. client must enforce the egress policy (egress.Policy.Client). Its
-// error joins (errors.Join) one *SpecError for every problem of spec.
+// New compiles spec. client must enforce the egress policy (egress.Policy.Client); a nil
+// client is refused. Its error joins (errors.Join) one *SpecError for every problem of
+// spec.
 func New(spec Spec, client *http.Client, env Env) (*Step, error) {
+	if client == nil {
+		return nil, errors.New("http: New needs an HTTP client; pass one that enforces the egress policy (egress.Policy.Client)")
+	}
 	if spec.IdempotencyHeader == "" {
 		spec.IdempotencyHeader = "Idempotency-Key"
 	}

@@ -342,3 +342,12 @@ func (e *manualEngine) work(t *testing.T, n int) {
 		e.now.Add(int64(time.Hour))
 	}
 }
+
+// A step without an HTTP client is refused when it is compiled, not found out when it
+// runs.
+func TestNewNeedsAClient(t *testing.T) {
+	_, err := New(Spec{Request: Request{URL: "http://x"}}, nil, env(nil))
+	if err == nil || !strings.Contains(err.Error(), "needs an HTTP client") {
+		t.Fatalf("New without a client = %v, want it refused", err)
+	}
+}

@@ -45,7 +45,7 @@ const EnvURL = "ONCEFLOW_NATS_URL"
 
 // ReasonSubjectInvalid is the review reason of a message whose subject, rendered from the
 // run's data, is not the subject the template describes (a value that is not one token).
-const ReasonSubjectInvalid = "subject_invalid"
+const ReasonSubjectInvalid onceflow.Reason = "subject_invalid"
 
 // Spec describes a nats step. Subject, header values and the body are templates over the
 // step's data.
@@ -95,6 +95,9 @@ func (c *Conn) Close() {
 	}
 }
 
+// errNoConn is the error of a step compiled without a connection.
+var errNoConn = errors.New("nats: the step has no connection (New was given a nil *Conn, which only checks the spec); build it with a Conn, or through the kind")
+
 // Step is a compiled nats step.
 type Step struct {
 	spec    Spec
@@ -103,7 +106,8 @@ type Step struct {
 	msg     keytmpl.Message
 }
 
-// New compiles spec.
+// New compiles spec. With a nil conn the spec is only checked: the step refuses to run,
+// with a permanent error that says so, instead of publishing nowhere.
 func New(spec Spec, conn *Conn) (*Step, error) {
 	if spec.Subject == "" {
 		return nil, errors.New("nats: subject is required")
@@ -218,6 +222,9 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 			return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: ReasonSubjectInvalid, Err: err}
 		}
 		return nil, onceflow.PermanentError(err)
+	}
+	if s.conn == nil {
+		return nil, onceflow.PermanentError(errNoConn)
 	}
 	js, err := s.conn.JetStream()
 	if err != nil {

@@ -98,3 +98,16 @@ func TestMessageRefusedBeforeSendingIsPermanent(t *testing.T) {
 		t.Fatalf("stream info %v, %v", info, err)
 	}
 }
+
+// A step compiled without a connection only checks its spec: run, it refuses for good
+// with what to fix, and publishes nothing.
+func TestStepWithoutConnRefusesToRun(t *testing.T) {
+	st, err := natsstep.New(natsstep.Spec{Subject: "orders.paid", Body: "x"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Do(context.Background(), sc("k"))
+	if onceflow.ClassOf(err) != onceflow.Permanent || !strings.Contains(err.Error(), "no connection") {
+		t.Fatalf("Do without a connection = %v (%s), want a permanent error naming the missing connection", err, onceflow.ClassOf(err))
+	}
+}

@@ -70,16 +70,16 @@ import (
 
 // ReasonRowsUnexpected is the review or skip reason of a statement whose row count is not
 // the one it expects.
-const ReasonRowsUnexpected = "rows_unexpected"
+const ReasonRowsUnexpected onceflow.Reason = "rows_unexpected"
 
 // ReasonNotMigrated is the review reason of a database without the onceflow_applied table.
-const ReasonNotMigrated = "database_not_migrated"
+const ReasonNotMigrated onceflow.Reason = "database_not_migrated"
 
 // ReasonTransactionEnded is the review reason of an attempt whose transaction ended before
 // the effect key was written: a statement committed or rolled back on its own (a
 // procedure that commits, DDL prepared from a string). What the statements before it did
 // may be committed; the key is not written, and the step is not retried.
-const ReasonTransactionEnded = "transaction_ended"
+const ReasonTransactionEnded onceflow.Reason = "transaction_ended"
 
 // Table is the name of the table that records applied effect keys in a business database.
 const Table = "onceflow_applied"
@@ -153,7 +153,8 @@ var fieldRE = regexp.MustCompile(`\{\s*(input|steps|run|env|workflow|step)(\.[^{
 
 var rowsRE = regexp.MustCompile(`(?is)^\s*(\(\s*)*(select|with|show|values|table)\b|\breturning\b`)
 
-// New compiles spec on db. It refuses the statements CheckStatement refuses.
+// New compiles spec on db. It refuses the statements CheckStatement refuses. With a nil db
+// the spec is only checked: the step refuses to run, with a permanent error that says so.
 func New(spec Spec, db *DB) (*Step, error) { return compile(spec, db, CheckStatement) }
 
 func compile(spec Spec, db *DB, check func(query string) error) (*Step, error) {
@@ -231,6 +232,9 @@ func (s *Step) Do(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 			}
 			args[i] = append(args[i], bindValue(v))
 		}
+	}
+	if s.db == nil {
+		return nil, onceflow.PermanentError(errors.New("sql: the step has no database (New was given a nil *DB, which only checks the spec); build it with a DB, or through the kind"))
 	}
 	db, err := s.db.open()
 	if err != nil {

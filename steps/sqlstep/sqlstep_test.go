@@ -514,3 +514,17 @@ func TestBigIntegersStayExact(t *testing.T) {
 		})
 	}
 }
+
+// A step compiled without a database only checks its spec: run, it refuses for good with
+// what to fix.
+func TestStepWithoutDatabaseRefusesToRun(t *testing.T) {
+	st, err := sqlstep.New(sqlstep.Spec{Database: "SHOP_DB", Statements: []sqlstep.Statement{
+		{Query: "UPDATE orders SET status = 'paid' WHERE id = $1", Args: []string{"{input.order_id}"}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Do(context.Background(), stepCtx("k", map[string]any{"order_id": 1}))
+	if onceflow.ClassOf(err) != onceflow.Permanent || !strings.Contains(err.Error(), "no database") {
+		t.Fatalf("Do without a database = %v (%s), want a permanent error naming the missing database", err, onceflow.ClassOf(err))
+	}
+}

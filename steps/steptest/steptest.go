@@ -122,7 +122,7 @@ func Exercise(t *testing.T, setup func(t *testing.T) Harness) {
 		b.work()
 		if b.onUnknown == onceflow.ReviewUnknown {
 			s := b.want(r, onceflow.StateNeedsReview)
-			if s.Reason != "outcome_unknown" {
+			if s.Reason != onceflow.ReasonOutcomeUnknown {
 				t.Errorf("an unknown outcome waits for review with reason %q, want outcome_unknown", s.Reason)
 			}
 			return

@@ -20,7 +20,7 @@ import (
 )
 
 // ReasonInvalid is the reason of a refused transition.
-const ReasonInvalid = "transition_invalid"
+const ReasonInvalid = onceflow.ReasonTransitionInvalid
 
 // Spec describes a transition step.
 type Spec struct {

@@ -81,7 +81,7 @@ func TestPaymentsTransitionOrders(t *testing.T) {
 	if fulfilled["1001"] != 1 || fulfilled["1002"] != 0 {
 		t.Fatalf("fulfilments %v, want order 1001 once and 1002 never", fulfilled)
 	}
-	check := func(run int64, step string, state store.State, reason string) {
+	check := func(run int64, step string, state store.State, reason store.Reason) {
 		t.Helper()
 		steps, err := st.StepListByRun(ctx, run)
 		if err != nil {

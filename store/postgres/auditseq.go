@@ -47,6 +47,9 @@ func (t *txn) event(e *store.Event) { t.store(e) }
 
 // store appends a stored event and returns it.
 func (t *txn) store(e *store.Event) *txEvent {
+	if t.origin != nil {
+		t.origin.Stamp(e)
+	}
 	ev := &txEvent{e: e}
 	t.log = append(t.log, ev)
 	return ev

@@ -295,7 +295,7 @@ type stepWrites struct {
 
 // add adds the update of candidate c, whose step is as plan left it: reason is the step's
 // new reason; lastError, nextAt and output (with setOutput) are set when not nil.
-func (w *stepWrites) add(c *store.ClaimCandidate, reason string, prevAttempt int, lastError *string, nextAt *time.Time, output []byte, setOutput bool) {
+func (w *stepWrites) add(c *store.ClaimCandidate, reason store.Reason, prevAttempt int, lastError *string, nextAt *time.Time, output []byte, setOutput bool) {
 	st := c.Step
 	var lease *time.Time
 	if st.State == store.StateProcessing {
@@ -304,7 +304,7 @@ func (w *stepWrites) add(c *store.ClaimCandidate, reason string, prevAttempt int
 	w.ids = append(w.ids, st.ID)
 	w.prevAttempt, w.attempt = append(w.prevAttempt, int32(prevAttempt)), append(w.attempt, int32(st.Attempt))
 	w.state, w.key, w.fingerprint = append(w.state, string(st.State)), append(w.key, st.EffectKey), append(w.fingerprint, st.Fingerprint)
-	w.reason, w.owner = append(w.reason, clean(reason)), append(w.owner, st.LeaseOwner)
+	w.reason, w.owner = append(w.reason, string(clean(reason))), append(w.owner, st.LeaseOwner)
 	w.lastError, w.nextAt, w.leaseExpires = append(w.lastError, lastError), append(w.nextAt, nextAt), append(w.leaseExpires, lease)
 	w.setOutput, w.output = append(w.setOutput, setOutput), append(w.output, output)
 	w.claimEv, w.runEv, w.prevOutcome, w.runChange = append(w.claimEv, nil), append(w.runEv, nil), append(w.prevOutcome, ""), append(w.runChange, "")
@@ -332,7 +332,7 @@ func applyClaims(ctx context.Context, t *txn, b *pgx.Batch, p *store.StepClaimPa
 			st.State = store.StateSkipped
 			w.add(c, plan.Reason, st.Attempt, nil, nil, nil, false)
 		case store.ClaimReuse:
-			w.add(c, "effect_reused", st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
+			w.add(c, store.ReasonEffectReused, st.Attempt, nil, nil, []byte(effs[plan.Spec.Key].Result), true)
 		case store.ClaimWait:
 			w.add(c, plan.Reason, st.Attempt, nil, &plan.NextAt, nil, false)
 		case store.ClaimTake:

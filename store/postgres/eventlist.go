@@ -36,7 +36,7 @@ const (
 )
 
 // armTypes are the types of event each derived arm yields.
-var armTypes = map[int]string{
+var armTypes = map[int]store.EventType{
 	armRunCreated: store.EventRunCreated, armClaimEnded: store.EventStepClaimed, armClaimInFlight: store.EventStepClaimed,
 	armEnd: store.EventStepCompleted, armClaimRunEnded: store.EventRunStateChanged, armClaimRunInFlight: store.EventRunStateChanged,
 	armEndRun: store.EventRunStateChanged,
@@ -102,7 +102,7 @@ var eventArms = []eventArm{
 
 // eventsSQL is the statement of EventList, restricted to events of types (nil: any) and
 // IDs up to through, and its arguments.
-func eventsSQL(p store.EventListParams, types []string, through int64) (string, []any) {
+func eventsSQL(p store.EventListParams, types []store.EventType, through int64) (string, []any) {
 	var args []any
 	// arg adds v and returns its placeholder.
 	arg := func(v any) string {
@@ -130,7 +130,11 @@ func eventsSQL(p store.EventListParams, types []string, through int64) (string, 
 	}
 	upTo := arg(through)
 	if types != nil {
-		typeList = arg(types)
+		names := make([]string, len(types))
+		for i, t := range types {
+			names[i] = string(t)
+		}
+		typeList = arg(names)
 	}
 	var arms []string
 	for _, a := range eventArms {
@@ -210,7 +214,7 @@ func (s *Store) EventList(ctx context.Context, p store.EventListParams) ([]*stor
 }
 
 // listEvents runs eventsSQL.
-func listEvents(ctx context.Context, q querier, p store.EventListParams, types []string, through int64) ([]*store.Event, error) {
+func listEvents(ctx context.Context, q querier, p store.EventListParams, types []store.EventType, through int64) ([]*store.Event, error) {
 	sql, args := eventsSQL(p, types, through)
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {

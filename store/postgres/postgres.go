@@ -311,6 +311,8 @@ type txn struct {
 	idMin, idMax int64
 	attempts     []*attemptRow
 	notify       bool
+	// origin, when set, is stamped on every event stored (store.Origin).
+	origin *store.Origin
 	// notifyInTx sends the notification inside the transaction, delivered when it commits:
 	// for a caller's transaction (RunInsertTx), whose commit the store does not see.
 	notifyInTx bool
@@ -434,9 +436,9 @@ func (t *txn) queueEvents(b *pgx.Batch) {
 		e := ev.e
 		id, ord := t.idOrOrdinal(ev)
 		ids, ords = append(ids, id), append(ords, ord)
-		ats, typs, runIDs, stepIDs, attempts = append(ats, e.At), append(typs, clean(e.Type)), append(runIDs, e.RunID), append(stepIDs, e.StepID), append(attempts, int32(e.Attempt))
+		ats, typs, runIDs, stepIDs, attempts = append(ats, e.At), append(typs, string(clean(e.Type))), append(runIDs, e.RunID), append(stepIDs, e.StepID), append(attempts, int32(e.Attempt))
 		workflows, entities, stepNames, keys = append(workflows, clean(e.Workflow)), append(entities, clean(e.Entity)), append(stepNames, clean(e.StepName)), append(keys, clean(e.EffectKey))
-		actors, reasons = append(actors, clean(e.Actor)), append(reasons, clean(e.Reason))
+		actors, reasons = append(actors, clean(e.Actor)), append(reasons, string(clean(e.Reason)))
 		d := e.Detail
 		if len(d) == 0 {
 			d = json.RawMessage(`{}`)
@@ -568,6 +570,9 @@ func failed(op string, err error) error {
 func (s *Store) tryTx(ctx context.Context, settings []string, fn func(t *txn) error) error {
 	x := &pooledTx{pool: s.pool, settings: settings}
 	t := &txn{conn: x, s: s}
+	if o, ok := store.OriginFrom(ctx); ok {
+		t.origin = &o
+	}
 	err := fn(t)
 	committed := false
 	if err == nil {
@@ -704,9 +709,9 @@ func fromTS(v pgtype.Timestamptz) time.Time {
 
 // clean makes free text (errors, response excerpts from destinations) storable in a text
 // column, which accepts neither NUL bytes nor invalid UTF-8.
-func clean(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+func clean[S ~string](s S) S {
+	if utf8.ValidString(string(s)) && !strings.ContainsRune(string(s), 0) {
 		return s
 	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	return S(strings.ReplaceAll(strings.ToValidUTF8(string(s), "\uFFFD"), "\x00", "\uFFFD"))
 }

@@ -294,7 +294,7 @@ func TestEventsAppendOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var types []string
+	var types []store.EventType
 	for _, e := range after {
 		types = append(types, e.Type)
 	}

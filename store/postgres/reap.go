@@ -134,7 +134,7 @@ func reap(ctx context.Context, t *txn, p *store.StepReapParams) (int, error) {
 			return 0, err
 		}
 		ids[j], owners[j], attempts[j], states[j], nextAts[j] = e.st.ID, e.st.LeaseOwner, int32(e.st.Attempt), string(e.plan.State), e.plan.NextAt
-		errs[j], reasons[j] = clean(e.plan.Error), clean(e.plan.Reason)
+		errs[j], reasons[j] = clean(e.plan.Error), string(clean(e.plan.Reason))
 		rs.add(e.run)
 	}
 	b := &pgx.Batch{}

@@ -191,7 +191,7 @@ func record(ctx context.Context, t *txn, ps []store.StepRecordParams, results []
 		case (e.applied || e.cancelled) && e.claim.inFlight():
 			a = t.endAttempt(end, e.st.RunID, e.st.ID, e.st.Name, e.st.EffectKey, p.Owner, p.Attempt, e.claim, p.Now, p.Outcome, e.errText, p)
 			if derived {
-				a.endDerived, a.endReason = true, clean(p.Reason)
+				a.endDerived, a.endReason = true, string(clean(p.Reason))
 				if actor := p.RecordActor(); actor != p.Owner {
 					a.endActor = clean(actor)
 				}
@@ -251,7 +251,7 @@ func recordSteps(ctx context.Context, t *txn, entries []*recordEntry, rs *runSet
 	for j, e := range cas {
 		p := e.p
 		ids[j], owners[j], attempts[j], states[j], nextAts[j] = p.StepID, p.Owner, int32(p.Attempt), string(p.NextState), p.RecordNextAt()
-		outcomes[j], outputs[j], errs[j], reasons[j], nows[j] = string(p.Outcome), p.RecordOutput(), e.errText, clean(p.Reason), p.Now
+		outcomes[j], outputs[j], errs[j], reasons[j], nows[j] = string(p.Outcome), p.RecordOutput(), e.errText, string(clean(p.Reason)), p.Now
 		effects[j], retains[j] = int32(p.LedgerChange()), nullTime(p.RetainUntil)
 	}
 

@@ -349,7 +349,7 @@ func (s *Store) RunReplay(ctx context.Context, p store.RunReplayParams) (*store.
 				d["entity_before"], d["entity_after"] = run.Entity, p.Entity
 			}
 			corrected := t.store(&store.Event{At: p.Now, Type: store.EventRunInputCorrected, RunID: run.ID, Workflow: run.Workflow,
-				Entity: p.Entity, Actor: p.Actor, Reason: "correction", Detail: detail(d)})
+				Entity: p.Entity, Actor: p.Actor, Reason: store.ReasonCorrection, Detail: detail(d)})
 			// The revision names its event: the events derived before it name the entity
 			// before, those after it the entity after.
 			if err := t.drawNow(ctx); err != nil {

@@ -211,7 +211,7 @@ func (rs *runSet) skipDependents(t *txn, runID int64, at time.Time) {
 // propagate moves, level by level, the pending steps of run runID that need a step in one
 // of the states causes to state, appending an event for each in ID order within a level, as
 // one UPDATE per level would.
-func (rs *runSet) propagate(t *txn, runID int64, at time.Time, state store.State, reason, event string, causes ...store.State) {
+func (rs *runSet) propagate(t *txn, runID int64, at time.Time, state store.State, reason store.Reason, event store.EventType, causes ...store.State) {
 	r := rs.byID[runID]
 	if r == nil {
 		return
@@ -234,7 +234,7 @@ func (rs *runSet) propagate(t *txn, runID int64, at time.Time, state store.State
 			return
 		}
 		for _, st := range moved {
-			st.state, st.moved, st.movedAt = state, reason, at
+			st.state, st.moved, st.movedAt = state, string(reason), at
 			// Only ID, Name and Attempt are set, as the events always had.
 			t.event(store.StepEvent(event, at, &r.run, &store.Step{ID: st.id, Name: st.name, Attempt: st.attempt}, store.ActorEngine, reason, nil))
 		}

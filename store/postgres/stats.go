@@ -49,7 +49,7 @@ func (s *Store) StatsGet(ctx context.Context, p store.StatsGetParams) (*store.St
 			case "step":
 				out.Steps = append(out.Steps, store.StepCount{Workflow: workflow, Step: step, State: store.State(state), Count: n})
 			case "review":
-				out.Review = append(out.Review, store.ReviewCount{Workflow: workflow, Reason: reason, Count: n})
+				out.Review = append(out.Review, store.ReviewCount{Workflow: workflow, Reason: store.Reason(reason), Count: n})
 			case "due":
 				out.Due = append(out.Due, store.DueCount{Workflow: workflow, Count: n})
 			}
@@ -93,7 +93,11 @@ func (s *Store) StatsActivity(ctx context.Context, p store.StatsActivityParams) 
 	var out *store.Activity
 	err := s.read(ctx, "stats activity", func(q querier) error {
 		out = &store.Activity{}
-		rows, err := q.Query(ctx, activitySQL, p.Since, p.Bucket.Seconds(), store.ActivityTypes)
+		types := make([]string, len(store.ActivityTypes))
+		for i, t := range store.ActivityTypes {
+			types[i] = string(t)
+		}
+		rows, err := q.Query(ctx, activitySQL, p.Since, p.Bucket.Seconds(), types)
 		if err != nil {
 			return err
 		}
@@ -105,7 +109,7 @@ func (s *Store) StatsActivity(ctx context.Context, p store.StatsActivityParams) 
 			if err := rows.Scan(&typ, &i, &n); err != nil {
 				return err
 			}
-			out.AddActivity(i, typ, n)
+			out.AddActivity(i, store.EventType(typ), n)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -113,7 +117,7 @@ func (s *Store) StatsActivity(ctx context.Context, p store.StatsActivityParams) 
 		if p.Failures <= 0 {
 			return nil
 		}
-		frows, err := q.Query(ctx, failuresSQL, p.Since, []string{store.EventStepNeedsReview, store.EventStepFailed}, p.Failures)
+		frows, err := q.Query(ctx, failuresSQL, p.Since, []string{string(store.EventStepNeedsReview), string(store.EventStepFailed)}, p.Failures)
 		if err != nil {
 			return err
 		}

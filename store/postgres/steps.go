@@ -110,7 +110,7 @@ func skipDependents(ctx context.Context, t *txn, run *store.Run, at time.Time) e
 
 // propagate moves, transitively, the pending steps of run that need a step in one of the
 // states causes to state, appending an event for each, in ID order.
-func propagate(ctx context.Context, t *txn, run *store.Run, at time.Time, causes []string, state store.State, reason, event string) error {
+func propagate(ctx context.Context, t *txn, run *store.Run, at time.Time, causes []string, state store.State, reason store.Reason, event store.EventType) error {
 	for {
 		rows, err := t.Query(ctx, `WITH moved AS (
 				UPDATE steps s SET state = $1, reason = $2, updated_at = $3

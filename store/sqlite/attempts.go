@@ -58,7 +58,7 @@ type attemptRow struct {
 	// endDerived is set when the end's step.completed event is derived (its ID is id),
 	// with the record's reason and actor ("" for the worker).
 	endDerived bool
-	endReason  string
+	endReason  store.Reason
 	endActor   string
 	// endRunEventID is the derived run.state_changed event that followed a derived end.
 	endRunEventID int64

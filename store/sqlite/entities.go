@@ -49,7 +49,7 @@ func (s *Store) EntityTransition(ctx context.Context, p store.EntityTransitionPa
 			EffectKey: p.EffectKey, Actor: p.Actor}
 		if !slices.Contains(p.From, current) {
 			res = &store.TransitionResult{From: current, State: current}
-			ev.Type, ev.Reason = store.EventEntityRefused, "transition_invalid"
+			ev.Type, ev.Reason = store.EventEntityRefused, store.ReasonTransitionInvalid
 			ev.Detail = detail(map[string]any{"entity": p.Key, "state": current, "allowed_from": p.From, "to": p.To})
 			w.event(ev)
 			return nil

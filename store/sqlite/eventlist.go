@@ -89,7 +89,7 @@ var eventArms = []eventArm{
 }
 
 // armTypes are the types of event each derived arm yields.
-var armTypes = map[int]string{
+var armTypes = map[int]store.EventType{
 	armRunCreated: store.EventRunCreated, armClaimEnded: store.EventStepClaimed, armClaimInFlight: store.EventStepClaimed,
 	armEnd: store.EventStepCompleted, armClaimRunEnded: store.EventRunStateChanged, armClaimRunInFlight: store.EventRunStateChanged,
 	armEndRun: store.EventRunStateChanged,
@@ -102,7 +102,7 @@ func eventListSQL(p store.EventListParams) (string, []any) {
 
 // eventsSQL is the statement of EventList, restricted to events of types (nil: any) and
 // IDs up to through (0: any), and its arguments.
-func eventsSQL(p store.EventListParams, types []string, through int64) (string, []any) {
+func eventsSQL(p store.EventListParams, types []store.EventType, through int64) (string, []any) {
 	arms, armArgs := eventArmsSQL(p, types, through)
 	var args []any
 	for _, a := range armArgs {
@@ -116,7 +116,7 @@ func eventsSQL(p store.EventListParams, types []string, through int64) (string, 
 }
 
 // eventArmsSQL returns the SELECT of each arm of eventsSQL and its arguments.
-func eventArmsSQL(p store.EventListParams, types []string, through int64) (arms []string, armArgs [][]any) {
+func eventArmsSQL(p store.EventListParams, types []store.EventType, through int64) (arms []string, armArgs [][]any) {
 	for _, a := range eventArms {
 		var args []any
 		if p.EffectKey != "" && a.key == "" {

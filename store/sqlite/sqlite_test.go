@@ -262,8 +262,8 @@ func TestEventsAppendOnly(t *testing.T) {
 	}
 }
 
-func eventTypes(evs []*store.Event) []string {
-	var out []string
+func eventTypes(evs []*store.Event) []store.EventType {
+	var out []store.EventType
 	for _, e := range evs {
 		out = append(out, e.Type)
 	}

@@ -48,7 +48,7 @@ func (s *Store) StatsGet(ctx context.Context, p store.StatsGetParams) (*store.St
 		case "step":
 			out.Steps = append(out.Steps, store.StepCount{Workflow: workflow, Step: step, State: store.State(state), Count: n})
 		case "review":
-			out.Review = append(out.Review, store.ReviewCount{Workflow: workflow, Reason: reason, Count: n})
+			out.Review = append(out.Review, store.ReviewCount{Workflow: workflow, Reason: store.Reason(reason), Count: n})
 		case "due":
 			out.Due = append(out.Due, store.DueCount{Workflow: workflow, Count: n})
 		}
@@ -86,7 +86,7 @@ func (s *Store) StatsActivity(ctx context.Context, p store.StatsActivityParams) 
 	since, slice := ts(p.Since), p.Bucket.Microseconds()
 	args := []any{since, slice, since, since, since, slice, since, since, since, slice, since, since}
 	for _, t := range store.ActivityTypes {
-		args = append(args, t)
+		args = append(args, string(t))
 	}
 	out := &store.Activity{}
 	err := func() error {
@@ -107,7 +107,7 @@ func (s *Store) StatsActivity(ctx context.Context, p store.StatsActivityParams) 
 			if err := rows.Scan(&typ, &i, &n); err != nil {
 				return err
 			}
-			out.AddActivity(i, typ, n)
+			out.AddActivity(i, store.EventType(typ), n)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -116,7 +116,7 @@ func (s *Store) StatsActivity(ctx context.Context, p store.StatsActivityParams) 
 			return nil
 		}
 		// The failures are stored events: only the stored arm of EventList has them.
-		arms, armArgs := eventArmsSQL(store.EventListParams{Since: p.Since}, []string{store.EventStepNeedsReview, store.EventStepFailed}, 0)
+		arms, armArgs := eventArmsSQL(store.EventListParams{Since: p.Since}, []store.EventType{store.EventStepNeedsReview, store.EventStepFailed}, 0)
 		var fargs []any
 		for _, a := range armArgs {
 			fargs = append(fargs, a...)

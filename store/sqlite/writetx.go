@@ -32,7 +32,9 @@ type writeTx struct {
 	tx   dbtx
 	prep *statements
 
-	events   []*store.Event
+	events []*store.Event
+	// origin, when set, is stamped on every event (store.Origin).
+	origin   *store.Origin
 	stepRows []any         // buffered rows of stepInsertArgs values
 	attempts []*attemptRow // buffered attempt rows
 	runs     map[int64]*runSteps
@@ -125,6 +127,9 @@ func (s *Store) write(ctx context.Context, op string, fn func(w *writeTx) error)
 	var w *writeTx
 	return s.writeConn(ctx, op, func(c *sql.Conn) error {
 		w = &writeTx{ctx: context.WithoutCancel(ctx), tx: c, prep: s.prep, runs: map[int64]*runSteps{}, steps: map[int64]*stepStatus{}, seq: &s.seq}
+		if o, ok := store.OriginFrom(ctx); ok {
+			w.origin = &o
+		}
 		if err := w.loadSeq(); err != nil {
 			return err
 		}
@@ -176,6 +181,9 @@ func (w *writeTx) queryRow(id stmtID, args ...any) *sql.Row {
 // event appends an audit event to the transaction: it takes the next ID of the audit
 // sequence and is written by flush.
 func (w *writeTx) event(e *store.Event) {
+	if w.origin != nil {
+		w.origin.Stamp(e)
+	}
 	e.ID = w.nextEventID(e.At)
 	w.events = append(w.events, e)
 }
@@ -430,6 +438,9 @@ func (w *writeTx) reserve(at time.Time) int64 { return w.nextEventID(at) }
 
 // eventAs appends a stored event under an ID reserved for it.
 func (w *writeTx) eventAs(e *store.Event, id int64) {
+	if w.origin != nil {
+		w.origin.Stamp(e)
+	}
 	e.ID = id
 	w.events = append(w.events, e)
 }
@@ -487,7 +498,7 @@ func (w *writeTx) skipDependents(run *store.Run, at time.Time) error {
 // propagate moves, transitively, the pending steps of run that need a step in one of the
 // states causes to state, appending an event for each. It asks the database only when a
 // pending step needs such a step.
-func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.State, reason, event string, causes ...store.State) error {
+func (w *writeTx) propagate(run *store.Run, at time.Time, q stmtID, state store.State, reason store.Reason, event store.EventType, causes ...store.State) error {
 	rs, err := w.run(run.ID)
 	if err != nil {
 		return err

@@ -124,12 +124,12 @@ func testBatchTrail(h *harness) {
 		}
 	}, func(h *harness, single, batched *trailState) {
 		// The scenario covers what it claims to.
-		for _, want := range []string{
+		for _, want := range []store.EventType{
 			store.EventStepSkipped, store.EventStepCancelled, store.EventStepNeedsReview, store.EventEffectReused,
 			store.EventEffectWaiting, store.EventEffectConflict, store.EventStepRetryPlanned, store.EventLeaseLost,
 			store.EventLeaseLostRecorded, store.EventLeaseExpired, store.EventRunDeduplicated, store.EventStepFailed,
 		} {
-			if !slices.ContainsFunc(batched.events, func(l string) bool { return strings.Contains(l, " "+want+" ") }) {
+			if !slices.ContainsFunc(batched.events, func(l string) bool { return strings.Contains(l, " "+string(want)+" ") }) {
 				h.t.Errorf("the scenario appended no %s event", want)
 			}
 		}
@@ -200,7 +200,7 @@ func trailPrepare(c *store.ClaimCandidate) (store.EffectSpec, error) {
 	}
 	switch k := in[c.Step.Name]; k {
 	case "skip":
-		return store.EffectSpec{Skip: "condition_false"}, nil
+		return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 	case "bad":
 		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: errors.New("no key")}
 	case "":
@@ -434,7 +434,7 @@ func (d *trailDriver) state() *trailState {
 			e.Attempt, e.Actor, e.Reason, e.At.Format(time.RFC3339Nano), e.Workflow, e.Entity, d.detail(e))
 		out.events = append(out.events, line)
 		out.byRun[run] = append(out.byRun[run], line)
-		out.types[run] = append(out.types[run], strings.TrimSpace(e.Type+" "+e.StepName))
+		out.types[run] = append(out.types[run], strings.TrimSpace(string(e.Type)+" "+e.StepName))
 	}
 	return out
 }
@@ -486,7 +486,7 @@ func wantStateChanges(h *harness, st *trailState, runKey string, want ...string)
 	h.t.Helper()
 	var got []string
 	for _, l := range st.byRun[runKey] {
-		if !strings.HasPrefix(l, runKey+" "+store.EventRunStateChanged+" ") {
+		if !strings.HasPrefix(l, runKey+" "+string(store.EventRunStateChanged)+" ") {
 			continue
 		}
 		i := strings.LastIndex(l, " {")

@@ -154,7 +154,7 @@ func testClaimPrepareError(h *harness) {
 		name      string
 		spec      store.EffectSpec
 		err       error
-		reason    string
+		reason    store.Reason
 		lastError string // a substring
 	}{
 		{"PrepareError", store.EffectSpec{}, &store.PrepareError{Reason: "missing_field", Err: errors.New("input.email is missing")}, "missing_field", "input.email is missing"},

@@ -64,7 +64,7 @@ func testCancelRun(h *harness) {
 	wantEqual(h.t, "running", fmt.Sprint(names(got.Running)), "[a]")
 	wantEqual(h.t, "run state in the result", got.Run.State, store.StateCancelled)
 	h.wantRunState(run.ID, store.StateCancelled)
-	for n, reason := range map[string]string{"a": store.ReasonCancelledEffectMayExist, "b": store.ReasonRunCancelled,
+	for n, reason := range map[string]store.Reason{"a": store.ReasonCancelledEffectMayExist, "b": store.ReasonRunCancelled,
 		"c": store.ReasonCancelledEffectMayExist, "d": store.ReasonRunCancelled} {
 		if s := h.step(run.ID, n); s.State != store.StateCancelled || s.Reason != reason {
 			h.t.Errorf("step %s: %s/%s, want cancelled/%s", n, s.State, s.Reason, reason)
@@ -245,7 +245,7 @@ func testPauseResume(h *harness) {
 	var got []string
 	for _, e := range h.events(store.EventListParams{Limit: 100}) {
 		if e.Workflow == "orders" {
-			got = append(got, e.Type+" "+e.Actor+" "+fmt.Sprint(h.detailOf(e)["note"]))
+			got = append(got, string(e.Type)+" "+e.Actor+" "+fmt.Sprint(h.detailOf(e)["note"]))
 		}
 	}
 	want := []string{"workflow.paused alice the CRM is down", "workflow.resumed alice the CRM is back"}

@@ -103,7 +103,7 @@ func testEffectKeyConflict(h *harness) {
 	h.wantTypes("run b", evs, store.EventRunCreated, store.EventEffectConflict, store.EventStepNeedsReview, store.EventRunStateChanged)
 	for _, ev := range evs[1:3] {
 		h.wantStepEvent(ev, b, send, "K", 0)
-		wantEqual(h.t, ev.Type+" reason", ev.Reason, store.ReasonKeyConflict)
+		wantEqual(h.t, string(ev.Type)+" reason", ev.Reason, store.ReasonKeyConflict)
 	}
 	h.wantClaimed(h.claim(store.StepClaimParams{Now: at(time.Hour)}), 0, 0, 0)
 }

@@ -49,5 +49,5 @@ func testEntityTransitions(h *harness) {
 	}
 	evs := h.events(store.EventListParams{Entity: "order:1"})
 	h.wantTypes("entity events", evs, store.EventEntityTransitioned, store.EventEntityRefused, store.EventEntityTransitioned)
-	wantEqual(h.t, "refusal reason", evs[1].Reason, "transition_invalid")
+	wantEqual(h.t, "refusal reason", evs[1].Reason, store.ReasonTransitionInvalid)
 }

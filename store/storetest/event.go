@@ -36,7 +36,7 @@ func testEventList(h *harness) {
 			h.t.Errorf("event %+v does not name its run, workflow, entity, time and type", e)
 			continue
 		}
-		if strings.HasPrefix(e.Type, "run.") {
+		if strings.HasPrefix(string(e.Type), "run.") {
 			continue
 		}
 		if e.StepID == 0 || e.StepName == "" || e.EffectKey != keyOf(run, e.StepName) || e.Attempt < 1 {

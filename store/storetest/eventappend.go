@@ -16,7 +16,7 @@ func testEventAppend(h *harness) {
 	}
 	r := h.newRun(store.RunInsertParams{RunKey: "r1", Entity: "lead:1", Steps: []store.StepInsert{step("a")}})
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	e := &store.Event{At: at, Type: store.EventDataUnmasked, RunID: r.ID, Workflow: r.Workflow, Actor: "cli:ana", Reason: "unmasked",
+	e := &store.Event{At: at, Type: store.EventDataUnmasked, RunID: r.ID, Workflow: r.Workflow, Actor: "cli:ana", Reason: store.ReasonUnmasked,
 		Detail: json.RawMessage(`{"read":"run 1"}`)}
 	if err := ap.EventAppend(h.ctx, e); err != nil {
 		h.t.Fatal(err)
@@ -31,7 +31,7 @@ func testEventAppend(h *harness) {
 			got = ev
 		}
 	}
-	if got == nil || got.Actor != "cli:ana" || got.Reason != "unmasked" || !got.At.Equal(at) || got.Workflow != r.Workflow {
+	if got == nil || got.Actor != "cli:ana" || got.Reason != store.ReasonUnmasked || !got.At.Equal(at) || got.Workflow != r.Workflow {
 		h.t.Fatalf("appended event %+v, events %d", got, len(evs))
 	}
 	var d map[string]any

@@ -218,7 +218,7 @@ func retry(cs *store.ClaimedStep, now, next time.Time) store.StepRecordParams {
 }
 
 // giveUp is the record of a failed attempt of cs at now that ends in state.
-func giveUp(cs *store.ClaimedStep, now time.Time, outcome store.Outcome, state store.State, reason string) store.StepRecordParams {
+func giveUp(cs *store.ClaimedStep, now time.Time, outcome store.Outcome, state store.State, reason store.Reason) store.StepRecordParams {
 	return store.StepRecordParams{
 		StepID: cs.Step.ID, Owner: cs.Step.LeaseOwner, Attempt: cs.Step.Attempt, Now: now,
 		Outcome: outcome, Error: "destination said no", ResponseStatus: 422,
@@ -301,7 +301,7 @@ func (h *harness) wantRunState(id int64, want store.State) {
 }
 
 // wantStep checks a stored step's state, attempt and reason.
-func (h *harness) wantStep(runID int64, name string, state store.State, attempt int, reason string) *store.Step {
+func (h *harness) wantStep(runID int64, name string, state store.State, attempt int, reason store.Reason) *store.Step {
 	h.t.Helper()
 	s := h.step(runID, name)
 	if s.State != state || s.Attempt != attempt || s.Reason != reason {
@@ -380,8 +380,8 @@ func (h *harness) stepEvents(s *store.Step) []*store.Event {
 }
 
 // types returns the events' types in order.
-func types(evs []*store.Event) []string {
-	out := make([]string, len(evs))
+func types(evs []*store.Event) []store.EventType {
+	out := make([]store.EventType, len(evs))
 	for i, e := range evs {
 		out[i] = e.Type
 	}
@@ -389,7 +389,7 @@ func types(evs []*store.Event) []string {
 }
 
 // ofType returns the events of one type.
-func ofType(evs []*store.Event, typ string) []*store.Event {
+func ofType(evs []*store.Event, typ store.EventType) []*store.Event {
 	var out []*store.Event
 	for _, e := range evs {
 		if e.Type == typ {
@@ -401,7 +401,7 @@ func ofType(evs []*store.Event, typ string) []*store.Event {
 
 // wantTypes checks the types of evs, in order. A different number of events ends the case
 // (callers go on to index evs by position); the same number with other types fails it.
-func (h *harness) wantTypes(what string, evs []*store.Event, want ...string) {
+func (h *harness) wantTypes(what string, evs []*store.Event, want ...store.EventType) {
 	h.t.Helper()
 	got := types(evs)
 	if len(got) != len(want) {
@@ -422,7 +422,7 @@ func (h *harness) last(what string, evs []*store.Event, n int) []*store.Event {
 }
 
 // only returns the single event of typ in evs.
-func (h *harness) only(evs []*store.Event, typ string) *store.Event {
+func (h *harness) only(evs []*store.Event, typ store.EventType) *store.Event {
 	h.t.Helper()
 	got := ofType(evs, typ)
 	if len(got) != 1 {

@@ -20,7 +20,7 @@ var incidentTests = []subtest{
 }
 
 // review starts a run with one step and parks that step in needs_review with reason at now.
-func (h *harness) review(key string, now time.Time, reason string) *store.Run {
+func (h *harness) review(key string, now time.Time, reason store.Reason) *store.Run {
 	h.t.Helper()
 	run := h.newRun(store.RunInsertParams{RunKey: key, Entity: "lead:" + key, Now: now, Steps: []store.StepInsert{step("notice")}})
 	cs := h.claimOne(now, "w1")
@@ -48,7 +48,7 @@ func testEventScan(h *harness) {
 	all := h.events(store.EventListParams{})
 	newest := h.last("events", all, 1)[0].ID
 
-	want := []string{store.EventStepNeedsReview}
+	want := []store.EventType{store.EventStepNeedsReview}
 	res := h.scan(store.EventScanParams{Types: want})
 	if len(res.Events) != 2 || res.Events[0].RunID != r1.ID || res.Events[1].RunID != r3.ID {
 		h.t.Fatalf("EventScan(needs_review) = %d events, want the reviews of runs %d and %d", len(res.Events), r1.ID, r3.ID)
@@ -76,12 +76,12 @@ func testEventScan(h *harness) {
 	if len(again.Events) != 0 || again.Through != res.Through {
 		h.t.Errorf("scan after Through = %d events through %d, want none through %d", len(again.Events), again.Through, res.Through)
 	}
-	none := h.scan(store.EventScanParams{Types: []string{"no.such_type"}})
+	none := h.scan(store.EventScanParams{Types: []store.EventType{"no.such_type"}})
 	if len(none.Events) != 0 || none.Through != newest {
 		h.t.Errorf("scan of an unused type = %d events through %d, want none through %d", len(none.Events), none.Through, newest)
 	}
-	two := h.scan(store.EventScanParams{Types: []string{store.EventRunCreated, store.EventStepCompleted}})
-	if got := types(two.Events); !slices.Equal(got, []string{store.EventRunCreated, store.EventRunCreated, store.EventStepCompleted, store.EventRunCreated}) {
+	two := h.scan(store.EventScanParams{Types: []store.EventType{store.EventRunCreated, store.EventStepCompleted}})
+	if got := types(two.Events); !slices.Equal(got, []store.EventType{store.EventRunCreated, store.EventRunCreated, store.EventStepCompleted, store.EventRunCreated}) {
 		h.t.Errorf("scan of two types = %q (run %d completed its step)", got, r2.ID)
 	}
 	if _, err := h.s.EventScan(h.ctx, store.EventScanParams{}); err == nil {
@@ -90,7 +90,7 @@ func testEventScan(h *harness) {
 }
 
 // hit is a match of event id (run id, at base+d) by policy p for step s and reason r.
-func hit(p, s, r string, id int64, d time.Duration) store.IncidentHit {
+func hit(p, s string, r store.Reason, id int64, d time.Duration) store.IncidentHit {
 	return store.IncidentHit{Policy: p, Workflow: defaultWorkflow, StepName: s, Reason: r, Window: time.Hour,
 		Event: store.IncidentExample{EventID: id, RunID: id, Entity: fmt.Sprintf("lead:%d", id), At: at(d), Error: "refused"}}
 }
@@ -143,14 +143,14 @@ func exampleIDs(xs []store.IncidentExample) []int64 {
 
 func testIncidentRecordGroups(h *harness) {
 	opened := h.recordHits(0, 20, at(2*time.Hour),
-		hit("ops", "notice", "permanent_error", 1, 0),
-		hit("ops", "notice", "permanent_error", 2, 10*time.Minute),
-		hit("ops", "notice", "attempts_exhausted", 3, 11*time.Minute), // another reason
-		hit("ops", "crm", "permanent_error", 4, 12*time.Minute),       // another step
-		hit("team", "notice", "permanent_error", 5, 13*time.Minute),   // another policy
-		hit("ops", "notice", "permanent_error", 6, 59*time.Minute),
-		hit("ops", "notice", "permanent_error", 7, time.Hour), // at EndsAt: the next incident
-		hit("ops", "notice", "permanent_error", 8, 70*time.Minute),
+		hit("ops", "notice", store.ReasonPermanentError, 1, 0),
+		hit("ops", "notice", store.ReasonPermanentError, 2, 10*time.Minute),
+		hit("ops", "notice", store.ReasonAttemptsExhausted, 3, 11*time.Minute), // another reason
+		hit("ops", "crm", store.ReasonPermanentError, 4, 12*time.Minute),       // another step
+		hit("team", "notice", store.ReasonPermanentError, 5, 13*time.Minute),   // another policy
+		hit("ops", "notice", store.ReasonPermanentError, 6, 59*time.Minute),
+		hit("ops", "notice", store.ReasonPermanentError, 7, time.Hour), // at EndsAt: the next incident
+		hit("ops", "notice", store.ReasonPermanentError, 8, 70*time.Minute),
 	)
 	if got := exampleIDs(firsts(opened)); !slices.Equal(got, []int64{1, 3, 4, 5, 7}) {
 		h.t.Fatalf("IncidentRecord opened incidents first at events %v, want [1 3 4 5 7]", got)
@@ -169,7 +169,7 @@ func testIncidentRecordGroups(h *harness) {
 	if got := exampleIDs(first.Repeats); !slices.Equal(got, []int64{2, 6}) {
 		h.t.Errorf("repeats of the first incident = %v, want [2 6]", got)
 	}
-	if first.Policy != "ops" || first.Workflow != defaultWorkflow || first.StepName != "notice" || first.Reason != "permanent_error" ||
+	if first.Policy != "ops" || first.Workflow != defaultWorkflow || first.StepName != "notice" || first.Reason != store.ReasonPermanentError ||
 		first.First.RunID != 1 || first.First.Entity != "lead:1" || first.First.Error != "refused" || first.LastEventID != 6 {
 		h.t.Errorf("first incident = %+v", first)
 	}
@@ -188,7 +188,7 @@ func testIncidentRecordGroups(h *harness) {
 	// The repeats kept as examples are capped; the count is not.
 	var many []store.IncidentHit
 	for i := range int64(10) {
-		many = append(many, hit("ops", "crm", "permanent_error", 100+i, 20*time.Minute+time.Duration(i)*time.Second))
+		many = append(many, hit("ops", "crm", store.ReasonPermanentError, 100+i, 20*time.Minute+time.Duration(i)*time.Second))
 	}
 	if opened := h.recordHits(20, 200, at(2*time.Hour), many...); len(opened) != 0 {
 		h.t.Errorf("repeats opened %d incidents", len(opened))
@@ -205,7 +205,7 @@ func testIncidentRecordGroups(h *harness) {
 		h.t.Fatalf("%d incident.opened events, want 5", len(evs))
 	}
 	d := h.detailOf(evs[0])
-	if evs[0].RunID != 1 || evs[0].Entity != "lead:1" || evs[0].StepName != "notice" || evs[0].Reason != "permanent_error" ||
+	if evs[0].RunID != 1 || evs[0].Entity != "lead:1" || evs[0].StepName != "notice" || evs[0].Reason != store.ReasonPermanentError ||
 		evs[0].Actor != "notifier" || d["policy"] != "ops" || fmt.Sprint(d["incident"]) != fmt.Sprint(first.ID) {
 		h.t.Errorf("incident.opened event %+v detail %v", evs[0], d)
 	}
@@ -227,21 +227,21 @@ func testIncidentRecordCursor(h *harness) {
 		_, err := h.s.IncidentRecord(h.ctx, store.IncidentRecordParams{Cursor: "notifier", From: from, To: to, Hits: hits, Actor: "notifier", Now: base})
 		return err
 	}
-	if err := record(5, 9, hit("ops", "notice", "permanent_error", 6, 0)); !errors.Is(err, store.ErrCursorMoved) {
+	if err := record(5, 9, hit("ops", "notice", store.ReasonPermanentError, 6, 0)); !errors.Is(err, store.ErrCursorMoved) {
 		h.t.Errorf("IncidentRecord from 5 on a new cursor: %v, want ErrCursorMoved", err)
 	}
 	if len(h.incidents(store.IncidentListParams{})) != 0 {
 		h.t.Fatal("a refused IncidentRecord wrote incidents")
 	}
-	h.recordHits(0, 3, base, hit("ops", "notice", "permanent_error", 2, 0))
+	h.recordHits(0, 3, base, hit("ops", "notice", store.ReasonPermanentError, 2, 0))
 	if pos, found, err := h.s.IncidentCursorGet(h.ctx, "notifier"); err != nil || !found || pos != 3 {
 		h.t.Fatalf("IncidentCursorGet = %d, %v, %v; want 3, true, nil", pos, found, err)
 	}
-	if err := record(0, 4, hit("ops", "notice", "permanent_error", 2, 0)); !errors.Is(err, store.ErrCursorMoved) {
+	if err := record(0, 4, hit("ops", "notice", store.ReasonPermanentError, 2, 0)); !errors.Is(err, store.ErrCursorMoved) {
 		h.t.Errorf("IncidentRecord from a stale position: %v, want ErrCursorMoved", err)
 	}
 	h.recordHits(3, 3, base) // no events: the position stays
-	h.recordHits(3, 8, base, hit("ops", "notice", "permanent_error", 5, time.Minute))
+	h.recordHits(3, 8, base, hit("ops", "notice", store.ReasonPermanentError, 5, time.Minute))
 	list := h.incidents(store.IncidentListParams{})
 	if len(list) != 1 || list[0].Count != 2 {
 		h.t.Fatalf("incidents after refused and accepted records = %+v, want 1 with count 2", list)
@@ -267,9 +267,9 @@ func testIncidentRecordCursor(h *harness) {
 func testIncidentRecordConcurrent(h *harness) {
 	const recorders = 8
 	hits := []store.IncidentHit{
-		hit("ops", "notice", "permanent_error", 1, 0),
-		hit("ops", "notice", "permanent_error", 2, time.Second),
-		hit("ops", "crm", "permanent_error", 3, 2*time.Second),
+		hit("ops", "notice", store.ReasonPermanentError, 1, 0),
+		hit("ops", "notice", store.ReasonPermanentError, 2, time.Second),
+		hit("ops", "crm", store.ReasonPermanentError, 3, 2*time.Second),
 	}
 	var mu sync.Mutex
 	var won, moved int
@@ -301,9 +301,9 @@ func testIncidentRecordConcurrent(h *harness) {
 
 func testIncidentDueMarkClose(h *harness) {
 	h.recordHits(0, 10, base,
-		hit("ops", "notice", "permanent_error", 1, 0),
-		hit("ops", "notice", "permanent_error", 2, time.Minute),
-		hit("ops", "crm", "permanent_error", 3, 30*time.Minute),
+		hit("ops", "notice", store.ReasonPermanentError, 1, 0),
+		hit("ops", "notice", store.ReasonPermanentError, 2, time.Minute),
+		hit("ops", "crm", store.ReasonPermanentError, 3, 30*time.Minute),
 	)
 	all := byFirst(h.incidents(store.IncidentListParams{}))
 	a, b := all[1], all[3]
@@ -383,7 +383,7 @@ func testIncidentDueMarkClose(h *harness) {
 	}
 
 	// A hit within the window of a closed incident opens a new one.
-	opened := h.recordHits(10, 11, at(time.Hour), hit("ops", "notice", "permanent_error", 11, 50*time.Minute))
+	opened := h.recordHits(10, 11, at(time.Hour), hit("ops", "notice", store.ReasonPermanentError, 11, 50*time.Minute))
 	if len(opened) != 1 || opened[0].ID == a.ID {
 		h.t.Errorf("a hit after its incident closed opened %d incidents, want a new one", len(opened))
 	}
@@ -397,11 +397,11 @@ func testIncidentDueMarkClose(h *harness) {
 
 func testIncidentList(h *harness) {
 	h.recordHits(0, 10, base,
-		hit("ops", "notice", "permanent_error", 1, 0),
-		hit("team", "notice", "permanent_error", 1, 0),
-		hit("ops", "crm", "permanent_error", 2, time.Minute),
+		hit("ops", "notice", store.ReasonPermanentError, 1, 0),
+		hit("team", "notice", store.ReasonPermanentError, 1, 0),
+		hit("ops", "crm", store.ReasonPermanentError, 2, time.Minute),
 	)
-	h.recordHits(10, 11, base, store.IncidentHit{Policy: "ops", Workflow: "payments", StepName: "invoice", Reason: "permanent_error", Window: time.Hour,
+	h.recordHits(10, 11, base, store.IncidentHit{Policy: "ops", Workflow: "payments", StepName: "invoice", Reason: store.ReasonPermanentError, Window: time.Hour,
 		Event: store.IncidentExample{EventID: 11, RunID: 11, At: base}})
 	all := h.incidents(store.IncidentListParams{})
 	if len(all) != 4 {

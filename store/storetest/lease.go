@@ -387,7 +387,7 @@ func testReapExpired(h *harness) {
 	for _, tc := range []struct {
 		s    *store.Step
 		run  *store.Run
-		next string
+		next store.EventType
 	}{{a1, r1, store.EventStepRetryPlanned}, {a3, r3, store.EventStepNeedsReview}} {
 		evs := h.stepEvents(tc.s)
 		h.wantTypes("reaped step", evs, store.EventStepClaimed, store.EventLeaseExpired, tc.next)

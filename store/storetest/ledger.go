@@ -33,7 +33,7 @@ func testLedgerPurgedKeyStillDone(h *harness) {
 
 	again := h.runWithKeys("again", purgeNow, map[string]string{"send": "K", "send.fp": "F"}, step("send"))
 	h.wantClaimed(h.claim(store.StepClaimParams{Now: purgeNow, Owner: "w2"}), 1, 0, 0)
-	st := h.wantStep(again.ID, "send", store.StateCompleted, 0, "effect_reused")
+	st := h.wantStep(again.ID, "send", store.StateCompleted, 0, store.ReasonEffectReused)
 	h.wantJSON("reused output", st.Output, `{"ok": true}`)
 	reused := h.only(h.runEvents(again.ID), store.EventEffectReused)
 	h.wantCompletedBy(reused, done)

@@ -162,7 +162,7 @@ func testPurgeOldRuns(h *harness) {
 	}
 	again := h.runWithKeys("again", purgeNow, map[string]string{"send": "K-retried"}, step("send"))
 	h.wantClaimed(h.claim(store.StepClaimParams{Now: purgeNow}), 1, 0, 0)
-	h.wantStep(again.ID, "send", store.StateCompleted, 0, "effect_reused")
+	h.wantStep(again.ID, "send", store.StateCompleted, 0, store.ReasonEffectReused)
 
 	// Nothing left to purge.
 	h.wantReport("second purge", h.purge(store.RetentionPurgeParams{RunsBefore: purgeCutoff}), store.PurgeReport{})
@@ -243,7 +243,7 @@ func testPurgeLedger(h *harness) {
 	// A key kept forever is reused, never acted on again.
 	kept := h.runWithKeys("kept", purgeNow, map[string]string{"send": "K-forever", "send.fp": "F"}, step("send"))
 	h.wantClaimed(h.claim(store.StepClaimParams{Now: purgeNow, Owner: "w2"}), 1, 0, 0)
-	h.wantStep(kept.ID, "send", store.StateCompleted, 0, "effect_reused")
+	h.wantStep(kept.ID, "send", store.StateCompleted, 0, store.ReasonEffectReused)
 }
 
 // listRuns lists every run.

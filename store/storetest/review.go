@@ -68,7 +68,7 @@ func (h *harness) eventCount() int {
 }
 
 // wantReviewEvent checks the single event of typ about step s: actor, reason and note.
-func (h *harness) wantReviewEvent(s *store.Step, typ, reason string) map[string]any {
+func (h *harness) wantReviewEvent(s *store.Step, typ store.EventType, reason store.Reason) map[string]any {
 	h.t.Helper()
 	e := h.only(h.stepEvents(s), typ)
 	if e.Actor != "alice" || e.Reason != reason || e.StepName != s.Name || e.RunID != s.RunID {
@@ -204,7 +204,7 @@ func testReviewRetry(h *harness) {
 	h.wantTime("retried step due", a.NextAt, at(time.Hour))
 	h.wantRunState(run.ID, store.StateRetrying)
 	d := h.wantReviewEvent(a, store.EventReviewRetried, store.ReasonManualRetry)
-	if d["previous_reason"] != store.ReasonPermanentError {
+	if d["previous_reason"] != string(store.ReasonPermanentError) {
 		h.t.Errorf("review.retried detail %v lacks the previous reason", d)
 	}
 
@@ -317,7 +317,7 @@ func testReviewResolve(h *harness) {
 	e := h.wantEffect(keyOf(run, "a"), store.EffectCompleted, a)
 	h.wantJSON("ledger result", e.Result, `{"id":77}`)
 	d := h.wantReviewEvent(a, store.EventReviewResolved, store.ReasonResolvedByHand)
-	if d["ledger"] != store.LedgerCompleted || d["previous_reason"] != store.ReasonPermanentError {
+	if d["ledger"] != store.LedgerCompleted || d["previous_reason"] != string(store.ReasonPermanentError) {
 		h.t.Errorf("review.resolved detail %v", d)
 	}
 	if _, ok := d["output"]; ok {
@@ -334,7 +334,7 @@ func testReviewResolve(h *harness) {
 	other := h.runWithKeys("r2", at(time.Hour), map[string]string{"x": keyOf(run, "a")}, step("x"))
 	res2 := h.claim(store.StepClaimParams{Now: at(time.Hour)})
 	h.wantClaimed(res2, 1, 0, 0)
-	x := h.wantStep(other.ID, "x", store.StateCompleted, 0, "effect_reused")
+	x := h.wantStep(other.ID, "x", store.StateCompleted, 0, store.ReasonEffectReused)
 	h.wantJSON("reused output", x.Output, `{"id":77}`)
 }
 

@@ -37,7 +37,7 @@ func testScheduleAdvance(h *harness) {
 	wantEqual(h.t, "first advance", adv(store.ScheduleAdvanceParams{Name: "nightly", To: t1, Now: t1}), true)
 	wantEqual(h.t, "a second first advance", adv(store.ScheduleAdvanceParams{Name: "nightly", To: t2, Now: t2}), false)
 	ev := &store.Event{At: t2, Type: store.EventScheduleTickLate, RunID: 7, Workflow: "wf", Entity: "schedule:nightly",
-		Actor: store.ActorScheduler, Reason: "catch_up_all", Detail: store.EncodeDetail(map[string]any{"tick": t2})}
+		Actor: store.ActorScheduler, Reason: store.ReasonCatchUpAll, Detail: store.EncodeDetail(map[string]any{"tick": t2})}
 	wantEqual(h.t, "advance from t1", adv(store.ScheduleAdvanceParams{Name: "nightly", From: t1, To: t2, LastTick: t2, LastRunID: 7,
 		Now: t2, Events: []*store.Event{ev}}), true)
 	lost := &store.Event{At: t3, Type: store.EventScheduleTickSkipped, Workflow: "wf", Actor: store.ActorScheduler}

@@ -17,14 +17,14 @@ func testSkipCascades(h *harness) {
 	run := h.run("r1", step("a"), step("b", "a"), step("c", "b"), step("d"))
 	res := h.claim(store.StepClaimParams{Owner: "w1", Now: base, LeaseFor: time.Minute, Limit: 10, Prepare: func(c *store.ClaimCandidate) (store.EffectSpec, error) {
 		if c.Step.Name == "a" {
-			return store.EffectSpec{Skip: "condition_false"}, nil
+			return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 		}
 		return store.EffectSpec{Key: "key-" + c.Step.Name}, nil
 	}})
 	d := h.step(run.ID, "d")
 	h.wantClaimed(res, 0, 0, 0, d)
 	wantEqual(h.t, "skipped count", res.Skipped, 1)
-	a := h.wantStep(run.ID, "a", store.StateSkipped, 0, "condition_false")
+	a := h.wantStep(run.ID, "a", store.StateSkipped, 0, store.ReasonConditionFalse)
 	wantEqual(h.t, "skipped step's effect key", a.EffectKey, "")
 	h.wantTypes("skipped step's events", h.stepEvents(a), store.EventStepSkipped)
 	for _, name := range []string{"b", "c"} {
@@ -42,9 +42,9 @@ func testRecordSkipped(h *harness) {
 	run := h.run("r1", step("a"), step("b", "a"))
 	cs := h.claimOne(base, "w1")
 	p := succeed(cs, at(time.Second), "")
-	p.Outcome, p.NextState, p.Reason, p.Output = store.OutcomeSuccess, store.StateSkipped, "transition_invalid", nil
+	p.Outcome, p.NextState, p.Reason, p.Output = store.OutcomeSuccess, store.StateSkipped, store.ReasonTransitionInvalid, nil
 	h.mustRecord(p)
-	h.wantStep(run.ID, "a", store.StateSkipped, 1, "transition_invalid")
+	h.wantStep(run.ID, "a", store.StateSkipped, 1, store.ReasonTransitionInvalid)
 	h.wantStep(run.ID, "b", store.StateSkipped, 0, store.ReasonDependencySkipped)
 	h.wantNoEffect(cs.Step.EffectKey)
 	h.wantRunState(run.ID, store.StateCompleted)

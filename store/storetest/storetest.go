@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WriteBatch", writeBatchTests},
 		{"Derived", derivedTests},
 		{"Ledger", ledgerTests},
+		{"Session", sessionTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

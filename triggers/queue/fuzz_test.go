@@ -156,7 +156,7 @@ func FuzzHandle(f *testing.F) {
 			t.Fatal(err)
 		}
 		if m.Size() > fuzzMaxMessage {
-			if _, ok := in["payload"]; ok || in["reason"] != ReasonMessageTooLarge || in["size"] != float64(m.Size()) {
+			if _, ok := in["payload"]; ok || in["reason"] != string(ReasonMessageTooLarge) || in["size"] != float64(m.Size()) {
 				t.Fatalf("a message of %d bytes kept as %s", m.Size(), run.Input)
 			}
 		}

@@ -84,17 +84,17 @@ import (
 // Review reasons of rejected messages.
 const (
 	// ReasonInputNotJSON: the payload is not a JSON object (or not UTF-8).
-	ReasonInputNotJSON = "input_not_json"
+	ReasonInputNotJSON onceflow.Reason = "input_not_json"
 	// ReasonInputInvalid: the payload lacks what the workflow requires, nests too deeply or
 	// names a member twice.
-	ReasonInputInvalid = "input_invalid"
+	ReasonInputInvalid onceflow.Reason = "input_invalid"
 	// ReasonRunKeyMissing: no run key could be derived, or it breaks the key rules.
-	ReasonRunKeyMissing = "run_key_missing"
+	ReasonRunKeyMissing onceflow.Reason = "run_key_missing"
 	// ReasonRunKeyConflict: the run key is already used with another payload.
-	ReasonRunKeyConflict = "run_key_conflict"
+	ReasonRunKeyConflict onceflow.Reason = "run_key_conflict"
 	// ReasonMessageTooLarge: the message is longer than Config.MaxMessageBytes; its body
 	// was not kept.
-	ReasonMessageTooLarge = "message_too_large"
+	ReasonMessageTooLarge onceflow.Reason = "message_too_large"
 )
 
 // DefaultMaxMessageBytes is the default of Config.MaxMessageBytes: 1 MiB, the API's
@@ -332,7 +332,7 @@ func (h *Handler) handle(ctx context.Context, s triggers.Starter, m Message) (st
 
 // checkPayload applies the checks an API body gets (jsondoc.Check) to a message's payload
 // and returns the review reason of a refusal. maxDepth <= 0 is the default limit.
-func checkPayload(payload []byte, maxDepth int) (string, error) {
+func checkPayload(payload []byte, maxDepth int) (onceflow.Reason, error) {
 	err := jsondoc.Check(payload, maxDepth, "the message")
 	if err == nil {
 		return "", nil
@@ -366,7 +366,7 @@ func messageKey(tmpl *keytmpl.Template, payload any, headers map[string]string, 
 
 // startRefused is the review reason of a start that refused a message's run, or "" when
 // err is nil or not a refusal (the store failed: nothing was decided).
-func startRefused(err error) string {
+func startRefused(err error) onceflow.Reason {
 	switch {
 	case errors.Is(err, onceflow.ErrInvalidInput):
 		return ReasonInputInvalid
@@ -397,7 +397,7 @@ func identity(m Message) string {
 }
 
 // reject keeps m as a run of the companion workflow, which parks for review.
-func (h *Handler) reject(ctx context.Context, s triggers.Starter, m Message, reason, why string) (string, error) {
+func (h *Handler) reject(ctx context.Context, s triggers.Starter, m Message, reason onceflow.Reason, why string) (string, error) {
 	in := map[string]any{"source": h.cfg.Source, "message_id": m.ID, "identity": identity(m), "reason": reason, "error": why, "headers": m.Headers}
 	if utf8.Valid(m.Payload) {
 		in["payload"] = string(m.Payload)
@@ -424,7 +424,7 @@ func (h *Handler) rejectTooLarge(ctx context.Context, s triggers.Starter, m Mess
 }
 
 // keep keeps a rejected message, in, for review (triggers.Starter.Reject).
-func (h *Handler) keep(ctx context.Context, s triggers.Starter, in map[string]any, reason string) (string, error) {
+func (h *Handler) keep(ctx context.Context, s triggers.Starter, in map[string]any, reason onceflow.Reason) (string, error) {
 	id, _ := in["identity"].(string)
 	if _, err := s.Reject(ctx, onceflow.Rejection{Workflow: h.cfg.Workflow, Source: h.cfg.Source, Identity: id, Input: in, By: h.caller()}); err != nil {
 		return "", fmt.Errorf("keep rejected message: %w", err)
@@ -465,14 +465,14 @@ type rejectedInput struct {
 	Headers   map[string]string `json:"headers"`
 	Payload   json.RawMessage   `json:"payload"`
 	RunKey    string            `json:"run_key"`
-	Reason    string            `json:"reason"`
+	Reason    onceflow.Reason   `json:"reason"`
 	Error     string            `json:"error"`
 }
 
 // startRejected starts the run of a rejected message from its (corrected) input, as
 // handle would have.
 func (h *Handler) startRejected(ctx context.Context, s triggers.Starter, raw json.RawMessage) (any, error) {
-	park := func(reason string, err error) (any, error) {
+	park := func(reason onceflow.Reason, err error) (any, error) {
 		return nil, &onceflow.StepError{Class: onceflow.Permanent, Reason: reason,
 			Err: fmt.Errorf("rejected message: %w; correct it with a replay whose merge patch sets \"payload\" (a JSON object) or \"run_key\", or abandon this item", err)}
 	}

@@ -457,7 +457,7 @@ func TestConsumeExactlyOneRunPerMessage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reasons := map[string]int{}
+			reasons := map[onceflow.Reason]int{}
 			for _, it := range items {
 				reasons[it.Reason]++
 				run, err := st.RunGetByID(ctx, it.RunID)

@@ -114,7 +114,7 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 			c, trig := rejectingTrigger(t, st)
 			cases := []struct {
 				msg    queue.Message
-				reason string
+				reason onceflow.Reason
 			}{
 				{queue.Message{Headers: map[string]string{"Event-Id": "e1"}, Payload: []byte("order=1"), Identity: "seq:1"}, queue.ReasonInputNotJSON},
 				{queue.Message{Headers: map[string]string{"Event-Id": "e2"}, Payload: []byte(`{"total": 1}`), Identity: "seq:2"}, queue.ReasonInputInvalid},
@@ -147,14 +147,14 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 			if len(items) != 5 {
 				t.Fatalf("%d review items, want 5 (one per rejected message)", len(items))
 			}
-			got := map[string]string{}
+			got := map[string]onceflow.Reason{}
 			for _, it := range items {
 				run, err := st.RunGetByID(ctx, it.RunID)
 				if err != nil {
 					t.Fatal(err)
 				}
 				got[it.RunKey] = it.Reason
-				if !strings.Contains(string(run.Input), `"reason":"`+it.Reason+`"`) || !strings.Contains(it.LastError, "rejected message") {
+				if !strings.Contains(string(run.Input), `"reason":"`+string(it.Reason)+`"`) || !strings.Contains(it.LastError, "rejected message") {
 					t.Fatalf("item %s: input %s error %q", it.RunKey, run.Input, it.LastError)
 				}
 				if it.RunKey == "nats:ORDERS/onceflow-orders|seq:4" && !strings.Contains(string(run.Input), `"payload_base64":"//4="`) {
@@ -164,7 +164,7 @@ func TestRejectedMessagesWaitInReview(t *testing.T) {
 					t.Fatalf("raw payload not kept: %s", run.Input)
 				}
 			}
-			want := map[string]string{
+			want := map[string]onceflow.Reason{
 				"nats:ORDERS/onceflow-orders|seq:1": queue.ReasonInputNotJSON, "nats:ORDERS/onceflow-orders|seq:2": queue.ReasonInputInvalid,
 				"nats:ORDERS/onceflow-orders|seq:3": queue.ReasonRunKeyMissing, "nats:ORDERS/onceflow-orders|seq:4": queue.ReasonInputNotJSON,
 				"nats:ORDERS/onceflow-orders|seq:6": queue.ReasonRunKeyConflict,
@@ -210,7 +210,7 @@ func TestRejectedMessageCorrectedAndReplayed(t *testing.T) {
 		}
 	}
 	work()
-	replay := func(runKey, patch, wantReason string) {
+	replay := func(runKey, patch string, wantReason onceflow.Reason) {
 		t.Helper()
 		it := item(runKey)
 		if it == nil {
@@ -306,7 +306,11 @@ func TestMessagesGetTheBodyChecks(t *testing.T) {
 	st := backends(t)["sqlite"](t)
 	c, trig := rejectingTrigger(t, st)
 	deep := `{"order_id":1,"x":` + strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64) + `}`
-	cases := map[string]struct{ payload, reason, says string }{
+	cases := map[string]struct {
+		payload string
+		reason  onceflow.Reason
+		says    string
+	}{
 		"seq:1": {deep, queue.ReasonInputInvalid, "nests objects and lists 65 levels deep; the limit is 64"},
 		"seq:2": {`{"order_id":1,"total":5,"total":500}`, queue.ReasonInputInvalid, `the member "total" appears twice`},
 		"seq:3": {`{"order_id":"\ud800"}`, queue.ReasonInputNotJSON, "half of a UTF-16 surrogate pair"},

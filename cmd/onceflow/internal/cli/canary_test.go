@@ -226,7 +226,7 @@ func TestCanariesNeverLeak(t *testing.T) {
 		Secrets:      processSecrets(dbLocation{}, tokens),
 		Metrics:      &server.MetricsConfig{}, // on the API
 		API:          &server.APIConfig{Tokens: tokens},
-		Middleware:   wrapHandler,
+		Middleware:   apiMiddleware,
 		Funcs: map[string]onceflow.StepFunc{"note": func(_ context.Context, sc *onceflow.StepContext) (any, error) {
 			var in struct {
 				Email    string `json:"email"`

@@ -35,8 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Args = append([]string{"onceflow"}, list...)
 		setFileLimit(os.Getenv("ONCEFLOW_TEST_NOFILE"))
-		checkAPIInCommand()
-		Main()
+		mainWith(checkAPIInCommand())
 	}
 	checkAPI() // every API request of these tests is checked against the OpenAPI document
 	goleak.VerifyTestMain(testsvc.Report(m), goleak.Cleanup(func(code int) { os.Exit(reportAPIProblems(code)) }))
@@ -52,7 +51,7 @@ type result struct {
 func run(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Execute(context.Background(), args, &out, &errOut)
+	code := execute(context.Background(), args, &out, &errOut, apiMiddleware)
 	return result{stdout: out.String(), stderr: errOut.String(), code: code}
 }
 
@@ -220,7 +219,7 @@ func TestRunsShowJSON(t *testing.T) {
 	if notify.Name != "notify" || notify.State != store.StateCompleted || notify.EffectKey != "notify:1001" || compact(t, notify.Output) != `{"sent":true}` {
 		t.Errorf("notify = %+v", notify)
 	}
-	if charge.Name != "charge" || charge.State != store.StateNeedsReview || charge.Reason != store.ReasonPermanentError ||
+	if charge.Name != "charge" || charge.State != store.StateNeedsReview || charge.Reason != string(store.ReasonPermanentError) ||
 		charge.Attempt != 1 || !strings.Contains(charge.LastError, "card declined") {
 		t.Errorf("charge = %+v", charge)
 	}
@@ -231,11 +230,11 @@ func TestRunsShowJSON(t *testing.T) {
 	if a.Step != "charge" || a.Number != 1 || a.Worker != "test-worker" || a.Outcome != store.OutcomePermanent || a.EndedAt == nil {
 		t.Errorf("attempt = %+v", a)
 	}
-	types := map[string]bool{}
+	types := map[store.EventType]bool{}
 	for _, e := range d.Events {
-		types[e.Type] = true
+		types[store.EventType(e.Type)] = true
 	}
-	for _, want := range []string{store.EventRunCreated, store.EventStepClaimed, store.EventStepCompleted, store.EventStepNeedsReview} {
+	for _, want := range []store.EventType{store.EventRunCreated, store.EventStepClaimed, store.EventStepCompleted, store.EventStepNeedsReview} {
 		if !types[want] {
 			t.Errorf("events lack %s: %+v", want, d.Events)
 		}

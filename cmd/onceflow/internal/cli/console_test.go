@@ -49,7 +49,7 @@ func TestServeConsole(t *testing.T) {
 			exit := make(chan result, 1)
 			go func() {
 				var out, errOut strings.Builder
-				code := Execute(ctx, args, &out, &errOut)
+				code := execute(ctx, args, &out, &errOut, apiMiddleware)
 				exit <- result{stdout: out.String(), stderr: errOut.String(), code: code}
 			}()
 			tick := time.NewTicker(10 * time.Millisecond)

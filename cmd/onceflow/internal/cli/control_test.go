@@ -28,7 +28,7 @@ func TestRunsCancelCommand(t *testing.T) {
 	}
 	found := false
 	for _, e := range evs {
-		found = found || e["type"] == store.EventRunCancelled && e["actor"] == "cli:ada"
+		found = found || e["type"] == string(store.EventRunCancelled) && e["actor"] == "cli:ada"
 	}
 	if !found {
 		t.Errorf("no run.cancelled by cli:ada in %s", r.stdout)

@@ -65,7 +65,7 @@ func goldenOutputs(t *testing.T, db string, console bool) auditgolden.Outputs {
 		Audit: func(args ...string) (string, error) {
 			var out, errOut bytes.Buffer
 			args = append([]string{"audit", "--db", db}, args...)
-			if code := Execute(context.Background(), args, &out, &errOut); code != 0 {
+			if code := execute(context.Background(), args, &out, &errOut, apiMiddleware); code != 0 {
 				return "", fmt.Errorf("exit %d: %s", code, strings.TrimSpace(errOut.String()))
 			}
 			return out.String(), nil

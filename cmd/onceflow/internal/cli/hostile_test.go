@@ -216,7 +216,7 @@ func TestURLsFromTheEnvironment(t *testing.T) {
 		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Env:        func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		API:        &server.APIConfig{Tokens: []onceflowhttp.Token{admin}},
-		Middleware: wrapHandler})
+		Middleware: apiMiddleware})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -44,7 +43,3 @@ func processSecrets(loc dbLocation, tokens []onceflowhttp.Token) []string {
 	}
 	return out
 }
-
-// wrapHandler wraps the API of every server the commands build (server.Config.Middleware);
-// tests set it to check each request and answer against the OpenAPI document.
-var wrapHandler = func(h http.Handler) http.Handler { return h }

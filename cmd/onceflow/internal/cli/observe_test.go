@@ -48,7 +48,7 @@ func TestMetricsEndpoints(t *testing.T) {
 			go func() {
 				var out, errOut strings.Builder
 				args := append(tc.args(addr), "--workflows", dir, "--db", db, "--log-level", "error", "--redact-fields", "phone,customer.name")
-				code := Execute(ctx, args, &out, &errOut)
+				code := execute(ctx, args, &out, &errOut, apiMiddleware)
 				exit <- result{stdout: out.String(), stderr: errOut.String(), code: code}
 			}()
 			tick := time.NewTicker(10 * time.Millisecond)

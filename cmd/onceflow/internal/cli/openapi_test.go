@@ -15,6 +15,10 @@ import (
 // tests that call app.handler) against the OpenAPI document.
 var apiChecker *apicheck.Checker
 
+// apiMiddleware wraps the API of every server the tests build, and of those the commands
+// they execute build, with the checker (checkAPI).
+var apiMiddleware = func(h http.Handler) http.Handler { return h }
+
 // checkAPI wraps every app's handler with the checker.
 func checkAPI() {
 	c, err := apicheck.New(onceflowhttp.OpenAPI())
@@ -23,7 +27,7 @@ func checkAPI() {
 		os.Exit(1)
 	}
 	apiChecker = c
-	wrapHandler = func(h http.Handler) http.Handler { return c.Handler(h, nil) }
+	apiMiddleware = func(h http.Handler) http.Handler { return c.Handler(h, nil) }
 }
 
 // apiMismatch is the message of the log line a command run as a process of its own (see
@@ -33,7 +37,7 @@ const apiMismatch = "OpenAPI document mismatch"
 // checkAPIInCommand wraps the handler of a command run as a process of its own with the
 // checker; each mismatch is written to stderr at once as a JSON log line, which
 // startCommand turns into a test failure.
-func checkAPIInCommand() {
+func checkAPIInCommand() func(http.Handler) http.Handler {
 	c, err := apicheck.New(onceflowhttp.OpenAPI())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,7 +50,7 @@ func checkAPIInCommand() {
 		defer mu.Unlock()
 		os.Stderr.Write(append(line, '\n'))
 	}
-	wrapHandler = func(h http.Handler) http.Handler { return c.Handler(h, report) }
+	return func(h http.Handler) http.Handler { return c.Handler(h, report) }
 }
 
 // reportAPIProblems prints what the checker found and returns the exit status: code, or 1

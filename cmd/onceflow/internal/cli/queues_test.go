@@ -52,7 +52,7 @@ func queueApp(t *testing.T, url, q string) (string, store.Store, *server.Server,
 		return "", false
 	}
 	a, err := server.New(ctx, server.Config{Store: st, Workflows: []string{dir}, Env: env, Metrics: &server.MetricsConfig{},
-		API: &server.APIConfig{Addr: "127.0.0.1:0"}, Middleware: wrapHandler,
+		API: &server.APIConfig{Addr: "127.0.0.1:0"}, Middleware: apiMiddleware,
 		Funcs:  map[string]onceflow.StepFunc{"noop": func(context.Context, *onceflow.StepContext) (any, error) { return map[string]any{}, nil }},
 		Engine: onceflow.Config{Workers: 2, PollInterval: 10 * time.Millisecond}})
 	if err != nil {

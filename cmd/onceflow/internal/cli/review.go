@@ -78,7 +78,7 @@ func (f *filterFlags) any() bool {
 }
 
 func (f *filterFlags) filter() (onceflow.ReviewFilter, error) {
-	rf := onceflow.ReviewFilter{Workflow: f.workflow, Step: f.step, Reason: f.reason, Entity: f.entity, RunID: f.run, Limit: f.limit}
+	rf := onceflow.ReviewFilter{Workflow: f.workflow, Step: f.step, Reason: onceflow.Reason(f.reason), Entity: f.entity, RunID: f.run, Limit: f.limit}
 	if f.run < 0 {
 		return rf, usagef("--run must be a positive run ID")
 	}
@@ -334,7 +334,7 @@ func reviewShow(ctx context.Context, g *globals, a actionFlags, runID int64, ste
 	outf(w, "run %d step %s  (%s, run key %s)\n", it.RunID, it.Step, it.Workflow, it.RunKey)
 	tw := newTable(w)
 	outf(tw, "  state\t%s\n", it.State)
-	outf(tw, "  reason\t%s\n", dash(it.Reason))
+	outf(tw, "  reason\t%s\n", dash(string(it.Reason)))
 	outf(tw, "  entity\t%s\n", dash(it.Entity))
 	outf(tw, "  effect key\t%s\n", dash(it.EffectKey))
 	if it.AttemptBase > 0 {

@@ -42,7 +42,7 @@ func TestReviewItemJSONIsTheAPIShape(t *testing.T) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer admin-secret-0123456789")
 		rec := httptest.NewRecorder()
-		wrapHandler(api).ServeHTTP(rec, req)
+		apiMiddleware(api).ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
 		}

@@ -204,7 +204,7 @@ func TestReviewResolveAndKeys(t *testing.T) {
 	}
 	found := false
 	for _, e := range evs {
-		if e["type"] == store.EventReviewResolved && e["actor"] == "cli:tester" && strings.Contains(e["why"].(string), "charged by phone") {
+		if e["type"] == string(store.EventReviewResolved) && e["actor"] == "cli:tester" && strings.Contains(e["why"].(string), "charged by phone") {
 			found = true
 		}
 	}

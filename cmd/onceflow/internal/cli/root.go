@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,9 +34,13 @@ const (
 )
 
 // Main runs the command with the process's arguments and exits. It is all cmd/onceflow does.
-func Main() {
+func Main() { mainWith(nil) }
+
+// mainWith is Main, middleware wrapping the API of every server the command builds (nil:
+// none).
+func mainWith(middleware func(http.Handler) http.Handler) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr, middleware)
 	stop()
 	os.Exit(code)
 }
@@ -43,7 +48,13 @@ func Main() {
 // Execute runs the command tree with args, writing output to stdout and errors to stderr,
 // and returns the exit status.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCommand(stdout, stderr)
+	return execute(ctx, args, stdout, stderr, nil)
+}
+
+// execute is Execute, middleware wrapping the API of every server the commands build
+// (server.Config.Middleware; nil: none).
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer, middleware func(http.Handler) http.Handler) int {
+	root := newRootCommand(stdout, stderr, middleware)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -88,6 +99,9 @@ type globals struct {
 	// log, when set, receives what opening the database warns about (serve and worker set
 	// their logger); otherwise warnings go to stderr as text.
 	log *slog.Logger
+	// middleware, when set, wraps the API of every server the commands build
+	// (server.Config.Middleware).
+	middleware func(http.Handler) http.Handler
 }
 
 // logger is where the commands' warnings go.
@@ -98,8 +112,8 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdout: stdout, stderr: stderr}
+func newRootCommand(stdout, stderr io.Writer, middleware func(http.Handler) http.Handler) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr, middleware: middleware}
 	root := &cobra.Command{
 		Use:   "onceflow",
 		Short: "Run business automations whose side effects happen once",

@@ -197,7 +197,7 @@ func writeRunDetail(w io.Writer, d *onceflow.RunDetail, events []*onceflow.Audit
 	tw = newTable(w)
 	outf(tw, "NAME\tSTATE\tATTEMPT\tEFFECT KEY\tREASON\tLAST ERROR\n")
 	for _, st := range steps {
-		reason := st.Reason
+		reason := string(st.Reason)
 		if due := dueAt(st); due != nil {
 			reason += " until " + timeText(*due)
 		}
@@ -236,7 +236,7 @@ func writeRunDetail(w io.Writer, d *onceflow.RunDetail, events []*onceflow.Audit
 		if detail == "{}" {
 			detail = ""
 		}
-		outf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.StepName), dash(e.Reason), dash(e.Actor), dash(clip(detail, 100)))
+		outf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeText(e.At), e.Type, dash(e.StepName), dash(string(e.Reason)), dash(e.Actor), dash(clip(detail, 100)))
 	}
 	return tw.Flush()
 }
@@ -289,7 +289,7 @@ func viewStep(st *onceflow.StepInfo) stepView {
 		needs = []string{}
 	}
 	return stepView{ID: st.ID, Name: st.Name, Needs: needs, State: st.State, Attempt: st.Attempt, EffectKey: st.EffectKey,
-		Reason: st.Reason, LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), DueAt: dueAt(st), UpdatedAt: st.UpdatedAt}
+		Reason: string(st.Reason), LastOutcome: st.LastOutcome, LastError: st.LastError, Output: rawOrNull(st.Output), DueAt: dueAt(st), UpdatedAt: st.UpdatedAt}
 }
 
 type attemptView struct {
@@ -328,8 +328,8 @@ type eventView struct {
 }
 
 func viewEvent(e *onceflow.AuditEntry) eventView {
-	return eventView{ID: e.ID, At: e.At, Type: e.Type, Step: e.StepName, EffectKey: e.EffectKey, Attempt: e.Attempt,
-		Reason: e.Reason, Actor: e.Actor, Detail: rawOrNull(e.Detail)}
+	return eventView{ID: e.ID, At: e.At, Type: string(e.Type), Step: e.StepName, EffectKey: e.EffectKey, Attempt: e.Attempt,
+		Reason: string(e.Reason), Actor: e.Actor, Detail: rawOrNull(e.Detail)}
 }
 
 // Output helpers shared by the commands.

@@ -35,6 +35,8 @@ type serveFlags struct {
 	uiAddr          string
 	uiSecureCookies bool
 	uiSession       time.Duration
+	uiIdle          time.Duration
+	oidc            consoleOIDCFlags
 	// lease and grace tune the engine (Config.LeaseFor, Config.ShutdownGrace).
 	lease, grace time.Duration
 }
@@ -60,7 +62,9 @@ executes steps with --workers workers until it receives SIGINT or SIGTERM.
 API tokens come from ONCEFLOW_API_TOKENS ("name:scope[+scope]:secret", comma-separated;
 scopes ingest, read and admin); webhook secrets and {env.NAME} values from the environment;
 e-mail steps use ONCEFLOW_SMTP_ADDR, ONCEFLOW_SMTP_USERNAME, ONCEFLOW_SMTP_PASSWORD and
-ONCEFLOW_SMTP_TLS. HTTP and e-mail steps reach only public addresses unless --allow-net
+ONCEFLOW_SMTP_TLS. People sign in to the console with a token of scope read or admin, or,
+with --ui-oidc-issuer, at an OpenID Connect provider (client secret from
+ONCEFLOW_OIDC_CLIENT_SECRET), with the roles --ui-oidc-roles gives their --ui-oidc-roles-claim. HTTP and e-mail steps reach only public addresses unless --allow-net
 opens a range (for example --allow-net 127.0.0.1/32 for services on this machine), and never
 the addresses serve itself listens on (--addr, --ui-addr, --metrics-addr).
 
@@ -103,7 +107,7 @@ func stepFlags(cmd *cobra.Command, f *serveFlags) {
 // serverConfig is the configuration serve and worker build their server with: f's
 // workflow, step, engine and redaction flags, on st. The caller adds the API, the console
 // and the metrics.
-func (f *serveFlags) serverConfig(st store.Store, log *slog.Logger, secrets []string) (server.Config, error) {
+func (f *serveFlags) serverConfig(g *globals, st store.Store, log *slog.Logger, secrets []string) (server.Config, error) {
 	if f.workflows == "" {
 		return server.Config{}, usagef("--workflows is required: a workflow YAML file or a directory of them")
 	}
@@ -116,7 +120,7 @@ func (f *serveFlags) serverConfig(st store.Store, log *slog.Logger, secrets []st
 		allow = append(allow, p)
 	}
 	cfg := server.Config{Store: st, Workflows: []string{f.workflows}, AllowNet: allow, MaxRedirects: f.maxRedirects, MaxDepth: f.maxDepth,
-		RedactFields: f.redact, Secrets: secrets, Logger: log, Middleware: wrapHandler,
+		RedactFields: f.redact, Secrets: secrets, Logger: log, Middleware: g.middleware,
 		Engine: onceflow.Config{Workers: f.workers}}
 	f.tuneEngine(&cfg.Engine)
 	return cfg, nil
@@ -158,13 +162,18 @@ func serve(ctx context.Context, g *globals, f serveFlags) error {
 		return err
 	}
 	defer st.Close()
-	cfg, err := f.serverConfig(st, log, processSecrets(loc, tokens))
+	cfg, err := f.serverConfig(g, st, log, processSecrets(loc, tokens))
 	if err != nil {
 		return err
 	}
 	cfg.API = &server.APIConfig{Addr: f.addr, Tokens: tokens, MaxConns: f.maxConns}
 	cfg.Metrics = &server.MetricsConfig{Addr: f.metricsAddr} // "": at /metrics on the API
-	cfg.Console = f.console()
+	if cfg.Console, err = f.console(); err != nil {
+		return err
+	}
+	if o := cfg.Console; o != nil && o.OIDC != nil {
+		cfg.Secrets = append(cfg.Secrets, o.OIDC.ClientSecret)
+	}
 	srv, err := newServer(ctx, cfg)
 	if err != nil {
 		return err

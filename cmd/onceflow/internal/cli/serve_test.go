@@ -197,7 +197,7 @@ steps:
 	exit := make(chan result, 1)
 	go func() {
 		var out, errOut strings.Builder
-		code := Execute(ctx, []string{"worker", "--workflows", dir, "--allow-net", "127.0.0.1/32", "--db", "sqlite://" + path, "--log-level", "error"}, &out, &errOut)
+		code := execute(ctx, []string{"worker", "--workflows", dir, "--allow-net", "127.0.0.1/32", "--db", "sqlite://" + path, "--log-level", "error"}, &out, &errOut, apiMiddleware)
 		exit <- result{stdout: out.String(), stderr: errOut.String(), code: code}
 	}()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -239,7 +239,7 @@ func startServer(t *testing.T, ctx context.Context, cfg server.Config) (*server.
 		cfg.API = &server.APIConfig{}
 	}
 	cfg.API.Addr = "127.0.0.1:0"
-	cfg.Middleware = wrapHandler
+	cfg.Middleware = apiMiddleware
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

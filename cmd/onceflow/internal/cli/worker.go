@@ -35,7 +35,7 @@ SIGHUP it reads the workflow files again, as serve does.`,
 				return err
 			}
 			defer st.Close()
-			cfg, err := f.serverConfig(st, log, processSecrets(loc, nil))
+			cfg, err := f.serverConfig(g, st, log, processSecrets(loc, nil))
 			if err != nil {
 				return err
 			}

@@ -76,9 +76,9 @@ func (sc *scenario) collect(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				sum.ReviewReasons[s.Reason]++
+				sum.ReviewReasons[string(s.Reason)]++
 				sum.ReviewItems = append(sum.ReviewItems, ReviewItem{RunID: r.ID, Workflow: r.Workflow, Entity: r.Entity,
-					Step: s.Name, EffectKey: s.EffectKey, Reason: s.Reason, LastOutcome: string(s.LastOutcome), Error: s.LastError,
+					Step: s.Name, EffectKey: s.EffectKey, Reason: string(s.Reason), LastOutcome: string(s.LastOutcome), Error: s.LastError,
 					Response: resp})
 			case s.State == store.StateSkipped && s.Reason == transitionstep.ReasonInvalid:
 				sum.RefusedTransitions = append(sum.RefusedTransitions, RefusedTransition{RunID: r.ID, RunKey: r.RunKey, Entity: r.Entity, Step: s.Name})
@@ -106,7 +106,7 @@ func (sc *scenario) collect(ctx context.Context) error {
 					sum.Engine.RetriesScheduled++
 				}
 			case store.EventStepSkipped:
-				if e.Reason == "condition_false" {
+				if e.Reason == store.ReasonConditionFalse {
 					sum.Engine.ConditionFalse++
 				}
 			case store.EventEffectReused:
