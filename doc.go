@@ -116,8 +116,12 @@
 // a fresh attempt budget (ReviewRetry), corrects the run's input and replays it
 // (ReviewReplay, previewed by ReviewPreview: completed effects are never repeated),
 // resolves it by hand (ReviewResolve: the key is recorded completed and dependents
-// continue) or abandons it (ReviewAbandon); ReviewBulk does any of them by filter. A step
-// whose outcome is unknown takes only an explicit decision: ItHappened or SendAgain.
+// continue) or abandons it (ReviewAbandon); ReviewBulk does any of them by filter, or to
+// exactly the items of a preview (BulkRequest.Items, each with the version its preview
+// reported: an item that changed since is refused with ErrItemChanged). A replay that
+// names the digest of its preview's plan (ReplayRequest.PlanDigest) is refused with
+// ErrPlanChanged when the plan it would carry out is another. A step whose outcome is
+// unknown takes only an explicit decision: ItHappened or SendAgain.
 //
 // # Metrics, logs and redaction
 //

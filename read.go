@@ -540,6 +540,58 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	return st, nil
 }
 
+// ActivityBucket counts what one slice of time of an Activity holds: runs started, steps
+// completed, retries scheduled, steps parked for review and steps failed.
+type ActivityBucket = store.ActivityBucket
+
+// ActivityQuery asks Client.Activity for the activity from Since on, per slice of Bucket
+// (required), with the latest Failures failures (0: none).
+type ActivityQuery struct {
+	Since    time.Time
+	Bucket   time.Duration
+	Failures int
+}
+
+// Activity is what the audit trail records from a time on.
+type Activity struct {
+	// Buckets are the slices with something in them, in order; ActivityBucket.Slice
+	// numbers them from ActivityQuery.Since.
+	Buckets []ActivityBucket
+	// Failures are the latest steps parked for review or failed (events step.needs_review
+	// and step.failed), newest first, explained and masked as Audit masks them.
+	Failures []*AuditEntry
+}
+
+// Activity counts the runs started (run.created), steps completed (step.completed),
+// retries scheduled, steps parked and steps failed from q.Since on, per slice of
+// q.Bucket, with queries that count — as many events as there are, never a capped read
+// of the trail — and returns the latest q.Failures failures, newest first.
+func (c *Client) Activity(ctx context.Context, q ActivityQuery) (*Activity, error) {
+	a, err := c.store.StatsActivity(ctx, store.StatsActivityParams{Since: q.Since, Bucket: q.Bucket, Failures: q.Failures})
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: activity: %w", err)
+	}
+	out := &Activity{Buckets: a.Buckets}
+	if len(a.Failures) > 0 {
+		ms := c.masked().maskers(ctx)
+		for _, e := range a.Failures {
+			out.Failures = append(out.Failures, auditEntry(e, ms.of(e.RunID, e.Workflow)))
+		}
+	}
+	return out, nil
+}
+
+// RunStats is Stats without the steps by state (Stats.Steps is empty): the runs by
+// workflow and state, the review queue by reason and the due steps, which a store counts
+// without reading every step.
+func (c *Client) RunStats(ctx context.Context) (*Stats, error) {
+	st, err := c.store.StatsGet(ctx, store.StatsGetParams{Now: c.now(ctx), WithoutSteps: true})
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: stats: %w", err)
+	}
+	return st, nil
+}
+
 // Ping reports whether the database answers a query (for a readiness check): nil, or
 // the error of a query that reads one run.
 func (c *Client) Ping(ctx context.Context) error {

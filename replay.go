@@ -3,6 +3,8 @@ package onceflow
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +29,16 @@ type ReplayRequest struct {
 	// Actor (required) and Note go into the audit trail.
 	Actor string
 	Note  string
+	// PlanDigest, when set, is the Digest of the plan the replay was previewed with
+	// (ReviewPreview): the replay is refused with ErrPlanChanged, and nothing is written,
+	// when the plan it would carry out now is another, and the store's transaction acts
+	// only if every step of the run is still as that plan read it. Without it the replay
+	// is a one-shot, carried out on the plan of the moment.
+	PlanDigest string
+	// Version, when set with Step, is the version of the item the replay was decided on
+	// (ReviewItem.Version): the replay is refused with ErrItemChanged when the item is in
+	// another.
+	Version string
 }
 
 // ReplayAction is what a replay does with one step.
@@ -94,6 +106,12 @@ type ReplayPlan struct {
 	Input     json.RawMessage
 	Diff      json.RawMessage
 	Steps     []*ReplayStep
+	// Digest names this plan: the correction as requested (a merge patch or an input,
+	// byte for byte but for white space), the run's steps as they were read, and what the
+	// plan does with each of them. A confirmation passes it back in
+	// ReplayRequest.PlanDigest. It is a SHA-256 digest in hex and reveals nothing of the
+	// input.
+	Digest string
 }
 
 // Count returns how many steps the plan gives action a.
@@ -136,6 +154,8 @@ type prepared struct {
 	plan  *ReplayPlan
 	input json.RawMessage // corrected input, nil without a correction
 	diff  json.RawMessage
+	// versions holds the versions of the steps as read, by name.
+	versions map[string]string
 }
 
 // ReviewPreview shows, step by step, what ReviewReplay would do with req — skip, kept,
@@ -212,9 +232,22 @@ func (c *Client) reviewReplay(ctx context.Context, req ReplayRequest) (*ReplayRe
 	if err != nil {
 		return nil, err
 	}
+	if req.PlanDigest != "" {
+		if req.PlanDigest != p.plan.Digest {
+			return nil, &ReviewError{Action: "replay", RunID: req.RunID, Step: req.Step, Err: ErrPlanChanged,
+				Problem: "the replay's plan is not the one previewed: the correction differs from the previewed one, or the run or the ledger changed since",
+				Hint:    "nothing was changed; preview the replay again and confirm the plan the new preview shows"}
+		}
+	}
 	m := p.masker(c)
 	note := m.Text(req.Note)
 	sp := store.RunReplayParams{RunID: req.RunID, Step: req.Step, Actor: req.Actor, Note: note, Now: c.now(ctx)}
+	switch {
+	case req.PlanDigest != "":
+		sp.StepVersions = p.versions
+	case req.Version != "" && req.Step != "":
+		sp.StepVersions = map[string]string{req.Step: req.Version}
+	}
 	if p.input != nil {
 		sp.Input, sp.BaseInput, sp.Entity, sp.Diff = p.input, p.run.Input, p.plan.Entity, p.diff
 	}
@@ -298,8 +331,63 @@ func (c *Client) prepareReplay(ctx context.Context, action string, req ReplayReq
 		return nil, reviewError(action, req.RunID, req.Step, err)
 	}
 	plan.Entity, plan.Corrected, plan.Input, plan.Diff = entity, p.input != nil, input, p.diff
+	p.versions = make(map[string]string, len(steps))
+	for _, st := range steps {
+		p.versions[st.Name] = store.StepVersion(st)
+	}
+	plan.Digest = planDigest(req, run, steps, plan)
 	p.plan = plan
 	return p, nil
+}
+
+// planDigest is ReplayPlan.Digest: a SHA-256 over the correction as requested (through a
+// digest of its own, so that what is hashed with the rest holds no input value), the
+// run's steps by version and what the plan does with each. The input, the diff and the
+// sentences, which are masked when shown, are not part of it: they follow from the rest.
+func planDigest(req ReplayRequest, run *store.Run, steps []*store.Step, plan *ReplayPlan) string {
+	compact := func(b []byte) []byte {
+		var buf bytes.Buffer
+		if json.Compact(&buf, b) != nil {
+			return b
+		}
+		return buf.Bytes()
+	}
+	correction := sha256.New()
+	switch {
+	case req.MergePatch != nil:
+		correction.Write([]byte("merge_patch\n"))
+		correction.Write(compact(req.MergePatch))
+	case req.Input != nil:
+		correction.Write([]byte("input\n"))
+		correction.Write(compact(req.Input))
+	}
+	type stepFacts struct {
+		Step, Version, Action, EffectKey, CorrectedKey, Reason string
+		After                                                  []string
+		ByRun                                                  int64
+		ByStep                                                 string
+		At                                                     int64
+	}
+	doc := struct {
+		Run        int64
+		Item       string
+		Correction []byte
+		Updated    int64
+		Entity     string
+		Corrected  bool
+		Steps      []stepFacts
+	}{Run: run.ID, Item: req.Step, Correction: correction.Sum(nil), Updated: run.UpdatedAt.UnixMicro(), Entity: plan.Entity, Corrected: plan.Corrected}
+	version := map[string]string{}
+	for _, st := range steps {
+		version[st.Name] = store.StepVersion(st)
+	}
+	for _, ps := range plan.Steps {
+		doc.Steps = append(doc.Steps, stepFacts{Step: ps.Step, Version: version[ps.Step], Action: string(ps.Action), EffectKey: ps.EffectKey,
+			CorrectedKey: ps.CorrectedKey, Reason: string(ps.Reason), After: ps.After, ByRun: ps.ByRun, ByStep: ps.ByStep, At: ps.At.UnixMicro()})
+	}
+	b, _ := json.Marshal(doc)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // correctInput applies req's correction to the run's input and returns it as canonical

@@ -28,6 +28,15 @@ var (
 	ErrReviewConflict = store.ErrReviewConflict
 	// ErrNothingToReplay: the run has no step that a replay would run again.
 	ErrNothingToReplay = store.ErrNothingToReplay
+	// ErrItemChanged: the decision names the version of the item it was taken on
+	// (ReviewAction.Version, BulkTarget.Version), and the item has changed since — another
+	// attempt, another decision. Nothing was written; look at the item again.
+	ErrItemChanged = store.ErrItemChanged
+	// ErrPlanChanged: the replay names the digest of the plan it was previewed with
+	// (ReplayRequest.PlanDigest), and the plan it would carry out now is another — the
+	// correction differs from the previewed one, or the run or the ledger changed. Nothing
+	// was written; preview again.
+	ErrPlanChanged = errors.New("the replay's plan is not the one previewed")
 	// ErrInvalidPatch: a correction's JSON merge patch is not valid.
 	ErrInvalidPatch = errors.New("invalid merge patch")
 	// ErrInvalidReview: the request itself is incomplete or contradictory (no actor, both
@@ -76,6 +85,7 @@ const (
 		"or send it again (retry with send-again: the same effect key is sent, for the destination to deduplicate)"
 	hintNotFound = "list the review queue to find the run and step"
 	hintConflict = "nothing was changed; look at the run again and repeat the action"
+	hintChanged  = "nothing was changed; look at the item again, and decide on what it is now"
 )
 
 // maskError masks err, an action's refusal about run runID, with the secrets and the
@@ -105,6 +115,8 @@ func reviewError(action string, runID int64, step string, err error) error {
 		e.Hint = hintMayExist
 	case errors.Is(err, ErrReviewConflict):
 		e.Hint = hintConflict
+	case errors.Is(err, ErrItemChanged):
+		e.Hint = hintChanged
 	}
 	return e
 }
@@ -149,6 +161,10 @@ type ReviewItem struct {
 	// the item then needs an explicit decision, ItHappened or SendAgain, and every other
 	// action on it is refused with ErrEffectMayExist.
 	EffectMayExist bool
+	// Version names the state the item is in (its state, attempts and when it entered
+	// it): a decision taken on what was shown of the item carries it in
+	// ReviewAction.Version, and is refused with ErrItemChanged once the item has changed.
+	Version string
 }
 
 // reviewItem is the caller's view of it, its last error and response excerpt masked by
@@ -157,7 +173,7 @@ func (c *Client) reviewItem(it *store.ReviewItem, m *redact.Masker) *ReviewItem 
 	return &ReviewItem{RunID: it.RunID, StepID: it.StepID, Workflow: it.Workflow, Step: it.StepName, RunKey: it.RunKey, Entity: it.Entity,
 		State: it.State, EffectKey: it.EffectKey, Reason: it.Reason, LastError: m.Text(it.LastError), LastOutcome: it.LastOutcome,
 		Attempts: it.Attempts, AttemptBase: it.AttemptBase, ResponseStatus: it.ResponseStatus, ResponseExcerpt: m.Excerpt([]byte(it.ResponseExcerpt), 0),
-		Since: it.Since, Age: max(c.clock.now().Sub(it.Since), 0), EffectMayExist: it.EffectMayExist()}
+		Since: it.Since, Age: max(c.clock.now().Sub(it.Since), 0), EffectMayExist: it.EffectMayExist(), Version: it.Version()}
 }
 
 // ReviewFilter selects review items. Zero fields do not filter.
@@ -241,6 +257,10 @@ type ReviewAction struct {
 	// example map[string]any{"id": 77}); later steps read it as {steps.ID.output.…}. A
 	// map, a struct, a json.RawMessage or []byte; nil for none.
 	Output any
+	// Version, when set, is the version of the item the decision was taken on
+	// (ReviewItem.Version): the action is refused with ErrItemChanged, and nothing is
+	// written, when the item is no longer in it.
+	Version string
 }
 
 // ReviewResult is what a review action left behind.
@@ -280,7 +300,18 @@ func (c *Client) reviewTarget(ctx context.Context, action string, a ReviewAction
 	if it.State != store.StateNeedsReview {
 		return nil, fail(fmt.Sprintf("the step is %s, not in review", it.State), "only a step waiting in needs_review can be acted on", ErrNotInReview)
 	}
+	if a.Version != "" && it.Version() != a.Version {
+		return nil, changed(action, it)
+	}
 	return it, nil
+}
+
+// changed is the refusal of a decision taken on another version of the item.
+func changed(action string, it *store.ReviewItem) error {
+	return &ReviewError{Action: action, RunID: it.RunID, Step: it.StepName, Err: ErrItemChanged,
+		Problem: fmt.Sprintf("the item changed since it was shown: it is now %s with reason %s after attempt %d, since %s",
+			it.State, dashed(string(it.Reason)), it.Attempts, it.Since.UTC().Format(time.RFC3339)),
+		Hint: hintChanged}
 }
 
 // mayExist is the refusal of an action on an item whose effect may have happened.
@@ -403,7 +434,7 @@ func (c *Client) reviewAbandon(ctx context.Context, a ReviewAction) (*ReviewResu
 }
 
 func (c *Client) storeAction(ctx context.Context, a ReviewAction) store.ReviewAction {
-	return store.ReviewAction{RunID: a.RunID, Step: a.Step, Actor: a.Actor, Note: c.maskNote(ctx, a.RunID, a.Note), Now: c.now(ctx)}
+	return store.ReviewAction{RunID: a.RunID, Step: a.Step, Actor: a.Actor, Note: c.maskNote(ctx, a.RunID, a.Note), Now: c.now(ctx), Version: a.Version}
 }
 
 // maskNote masks secrets and the run's personal data (Config.Redact, Workflow.Redact) in

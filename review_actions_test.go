@@ -52,7 +52,26 @@ func TestBulkReplayOfHundred(t *testing.T) {
 		t.Fatalf("the bulk preview changed the queue: %d items", len(items))
 	}
 
-	done, err := b.client.ReviewBulk(b.ctx, onceflow.BulkRequest{Filter: filter, Action: onceflow.BulkReplay, Actor: "bob", Note: "mail service is back"})
+	// The confirmation names the previewed items, each with its version and its plan.
+	// With another correction than the preview's, every plan differs and nothing is done.
+	var targets []onceflow.BulkTarget
+	for _, it := range preview {
+		targets = append(targets, onceflow.BulkTarget{RunID: it.RunID, Step: it.Step, Version: it.Version, PlanDigest: it.Plan.Digest})
+	}
+	other, err := b.client.ReviewBulk(b.ctx, onceflow.BulkRequest{Items: targets, Action: onceflow.BulkReplay, Actor: "bob",
+		MergePatch: json.RawMessage(`{"email":"someone@example.com"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range other {
+		if it.OK || !errors.Is(it.Err, onceflow.ErrPlanChanged) {
+			t.Fatalf("a confirmation with another correction than its preview's: run %d ok %v err %v", it.RunID, it.OK, it.Err)
+		}
+	}
+	if got := s.counts(); got["/mail"] != 100 {
+		t.Fatalf("the refused confirmation sent mail: %v", got)
+	}
+	done, err := b.client.ReviewBulk(b.ctx, onceflow.BulkRequest{Items: targets, Action: onceflow.BulkReplay, Actor: "bob", Note: "mail service is back"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,10 @@ import (
 //	POST /v1/review/{run}/{step}/retry       {note, send_again}
 //	POST /v1/review/{run}/{step}/resolve     {note, output, it_happened}
 //	POST /v1/review/{run}/{step}/abandon     {note}
-//	POST /v1/review/{run}/{step}/replay      {note, merge_patch | input}   ?dry_run=true previews
-//	POST /v1/runs/{id}/replay                {note, merge_patch | input}   ?dry_run=true previews
-//	POST /v1/review/bulk/{action}            {filter, note, …}             ?dry_run=true previews
+//	POST /v1/review/{run}/{step}/replay      {note, merge_patch | input, plan_digest}   ?dry_run=true previews
+//	POST /v1/runs/{id}/replay                {note, merge_patch | input, plan_digest}   ?dry_run=true previews
+//	POST /v1/review/bulk/{action}?dry_run=true {filter, note, …}            previews, answering each item's version
+//	POST /v1/review/bulk/{action}            {items, note, …}              acts on exactly the items of the preview
 //	GET  /v1/audit                           ?entity=&run=&key=&workflow=&actor=&type=&since=&until=&limit=&after=&before=&order=
 //	GET  /v1/keys/{key}                      the ledger row, uses and events of an effect key
 func (s *Server) reviewRoutes() {
@@ -168,8 +169,20 @@ type actionBody struct {
 	Output     json.RawMessage `json:"output"`
 	MergePatch json.RawMessage `json:"merge_patch"`
 	Input      json.RawMessage `json:"input"`
-	// Filter selects the items of a bulk action.
-	Filter *bulkFilter `json:"filter"`
+	// PlanDigest is, for a replay, the digest of the plan its dry run answered.
+	PlanDigest string `json:"plan_digest"`
+	// Filter selects the items of a bulk action's dry run; Items names the items of its
+	// confirmation, as the dry run answered them.
+	Filter *bulkFilter  `json:"filter"`
+	Items  []bulkTarget `json:"items"`
+}
+
+// bulkTarget is one item of a bulk confirmation: what the dry run answered of it.
+type bulkTarget struct {
+	RunID      int64  `json:"run_id"`
+	Step       string `json:"step"`
+	Version    string `json:"version"`
+	PlanDigest string `json:"plan_digest"`
 }
 
 type bulkFilter struct {
@@ -302,7 +315,8 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, runID int64, ste
 	if err != nil {
 		return err
 	}
-	req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: body.MergePatch, Input: body.Input, Actor: actor(r), Note: body.Note}
+	req := onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: body.MergePatch, Input: body.Input, Actor: actor(r), Note: body.Note,
+		PlanDigest: body.PlanDigest}
 	out := struct {
 		DryRun   bool           `json:"dry_run"`
 		Plan     planView       `json:"plan"`
@@ -338,19 +352,37 @@ func (s *Server) reviewBulk(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if body.Filter == nil {
-		return newProblem(http.StatusBadRequest, "filter-required", "Filter required",
-			`a bulk action needs a "filter" object (workflow, step, reason, entity, run, older_than, limit); {} selects every item`)
-	}
-	f := onceflow.ReviewFilter{Workflow: body.Filter.Workflow, Step: body.Filter.Step, Reason: onceflow.Reason(body.Filter.Reason), Entity: body.Filter.Entity,
-		RunID: body.Filter.Run, Limit: body.Filter.Limit}
-	if body.Filter.OlderThan != "" {
-		if f.OlderThan, err = duration.ParsePositive(body.Filter.OlderThan); err != nil {
-			return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "filter.older_than: "+err.Error())
-		}
-	}
-	req := onceflow.BulkRequest{Filter: f, Action: onceflow.BulkAction(r.PathValue("action")), Actor: actor(r), Note: body.Note,
+	req := onceflow.BulkRequest{Action: onceflow.BulkAction(r.PathValue("action")), Actor: actor(r), Note: body.Note,
 		SendAgain: body.SendAgain, ItHappened: body.ItHappened, MergePatch: body.MergePatch, DryRun: dry}
+	switch {
+	case body.Filter != nil && body.Items != nil:
+		return newProblem(http.StatusBadRequest, "invalid-review-request", "Invalid review request",
+			`give either "filter" (a dry run) or "items" (the confirmation of a dry run), not both; nothing was done`)
+	case body.Items != nil:
+		if len(body.Items) == 0 {
+			return newProblem(http.StatusBadRequest, "items-required", "Items required",
+				`"items" is empty: name the items of the dry run to act on, each with its run_id, step and version; nothing was done`)
+		}
+		for _, t := range body.Items {
+			req.Items = append(req.Items, onceflow.BulkTarget{RunID: t.RunID, Step: t.Step, Version: t.Version, PlanDigest: t.PlanDigest})
+		}
+	case !dry:
+		return newProblem(http.StatusBadRequest, "items-required", "Items required",
+			`a bulk action acts on the items of its dry run: POST with ?dry_run=true and a "filter", then POST the "items" it answered `+
+				`(run_id, step, version, and plan_digest for a replay); an item that changed since is refused, one that appeared since is not touched; nothing was done`)
+	case body.Filter == nil:
+		return newProblem(http.StatusBadRequest, "filter-required", "Filter required",
+			`a bulk dry run needs a "filter" object (workflow, step, reason, entity, run, older_than, limit); {} selects every item`)
+	default:
+		f := onceflow.ReviewFilter{Workflow: body.Filter.Workflow, Step: body.Filter.Step, Reason: onceflow.Reason(body.Filter.Reason), Entity: body.Filter.Entity,
+			RunID: body.Filter.Run, Limit: body.Filter.Limit}
+		if body.Filter.OlderThan != "" {
+			if f.OlderThan, err = duration.ParsePositive(body.Filter.OlderThan); err != nil {
+				return newProblem(http.StatusBadRequest, "invalid-parameter", "Invalid parameter", "filter.older_than: "+err.Error())
+			}
+		}
+		req.Filter = f
+	}
 	if body.Output != nil {
 		req.Output = body.Output
 	}
@@ -407,6 +439,10 @@ func reviewProblem(err error) error {
 		return p(http.StatusConflict, "review-conflict", "The run changed")
 	case errors.Is(err, onceflow.ErrNothingToReplay):
 		return p(http.StatusConflict, "nothing-to-replay", "Nothing to replay")
+	case errors.Is(err, onceflow.ErrItemChanged):
+		return p(http.StatusConflict, "item-changed", "The item changed since its preview")
+	case errors.Is(err, onceflow.ErrPlanChanged):
+		return p(http.StatusConflict, "plan-changed", "The plan changed since its preview")
 	}
 	return err
 }

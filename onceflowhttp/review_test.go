@@ -3,6 +3,7 @@ package onceflowhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -280,9 +281,13 @@ func TestReviewActionsAPI(t *testing.T) {
 	if dry.json["matched"] != float64(1) || dry.json["ok"] != float64(1) {
 		t.Errorf("bulk dry run: %s", dry.body)
 	}
-	wantStatus(t, b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{}`), http.StatusBadRequest, "filter-required")
-	wantStatus(t, b.do("POST", "/v1/review/bulk/explode", adminToken, nil, `{"filter":{}}`), http.StatusBadRequest, "invalid-review-request")
-	bulk := b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{"filter":{"reason":"permanent_error"},"note":"provider fixed"}`)
+	wantStatus(t, b.do("POST", "/v1/review/bulk/retry?dry_run=true", adminToken, nil, `{}`), http.StatusBadRequest, "filter-required")
+	wantStatus(t, b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{}`), http.StatusBadRequest, "items-required")
+	wantStatus(t, b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{"filter":{"reason":"permanent_error"}}`), http.StatusBadRequest, "items-required")
+	wantStatus(t, b.do("POST", "/v1/review/bulk/explode?dry_run=true", adminToken, nil, `{"filter":{}}`), http.StatusBadRequest, "invalid-review-request")
+	item := dry.json["items"].([]any)[0].(map[string]any)
+	bulk := b.do("POST", "/v1/review/bulk/retry", adminToken, nil, `{"items":[{"run_id":`+itoa(int64(item["run_id"].(float64)))+
+		`,"step":"charge","version":"`+item["version"].(string)+`"}],"note":"provider fixed"}`)
 	wantStatus(t, bulk, http.StatusOK, "")
 	if bulk.json["matched"] != float64(1) || bulk.json["ok"] != float64(1) || bulk.json["refused"] != float64(0) {
 		t.Errorf("bulk retry: %s", bulk.body)
@@ -431,4 +436,127 @@ func TestReviewMasksValuesFromStepOutputs(t *testing.T) {
 	if a := b.do("GET", item, adminToken, nil, ""); !strings.Contains(a.body, "busy") {
 		t.Errorf("the item lost its error: %s", a.body)
 	}
+}
+
+// A replay that passes back its dry run's plan digest is carried out only on that plan: a
+// correction that differs from the previewed one is refused with 409 plan-changed, and
+// nothing is written or sent; with the digest of its own preview it is carried out.
+func TestReplayPlanDigestAPI(t *testing.T) {
+	b := setupReview(t)
+	id := b.parked("1001", "ada-at-example")
+	path := "/v1/review/" + itoa(id) + "/charge/replay"
+	digestOf := func(body string) string {
+		t.Helper()
+		a := b.do("POST", path+"?dry_run=true", adminToken, nil, body)
+		wantStatus(t, a, http.StatusOK, "")
+		d, _ := a.json["plan"].(map[string]any)["digest"].(string)
+		if len(d) != 64 {
+			t.Fatalf("dry run without a plan digest: %s", a.body)
+		}
+		return d
+	}
+	typo := digestOf(`{"merge_patch":{"email":"ada@exmaple.com"}}`)
+	if again := digestOf(`{"merge_patch": {"email": "ada@exmaple.com"}}`); again != typo {
+		t.Fatalf("the same correction previewed twice gives digests %s and %s", typo, again)
+	}
+	fixed := digestOf(`{"merge_patch":{"email":"ada@example.com"}}`)
+	if fixed == typo {
+		t.Fatal("two corrections give one plan digest")
+	}
+	events := b.eventCount()
+
+	stale := b.do("POST", path, adminToken, nil, `{"merge_patch":{"email":"ada@example.com"},"plan_digest":"`+typo+`"}`)
+	wantStatus(t, stale, http.StatusConflict, "plan-changed")
+	if !strings.Contains(stale.body, "preview the replay again") {
+		t.Errorf("the refusal does not say to preview again: %s", stale.body)
+	}
+	if n := b.eventCount(); n != events {
+		t.Fatalf("the refused replay wrote %d events", n-events)
+	}
+	if _, err := b.client.Work(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.count("charge") != 1 {
+		t.Fatalf("the refused replay ran charge: %d calls", b.count("charge"))
+	}
+
+	done := b.do("POST", path, adminToken, nil, `{"merge_patch":{"email":"ada@example.com"},"plan_digest":"`+fixed+`","note":"typo"}`)
+	wantStatus(t, done, http.StatusOK, "")
+	if done.json["revision"] != float64(1) {
+		t.Fatalf("replay: %s", done.body)
+	}
+	if _, err := b.client.Work(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.count("charge") != 2 {
+		t.Fatalf("after the confirmed replay charge ran %d times, want 2", b.count("charge"))
+	}
+	// The run has changed: the digest of the old preview no longer confirms anything.
+	wantStatus(t, b.do("POST", "/v1/runs/"+itoa(id)+"/replay", adminToken, nil, `{"plan_digest":"`+fixed+`"}`), http.StatusConflict, "")
+}
+
+// A bulk confirmation acts on exactly the items of its dry run: of the two previewed, the
+// one unchanged is abandoned, the one retried and parked again since is refused with
+// item-changed, and an item parked after the dry run is not touched.
+func TestBulkConfirmActsOnThePreviewedItemsAPI(t *testing.T) {
+	b := setupReview(t)
+	kept := b.parked("21", "nope")
+	changed := b.parked("22", "nope")
+	dry := b.do("POST", "/v1/review/bulk/abandon?dry_run=true", adminToken, nil, `{"filter":{"workflow":"orders"},"note":"customer left"}`)
+	wantStatus(t, dry, http.StatusOK, "")
+	items, _ := dry.json["items"].([]any)
+	if len(items) != 2 {
+		t.Fatalf("dry run: %s", dry.body)
+	}
+	var confirm []string
+	for _, x := range items {
+		it := x.(map[string]any)
+		v, _ := it["version"].(string)
+		if v == "" {
+			t.Fatalf("a dry run's item without its version: %s", dry.body)
+		}
+		confirm = append(confirm, fmt.Sprintf(`{"run_id":%v,"step":%q,"version":%q}`, it["run_id"], it["step"], v))
+	}
+
+	// Since the dry run: a payment arrived and was parked, and one previewed item was
+	// retried and parked again.
+	appeared := b.parked("23", "nope")
+	wantStatus(t, b.do("POST", "/v1/review/"+itoa(changed)+"/charge/retry", adminToken, nil, `{}`), http.StatusOK, "")
+	if _, err := b.client.Work(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := b.client.ReviewGet(context.Background(), changed, "charge"); err != nil || it.State != onceflow.StateNeedsReview || it.Attempts != 2 {
+		t.Fatalf("the retried item: %+v, %v", it, err)
+	}
+
+	done := b.do("POST", "/v1/review/bulk/abandon", adminToken, nil, `{"items":[`+strings.Join(confirm, ",")+`],"note":"customer left"}`)
+	wantStatus(t, done, http.StatusOK, "")
+	if done.json["matched"] != float64(2) || done.json["ok"] != float64(1) || done.json["refused"] != float64(1) {
+		t.Fatalf("confirmation: %s", done.body)
+	}
+	for _, x := range done.json["items"].([]any) {
+		it := x.(map[string]any)
+		switch int64(it["run_id"].(float64)) {
+		case kept:
+			if it["ok"] != true {
+				t.Errorf("the unchanged item: %v", it)
+			}
+		case changed:
+			if it["ok"] != false || it["problem"] != typeBase+"item-changed" || !strings.Contains(it["error"].(string), "changed since") {
+				t.Errorf("the changed item: %v", it)
+			}
+		default:
+			t.Errorf("the confirmation acted on an item it did not name: %v", it)
+		}
+	}
+	for id, want := range map[int64]onceflow.State{kept: onceflow.StateFailed, changed: onceflow.StateNeedsReview, appeared: onceflow.StateNeedsReview} {
+		if it, err := b.client.ReviewGet(context.Background(), id, "charge"); err != nil || it.State != want {
+			t.Errorf("run %d charge after the confirmation: %+v (%v), want %s", id, it, err, want)
+		}
+	}
+	wantStatus(t, b.do("POST", "/v1/review/bulk/abandon", adminToken, nil, `{"items":[],"note":"x"}`), http.StatusBadRequest, "items-required")
+	wantStatus(t, b.do("POST", "/v1/review/bulk/abandon", adminToken, nil, `{"items":[{"run_id":`+itoa(appeared)+`,"step":"charge"}]}`),
+		http.StatusBadRequest, "invalid-review-request")
+	wantStatus(t, b.do("POST", "/v1/review/bulk/abandon", adminToken, nil, `{"filter":{},"items":[{"run_id":1,"step":"charge","version":"x"}]}`),
+		http.StatusBadRequest, "invalid-review-request")
 }

@@ -26,7 +26,7 @@ type chromeSession struct {
 }
 
 // newChrome starts Chromium for b's console; it stops when the test ends.
-func newChrome(t *testing.T, b *bundle) *chromeSession {
+func newChromeSession(t *testing.T, b *bundle) *chromeSession {
 	t.Helper()
 	exe := chromium(t)
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
@@ -126,7 +126,7 @@ func TestBrowserAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	br := newChrome(t, b)
+	br := newChromeSession(t, b)
 	br.signIn(readSecret)
 
 	// Every event, newest first: the sign-in just made leads.

@@ -49,7 +49,8 @@ func TestBrowserOIDCSignIn(t *testing.T) {
 		t.Fatalf("alice is offered pausing billing (%v)", err)
 	}
 	do("pause signup", chromedp.SendKeys(chromedp.CSS(`#pause-form-signup input[name="note"]`), "growth team maintenance"),
-		chromedp.Click(chromedp.ID("pause-signup")), chromedp.WaitVisible(chromedp.ID("paused-signup")))
+		chromedp.Click(chromedp.ID("pause-signup")), chromedp.WaitVisible(chromedp.ID("confirm-action")),
+		chromedp.Click(chromedp.ID("confirm-action")), chromedp.WaitVisible(chromedp.ID("paused-signup")))
 	status, err := chromedp.Run(bctx, chromedp.Evaluate[int](`fetch("/ui/workflows/billing/pause", {method: "POST",
 		headers: {"Content-Type": "application/x-www-form-urlencoded"},
 		body: "csrf=" + encodeURIComponent(document.querySelector('input[name="csrf"]').value)}).then(r => r.status)`, chromedp.EvalAwaitPromise))

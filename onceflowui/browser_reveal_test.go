@@ -32,7 +32,7 @@ func TestBrowserReveal(t *testing.T) {
 		}
 		return evs
 	}
-	br := newChrome(t, b)
+	br := newChromeSession(t, b)
 
 	// Read only: the button is disabled, and a forced post is refused.
 	br.signIn(readSecret)

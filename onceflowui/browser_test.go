@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,9 @@ func TestBrowser(t *testing.T) {
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		// Read in one script: a live region replaced between finding the node and reading
+		// it would leave a node that no longer exists.
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(function (e) { return e ? e.innerText : null; })(document.querySelector(`+strconv.Quote(sel)+`))`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}

@@ -84,7 +84,7 @@ type Console struct {
 }
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "audit", "schedules", "error"}
+var pageNames = []string{"login", "overview", "runs", "run", "review", "item", "bulk", "keys", "sessions", "audit", "schedules", "confirm", "error"}
 
 // New returns a Console for cfg; the error says what is wrong with cfg.
 func New(cfg Config) (*Console, error) {
@@ -287,8 +287,9 @@ type page struct {
 	Nav     string
 	Session *session
 	CSRF    string
-	Flash   string
-	Data    any
+	// Flash is the banner of the action just taken (bannerOf): never text from the request.
+	Flash string
+	Data  any
 }
 
 // render executes the page template name with data; status is the HTTP status.
@@ -297,7 +298,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if sess == nil && name != "login" {
 		sess, _ = c.readSession(r) // an error page of a request refused before its session was attached
 	}
-	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: r.URL.Query().Get("done")}
+	p := page{Prefix: c.cfg.Prefix, Nav: name, Session: sess, Data: data, Flash: bannerOf(data, r.URL.Query())}
 	if sess != nil {
 		p.CSRF = sess.csrf
 	}

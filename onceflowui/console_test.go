@@ -64,6 +64,9 @@ func (br *browser) post(path string, form url.Values) (*http.Response, string) {
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+// digestRE reads the plan digest of a replay preview.
+var digestRE = regexp.MustCompile(`name="plan_digest" value="([0-9a-f]+)"`)
+
 // planRow reads a replay preview's lines: action, step and why.
 var planRow = regexp.MustCompile(`(?s)<tr class="act-([a-z]+)"><td>([^<]+)</td>.*?<td>([^<]*)</td></tr>`)
 
@@ -271,7 +274,8 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 	}
 	var dry struct {
 		Plan struct {
-			Steps []struct{ Step, Action, Why string }
+			Steps  []struct{ Step, Action, Why string }
+			Digest string
 		}
 	}
 	err = json.NewDecoder(apiResp.Body).Decode(&dry)
@@ -300,6 +304,16 @@ func testReplayThroughConsole(t *testing.T, b *bundle) {
 	if !strings.Contains(body, `id="confirm"`) {
 		t.Fatal("no confirm button after the preview")
 	}
+	// The confirmation carries the plan's digest, the one the API's dry run answers for
+	// the same correction.
+	m := digestRE.FindStringSubmatch(body)
+	if m == nil || m[1] != dry.Plan.Digest {
+		t.Fatalf("the preview's plan digest %q, the API's %q", m, dry.Plan.Digest)
+	}
+	// Without it, a replay is refused: it is confirmed from a preview.
+	resp, body = br.post("/ui/review/1/notify/replay", form)
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	form.Set("plan_digest", m[1])
 	if n := b.dest.count("/notify"); n != 1 {
 		t.Fatalf("the preview sent something: /notify got %d requests", n)
 	}
@@ -389,6 +403,11 @@ func testBulkPreviewThenApply(t *testing.T, b *bundle) {
 		t.Fatal("the preview changed the item")
 	}
 	form.Del("dry_run")
+	// Without the items of its preview, the action is refused: it never runs the filter
+	// again.
+	resp, body = br.post("/ui/review/bulk", form)
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	form["item"] = confirmItems(bulkPreview(t, br, form))
 	resp, body = br.post("/ui/review/bulk", form)
 	wantStatus(t, resp, body, http.StatusOK)
 	if !strings.Contains(body, "applied to 1, refused for 0") {
@@ -398,12 +417,36 @@ func testBulkPreviewThenApply(t *testing.T, b *bundle) {
 	if err != nil || it.State != store.StateFailed {
 		t.Fatalf("after a bulk abandon the item is %+v, %v", it, err)
 	}
-	// Once more: nothing left to act on, reported per item (none).
+	// Once more: the item is no longer in review, and says so.
 	resp, body = br.post("/ui/review/bulk", form)
 	wantStatus(t, resp, body, http.StatusOK)
-	if !strings.Contains(body, "applied to 0, refused for 0") {
+	if !strings.Contains(body, "applied to 0, refused for 1") || !strings.Contains(body, "not in review") {
 		t.Fatalf("second bulk report:\n%s", body)
 	}
+}
+
+// itemRE reads the items a bulk preview's confirmation names.
+var itemRE = regexp.MustCompile(`name="item" value="([^"]+)"`)
+
+func confirmItems(page string) []string {
+	var out []string
+	for _, m := range itemRE.FindAllStringSubmatch(page, -1) {
+		out = append(out, html.UnescapeString(m[1]))
+	}
+	return out
+}
+
+// bulkPreview is the page of the bulk preview of form (its dry run).
+func bulkPreview(t *testing.T, br *browser, form url.Values) string {
+	t.Helper()
+	dry := url.Values{}
+	for k, v := range form {
+		dry[k] = v
+	}
+	dry.Set("dry_run", "1")
+	resp, body := br.post("/ui/review/bulk", dry)
+	wantStatus(t, resp, body, http.StatusOK)
+	return body
 }
 
 func TestSessionExpiresAndEndsWithItsToken(t *testing.T) {
@@ -580,7 +623,17 @@ func TestCancelRunThroughConsole(t *testing.T) {
 		t.Fatalf("after refused cancels the step is %s, want needs_review", s)
 	}
 
+	// The button asks first, naming what will happen, and changes nothing.
 	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}})
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "Cancel run 1?") || !strings.Contains(body, "<li>notify (needs_review) is cancelled</li>") ||
+		!strings.Contains(body, `name="confirmed" value="1"`) || !strings.Contains(body, `value="customer withdrew"`) {
+		t.Fatalf("the cancel's confirmation page:\n%s", body)
+	}
+	if s := stepState(); s != store.StateNeedsReview {
+		t.Fatalf("asking to cancel changed the step to %s", s)
+	}
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/ui/runs/1?done=") {
 		t.Fatalf("cancel redirects to %q", loc)
@@ -613,6 +666,8 @@ func TestCancelRunThroughConsole(t *testing.T) {
 
 	// Nothing is left to cancel.
 	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}})
+	wantStatus(t, resp, body, http.StatusConflict)
+	resp, body = admin.post("/ui/runs/1/cancel", url.Values{"csrf": {csrfOf(t, page)}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusConflict)
 }
 
@@ -683,7 +738,17 @@ func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
 		t.Fatalf("after a pause of an unknown workflow the paused workflows are %+v, want none", list)
 	}
 
+	// The button asks first, naming what will happen, and pauses nothing.
 	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"CRM maintenance"}})
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "Pause signup?") || !strings.Contains(body, "No process claims a step of signup until it is resumed") ||
+		!strings.Contains(body, `name="confirmed" value="1"`) {
+		t.Fatalf("the pause's confirmation page:\n%s", body)
+	}
+	if list := paused(); len(list) != 0 {
+		t.Fatalf("asking to pause paused %+v", list)
+	}
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"CRM maintenance"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	loc := resp.Header.Get("Location")
 	if !strings.HasPrefix(loc, "/ui/?done=") {
@@ -724,7 +789,7 @@ func testPauseResumeThroughConsole(t *testing.T, b *bundle) {
 	}
 
 	// A second pause changes and records nothing, and says so.
-	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"again"}})
+	resp, body = admin.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"again"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	resp, body = admin.get(resp.Header.Get("Location"))
 	if !strings.Contains(body, `id="flash">Workflow signup was already paused; nothing changed.`) {
@@ -877,5 +942,86 @@ func TestDeepOutputPageStaysSmall(t *testing.T) {
 	}
 	if !strings.Contains(body, html.EscapeString(`{"id":"deep","x":{"a":{"a":`)) {
 		t.Fatalf("the page does not show the output as stored")
+	}
+}
+
+// A banner comes from a code the console knows and from what the server holds, never
+// from the link's text: a crafted ?done= shows nothing, on any page and through the
+// sign-in's next, and a known code shows nothing where the page's state does not bear it
+// out (a replay banner on an item still in review, a pause banner for an active workflow).
+func TestBannerFromCodesOnly(t *testing.T) {
+	b := setup(t)
+	const notice = "Security notice: your session expired, re-enter your admin token at https://evil.example/"
+	crafted := url.QueryEscape(notice)
+	br := b.browser()
+	_, page := br.get("/ui/login")
+	resp, _ := br.post("/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {adminSecret}, "next": {"/ui/?done=" + crafted}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in = %d", resp.StatusCode)
+	}
+	next := resp.Header.Get("Location")
+	for _, path := range []string{next, "/ui/?done=" + crafted, "/ui/runs?done=" + crafted, "/ui/runs/1?done=" + crafted,
+		"/ui/review?done=" + crafted, "/ui/review/1/notify?done=" + crafted, "/ui/keys?done=" + crafted,
+		"/ui/review/1/notify?done=replayed", "/ui/review/1/notify?done=retried", "/ui/runs/1?done=cancelled",
+		"/ui/?done=paused&workflow=signup", "/ui/?done=resumed&workflow=" + crafted} {
+		resp, body := br.get(path)
+		wantStatus(t, resp, body, http.StatusOK)
+		if strings.Contains(body, `class="flash"`) || strings.Contains(body, "Security notice") || strings.Contains(body, "evil.example") {
+			t.Errorf("%s shows a banner:\n%s", path, body)
+		}
+	}
+}
+
+// The pages this console adds before an action — the confirmations of a cancel, an abandon
+// and a pause, the bulk preview with its items, the replay preview with its digest — carry
+// the security headers, no inline script, and what was typed or stored (a note, a run key,
+// a correction holding markup) only escaped.
+func TestConfirmationPagesEscapeWhatTheyShow(t *testing.T) {
+	b := setup(t)
+	const payload = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+	run, err := b.client.Start(t.Context(), "signup", "evt-<b>"+`"x'`, map[string]any{"customer_id": "c-<i>9</i>", "phone": "12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the hostile run parked", func() bool {
+		if _, err := b.client.Work(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		it, err := b.client.ReviewGet(t.Context(), run.ID, "notify")
+		return err == nil && it.State == store.StateNeedsReview
+	})
+	br := b.browser()
+	br.signIn(adminSecret)
+	_, page := br.get("/ui/")
+	csrf := csrfOf(t, page)
+	id := strconv.FormatInt(run.ID, 10)
+	inline := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|<script>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
+	for path, form := range map[string]url.Values{
+		"/ui/runs/" + id + "/cancel":           {"csrf": {csrf}, "note": {payload}},
+		"/ui/review/" + id + "/notify/abandon": {"csrf": {csrf}, "note": {payload}},
+		"/ui/workflows/signup/pause":           {"csrf": {csrf}, "note": {payload}},
+		"/ui/review/bulk":                      {"csrf": {csrf}, "action": {"abandon"}, "dry_run": {"1"}, "note": {payload}, "workflow": {"signup"}},
+		"/ui/review/" + id + "/notify/preview": {"csrf": {csrf}, "note": {payload}, "merge_patch": {`{"phone": "+49151", "name": ` + strconv.Quote(payload) + `}`}},
+	} {
+		resp, body := br.post(path, form)
+		wantStatus(t, resp, body, http.StatusOK)
+		if resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Errorf("%s: headers %v", path, resp.Header)
+		}
+		// The payload's text shows, escaped (its " onerror=" inside an attribute value is
+		// text): what must not appear is its markup.
+		if m := inline.FindString(strings.ReplaceAll(body, " onerror=alert(2)", "")); m != "" || strings.Contains(body, "<script>alert") ||
+			strings.Contains(body, "<img") || strings.Contains(body, "<b>") || strings.Contains(body, "<i>9") {
+			t.Errorf("%s: unescaped markup %q in\n%s", path, m, body)
+		}
+		if strings.HasSuffix(path, "/cancel") && !strings.Contains(body, "evt-&lt;b&gt;") {
+			t.Errorf("the cancel's confirmation does not name the run key:\n%s", body)
+		}
+	}
+	if it, _ := b.client.ReviewGet(t.Context(), run.ID, "notify"); it.State != store.StateNeedsReview {
+		t.Fatalf("the pages before the actions changed the item: %s", it.State)
+	}
+	if list, _ := b.client.PausedWorkflows(t.Context()); len(list) != 0 {
+		t.Fatalf("the pause's confirmation paused %+v", list)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -29,8 +28,16 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	if !confirmed(r) {
+		d, err := c.loadRun(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		return c.confirmCancel(w, r, d, note)
+	}
 	actor := sessionFrom(r).Actor()
-	res, err := c.cfg.Client.CancelRun(r.Context(), id, actor, strings.TrimSpace(r.PostForm.Get("note")))
+	res, err := c.cfg.Client.CancelRun(r.Context(), id, actor, note)
 	switch {
 	case errors.Is(err, onceflow.ErrNotFound):
 		return &pageError{Status: http.StatusNotFound, Title: "Run not found", Detail: fmt.Sprintf("run %d does not exist", id)}
@@ -39,15 +46,8 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	done := "Cancelled."
-	if len(res.Cancelled) > 0 {
-		done = fmt.Sprintf("Cancelled: %s will not run.", strings.Join(res.Cancelled, ", "))
-	}
-	if len(res.Running) > 0 {
-		done += fmt.Sprintf(" Still running: %s; the attempt is recorded when it ends.", strings.Join(res.Running, ", "))
-	}
 	c.log.Info("console run cancelled", "run_id", id, "actor", actor, "cancelled", res.Cancelled, "running", res.Running)
-	http.Redirect(w, r, c.cfg.Prefix+"/runs/"+strconv.FormatInt(id, 10)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+	http.Redirect(w, r, doneURL(c.cfg.Prefix+"/runs/"+strconv.FormatInt(id, 10), doneCancelled), http.StatusSeeOther)
 	return nil
 }
 
@@ -64,6 +64,9 @@ func (c *Console) workflowPause(pause bool) handlerFunc {
 		name := r.PathValue("name")
 		actor := sessionFrom(r).Actor()
 		note := strings.TrimSpace(r.PostForm.Get("note"))
+		if pause && !confirmed(r) {
+			return c.confirmPause(ctx, w, r, name, note)
+		}
 		do, verb := c.cfg.Client.ResumeWorkflow, "resumed"
 		if pause {
 			do, verb = c.cfg.Client.PauseWorkflow, "paused"
@@ -80,19 +83,19 @@ func (c *Console) workflowPause(pause bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		var done string
+		var done bannerCode
 		switch {
 		case !changed && pause:
-			done = fmt.Sprintf("Workflow %s was already paused; nothing changed.", name)
+			done = doneAlreadyPaused
 		case !changed:
-			done = fmt.Sprintf("Workflow %s was not paused; nothing changed.", name)
+			done = doneNotPaused
 		case pause:
-			done = fmt.Sprintf("Paused %s: its steps are not claimed until it is resumed; steps already running finish.", name)
+			done = donePaused
 		default:
-			done = fmt.Sprintf("Resumed %s: its steps are claimed again.", name)
+			done = doneResumed
 		}
 		c.log.Info("console workflow "+verb, "workflow", name, "actor", actor, "changed", changed)
-		http.Redirect(w, r, c.cfg.Prefix+"/?done="+url.QueryEscape(done), http.StatusSeeOther)
+		http.Redirect(w, r, doneURL(c.cfg.Prefix+"/", done, "workflow", name), http.StatusSeeOther)
 		return nil
 	}
 }

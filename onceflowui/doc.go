@@ -13,9 +13,16 @@
 // lists every attempt (time, worker, outcome class, destination status, masked excerpt),
 // explains its audit trail, shows its input with every correction as a diff and cancels the
 // run (onceflow.Client.CancelRun) while a step is still to be done or decided. The review
-// queue filters the parked steps and acts on them one by one or in bulk by filter (retry,
-// resolve with an output, abandon, correct and replay), always after a preview computed by
-// the engine itself (onceflow.Client.ReviewPreview, ReviewBulk with DryRun). The key page
+// queue filters the parked steps and acts on them one by one or in bulk (retry, resolve
+// with an output, abandon, correct and replay), always after a preview computed by the
+// engine itself (onceflow.Client.ReviewPreview, ReviewBulk with DryRun), and a
+// confirmation acts on exactly what was previewed: a replay carries its plan's digest
+// (ReplayRequest.PlanDigest) and the page marks a preview stale once its correction is
+// edited; a bulk confirmation names the items of its preview with their versions
+// (BulkRequest.Items), so an item that changed since is refused and one that arrived since
+// is not touched. Cancel, abandon and pause show what will happen and act only once
+// confirmed. Banners after an action come from a fixed set of codes, never from the
+// link. The key page
 // answers whether an effect key's business action happened, when, by which run and with
 // which result. The sessions page (for admins of every workflow) lists who is signed in,
 // from which address, since when, and ends a session. Pages that show something still

@@ -148,7 +148,7 @@ func TestOIDCSignIn(t *testing.T) {
 		t.Errorf("the overview should offer pausing signup and hide pausing billing:\n%s", page)
 	}
 	csrf := csrfOf(t, page)
-	resp, body := br.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"growth team maintenance"}})
+	resp, body := br.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"growth team maintenance"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	for _, refused := range []string{"/ui/workflows/billing/pause", "/ui/runs/" + itoa(ob.billingID) + "/cancel", "/ui/review/bulk", "/ui/sessions/" + strings.Repeat("0", 64) + "/end"} {
 		resp, body := br.post(refused, url.Values{"csrf": {csrf}, "action": {"abandon"}})
@@ -159,6 +159,28 @@ func TestOIDCSignIn(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusOK)
 	resp, body = br.post("/ui/review/bulk", url.Values{"csrf": {csrf}, "action": {"retry"}, "dry_run": {"1"}, "workflow": {"billing"}})
 	wantStatus(t, resp, body, http.StatusForbidden)
+	// Its confirmation acts on items of that workflow only, whatever items the form names:
+	// here the billing item, parked, named with its true version.
+	ob.waitFor("the billing item parked", func() bool {
+		if _, err := ob.client.Work(ctx); err != nil {
+			t.Fatal(err)
+		}
+		it, err := ob.client.ReviewGet(ctx, ob.billingID, "invoice")
+		return err == nil && it.State == onceflow.StateNeedsReview
+	})
+	billing, err := ob.client.ReviewGet(ctx, ob.billingID, "invoice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body = br.post("/ui/review/bulk", url.Values{"csrf": {csrf}, "action": {"abandon"}, "workflow": {"signup"},
+		"item": {itoa(ob.billingID) + ":" + billing.Version + "::invoice"}})
+	wantStatus(t, resp, body, http.StatusOK)
+	if !strings.Contains(body, "applied to 0, refused for 1") || !strings.Contains(body, "belongs to workflow") {
+		t.Fatalf("a confirmation naming another workflow's item:\n%s", body)
+	}
+	if it, err := ob.client.ReviewGet(ctx, ob.billingID, "invoice"); err != nil || it.State != onceflow.StateNeedsReview {
+		t.Fatalf("the billing item after a forged confirmation: %+v, %v", it, err)
+	}
 	_, page = br.get("/ui/runs/" + itoa(ob.billingID))
 	if strings.Contains(page, `id="cancel-form"`) {
 		t.Error("the billing run's page offers alice its cancel form")

@@ -36,7 +36,6 @@ type overviewData struct {
 	Hour     activity
 	Buckets  []bucket
 	MaxBar   int
-	Capped   bool
 	Failures []apiv1.AuditEntry
 }
 
@@ -51,13 +50,10 @@ type bucket struct {
 	activity
 }
 
-// recentEvents caps the events read for the overview's last hour.
-const recentEvents = 20000
-
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	now := c.cfg.Now()
-	st, err := c.cfg.Client.Stats(ctx)
+	st, err := c.cfg.Client.RunStats(ctx)
 	if err != nil {
 		return err
 	}
@@ -102,42 +98,18 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	for t := since.Add(-5 * time.Minute); t.Before(now); t = t.Add(5 * time.Minute) {
 		d.Buckets = append(d.Buckets, bucket{From: t})
 	}
-	var after int64
-	n := 0
-	var failures []*onceflow.AuditEntry
-	for n < recentEvents {
-		evs, err := c.cfg.Client.Audit(ctx, onceflow.AuditQuery{Since: d.Buckets[0].From, AfterID: after, Limit: 1000})
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			i := int(e.At.Sub(d.Buckets[0].From) / (5 * time.Minute))
-			if i < 0 || i >= len(d.Buckets) {
-				continue
-			}
-			b := &d.Buckets[i].activity
-			switch e.Type {
-			case onceflow.EventRunCreated:
-				b.Started++
-			case onceflow.EventStepCompleted:
-				b.Completed++
-			case onceflow.EventStepRetryPlanned:
-				b.Retried++
-			case onceflow.EventStepNeedsReview:
-				b.Parked++
-				failures = append(failures, e)
-			case onceflow.EventStepFailed:
-				b.Failed++
-				failures = append(failures, e)
-			}
-		}
-		n += len(evs)
-		if len(evs) < 1000 {
-			break
-		}
-		after = evs[len(evs)-1].ID
+	// The counts come from queries that count, however many events the hour holds.
+	act, err := c.cfg.Client.Activity(ctx, onceflow.ActivityQuery{Since: d.Buckets[0].From, Bucket: 5 * time.Minute, Failures: 10})
+	if err != nil {
+		return err
 	}
-	d.Capped = n >= recentEvents
+	for _, ab := range act.Buckets {
+		if ab.Slice < 0 || ab.Slice >= len(d.Buckets) {
+			continue
+		}
+		d.Buckets[ab.Slice].activity = activity{Started: int(ab.Started), Completed: int(ab.Completed), Retried: int(ab.Retried),
+			Parked: int(ab.Parked), Failed: int(ab.Failed)}
+	}
 	for _, b := range d.Buckets {
 		d.Hour.Started += b.Started
 		d.Hour.Completed += b.Completed
@@ -146,8 +118,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 		d.Hour.Failed += b.Failed
 		d.MaxBar = max(d.MaxBar, b.Completed, b.Parked+b.Failed)
 	}
-	for i := len(failures) - 1; i >= 0 && len(d.Failures) < 10; i-- {
-		d.Failures = append(d.Failures, apiv1.NewAuditEntry(failures[i]))
+	for _, e := range act.Failures {
+		d.Failures = append(d.Failures, apiv1.NewAuditEntry(e))
 	}
 	c.render(w, r, http.StatusOK, "overview", d)
 	return nil
@@ -257,6 +229,8 @@ type runData struct {
 	// Paused is the pause of the run's workflow, when it is paused: no step of it is
 	// claimed until it is resumed, whatever its next attempt says.
 	Paused *onceflow.WorkflowPause
+	// Now is when the page was read, to tell a running attempt by its lease.
+	Now time.Time
 }
 
 func (d runData) title() string { return fmt.Sprintf("Run %d", d.Run.ID) }
@@ -322,7 +296,7 @@ func (c *Console) loadRun(ctx context.Context, id int64) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &runData{Run: rd.Run, Input: pretty(rd.Run.Input)}
+	d := &runData{Run: rd.Run, Input: pretty(rd.Run.Input), Now: c.cfg.Now()}
 	ordered := rd.DependencyOrder()
 	d.Graph = layout(ordered)
 	for _, st := range ordered {

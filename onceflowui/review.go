@@ -114,8 +114,10 @@ type itemData struct {
 
 type itemForm struct {
 	Note, Patch, Output string
-	SendAgain           bool
-	ItHappened          bool
+	// PlanDigest is the digest of the replay plan a confirmation was previewed with.
+	PlanDigest string
+	SendAgain  bool
+	ItHappened bool
 }
 
 func (d itemData) title() string { return fmt.Sprintf("Review: run %d %s", d.It.RunID, d.It.Step) }
@@ -174,7 +176,8 @@ func (c *Console) itemLive(w http.ResponseWriter, r *http.Request) error {
 
 func readForm(r *http.Request) itemForm {
 	return itemForm{Note: strings.TrimSpace(r.PostForm.Get("note")), Patch: r.PostForm.Get("merge_patch"), Output: r.PostForm.Get("output"),
-		SendAgain: r.PostForm.Get("send_again") != "", ItHappened: r.PostForm.Get("it_happened") != ""}
+		PlanDigest: strings.TrimSpace(r.PostForm.Get("plan_digest")),
+		SendAgain:  r.PostForm.Get("send_again") != "", ItHappened: r.PostForm.Get("it_happened") != ""}
 }
 
 // jsonField reads an optional JSON document typed into a form.
@@ -242,11 +245,11 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	actor := sessionFrom(r).Actor()
 	a := onceflow.ReviewAction{RunID: runID, Step: step, Actor: actor, Note: f.Note, SendAgain: f.SendAgain, ItHappened: f.ItHappened}
-	var done string
+	var done bannerCode
 	switch action := r.PathValue("action"); action {
 	case "retry":
 		if _, err = c.cfg.Client.ReviewRetry(ctx, a); err == nil {
-			done = "Retried: the step is due again."
+			done = doneRetried
 		}
 	case "resolve":
 		var out json.RawMessage
@@ -256,22 +259,42 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 			}
 			var res *onceflow.ReviewResult
 			if res, err = c.cfg.Client.ReviewResolve(ctx, a); err == nil {
-				done = "Resolved by hand; ledger: " + res.Ledger + "."
+				switch res.Ledger { // ReviewResult.Ledger: completed, kept or none
+				case "kept":
+					done = doneResolvedKept
+				case "none":
+					done = doneResolvedNoKey
+				default:
+					done = doneResolved
+				}
 			}
 		}
 	case "abandon":
+		if !confirmed(r) {
+			it, err := c.cfg.Client.ReviewGet(ctx, runID, step)
+			if err != nil {
+				return c.refuse(w, r, runID, step, f, err)
+			}
+			if it.State == onceflow.StateNeedsReview && !it.EffectMayExist {
+				return c.confirmAbandon(w, r, runID, step, f.Note)
+			}
+			// Otherwise the abandon is refused, with its reason, and nothing is written.
+		}
 		if _, err = c.cfg.Client.ReviewAbandon(ctx, a); err == nil {
-			done = "Abandoned: the step failed and the steps that need it were cancelled."
+			done = doneAbandoned
 		}
 	case "replay":
+		// A replay is confirmed from its preview, and carries the digest of the plan shown:
+		// the engine refuses it if the plan it would carry out now is another.
+		if f.PlanDigest == "" {
+			return c.refuse(w, r, runID, step, f, &onceflow.ReviewError{Action: "replay", RunID: runID, Step: step, Err: onceflow.ErrInvalidReview,
+				Problem: "a replay is confirmed from its preview", Hint: "preview the replay, then confirm the plan it shows; nothing was changed"})
+		}
 		var patch json.RawMessage
 		if patch, err = jsonField("The correction", f.Patch); err == nil {
-			var res *onceflow.ReplayResult
-			if res, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note}); err == nil {
-				done = fmt.Sprintf("Replayed: %s made pending again.", strings.Join(res.Reset, ", "))
-				if res.Revision > 0 {
-					done += fmt.Sprintf(" Input revision %d kept with its diff.", res.Revision)
-				}
+			if _, err = c.cfg.Client.ReviewReplay(ctx, onceflow.ReplayRequest{RunID: runID, Step: step, MergePatch: patch, Actor: actor, Note: f.Note,
+				PlanDigest: f.PlanDigest}); err == nil {
+				done = doneReplayed
 			}
 		}
 	default:
@@ -281,7 +304,7 @@ func (c *Console) itemAct(w http.ResponseWriter, r *http.Request) error {
 		return c.refuse(w, r, runID, step, f, err)
 	}
 	c.log.Info("console review action", "action", r.PathValue("action"), "run_id", runID, "step", step, "actor", actor)
-	http.Redirect(w, r, c.cfg.Prefix+"/review/"+strconv.FormatInt(runID, 10)+"/"+url.PathEscape(step)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+	http.Redirect(w, r, doneURL(c.cfg.Prefix+"/review/"+strconv.FormatInt(runID, 10)+"/"+url.PathEscape(step), done), http.StatusSeeOther)
 	return nil
 }
 
@@ -304,10 +327,46 @@ type bulkRow struct {
 	Error   string
 	Plan    *apiv1.Plan
 	ItemURL string
+	// Confirm is, for an item the preview would act on, how the confirmation names it
+	// (confirmItem).
+	Confirm string
 }
 
-// bulk is POST /ui/review/bulk: one action on every item the filter selects, or with
-// dry_run its preview; each item reports on its own.
+// confirmItem is how a bulk confirmation's form names an item of its preview: run,
+// version, plan digest and step, separated by colons (the step last, as the only part
+// that may hold one).
+func confirmItem(it *onceflow.BulkItem) string {
+	digest := ""
+	if it.Plan != nil {
+		digest = it.Plan.Digest
+	}
+	return strconv.FormatInt(it.RunID, 10) + ":" + it.Version + ":" + digest + ":" + it.Step
+}
+
+// readItems reads the items a bulk confirmation names.
+func readItems(values []string) ([]onceflow.BulkTarget, error) {
+	var out []onceflow.BulkTarget
+	for _, v := range values {
+		parts := strings.SplitN(v, ":", 4)
+		var id int64
+		var err error
+		if len(parts) == 4 {
+			id, err = strconv.ParseInt(parts[0], 10, 64)
+		}
+		if len(parts) != 4 || err != nil || id <= 0 || parts[1] == "" || parts[3] == "" {
+			return nil, &pageError{Status: http.StatusBadRequest, Title: "Invalid confirmation",
+				Detail: "the confirmation does not name the items of a preview; preview the action again. Nothing was changed."}
+		}
+		out = append(out, onceflow.BulkTarget{RunID: id, Version: parts[1], PlanDigest: parts[2], Step: parts[3]})
+	}
+	return out, nil
+}
+
+// bulk is POST /ui/review/bulk: with dry_run, the preview of an action on every item the
+// filter selects; without, the confirmation, which acts on exactly the items the preview
+// showed (its form names each with its version and, for a replay, its plan's digest):
+// an item that changed since is refused with its reason, one that appeared since is not
+// touched. Each item reports on its own.
 func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 	f, of, err := readFilter(r.PostForm.Get)
 	if err != nil {
@@ -315,12 +374,26 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 	}
 	form := readForm(r)
 	d := bulkData{Filter: f, Action: r.PostForm.Get("action"), Form: form, DryRun: r.PostForm.Get("dry_run") != ""}
-	req := onceflow.BulkRequest{Filter: of, Action: onceflow.BulkAction(d.Action), Actor: sessionFrom(r).Actor(), Note: form.Note,
+	req := onceflow.BulkRequest{Action: onceflow.BulkAction(d.Action), Actor: sessionFrom(r).Actor(), Note: form.Note,
 		SendAgain: form.SendAgain, ItHappened: form.ItHappened, DryRun: d.DryRun}
 	switch req.Action {
 	case onceflow.BulkRetry, onceflow.BulkResolve, onceflow.BulkAbandon, onceflow.BulkReplay:
 	default:
 		return &pageError{Status: http.StatusBadRequest, Title: "Invalid action", Detail: "choose retry, resolve, abandon or replay"}
+	}
+	if d.DryRun {
+		req.Filter = of
+	} else {
+		// The items are those of a preview of the filter; they must be of its workflow,
+		// which is what a person who administers some workflows only was allowed to act on.
+		req.Filter = onceflow.ReviewFilter{Workflow: of.Workflow}
+		if req.Items, err = readItems(r.PostForm["item"]); err != nil {
+			return err
+		}
+		if len(req.Items) == 0 {
+			return &pageError{Status: http.StatusBadRequest, Title: "Preview first",
+				Detail: "a bulk action acts on the items of its preview: preview it, then confirm. Nothing was changed."}
+		}
 	}
 	if req.MergePatch, err = jsonField("The correction", form.Patch); err != nil {
 		return err
@@ -346,6 +419,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) error {
 			d.Refused++
 		} else {
 			d.OK++
+			row.Confirm = confirmItem(it)
 		}
 		if it.Plan != nil {
 			p := apiv1.NewPlan(it.Plan)
@@ -386,6 +460,10 @@ func actionError(err error) error {
 		return p(http.StatusConflict, "The run changed")
 	case errors.Is(err, onceflow.ErrNothingToReplay):
 		return p(http.StatusConflict, "Nothing to replay")
+	case errors.Is(err, onceflow.ErrItemChanged):
+		return p(http.StatusConflict, "The item changed since its preview")
+	case errors.Is(err, onceflow.ErrPlanChanged):
+		return p(http.StatusConflict, "The plan changed since its preview: preview again")
 	}
 	return err
 }

@@ -66,7 +66,7 @@ func testSignOutRefusesACopiedCookie(t *testing.T, b *bundle) {
 	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/ui/login") {
 		t.Fatalf("the copied cookie after sign-out is sent to %q, want the sign-in page", loc)
 	}
-	resp, body = thief.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"after sign-out"}})
+	resp, body = thief.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrf}, "note": {"after sign-out"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusUnauthorized)
 	paused, err := b.client.PausedWorkflows(t.Context())
 	if err != nil {
@@ -281,13 +281,13 @@ func testActionsNameTheSessionAndClient(t *testing.T, b *bundle) {
 		t.Fatal("two sign-ins of one token share a session")
 	}
 	_, page := one.get("/ui/")
-	resp, body := one.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrfOf(t, page)}, "note": {"supplier down"}})
+	resp, body := one.post("/ui/workflows/signup/pause", url.Values{"csrf": {csrfOf(t, page)}, "note": {"supplier down"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	_, page = two.get("/ui/")
 	resp, body = two.post("/ui/workflows/signup/resume", url.Values{"csrf": {csrfOf(t, page)}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	_, page = two.get("/ui/runs/" + itoa(b.runID))
-	resp, body = two.post("/ui/runs/"+itoa(b.runID)+"/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}})
+	resp, body = two.post("/ui/runs/"+itoa(b.runID)+"/cancel", url.Values{"csrf": {csrfOf(t, page)}, "note": {"customer withdrew"}, "confirmed": {"1"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	_, page = one.get("/ui/")
 	resp, body = one.post("/ui/logout", url.Values{"csrf": {csrfOf(t, page)}})

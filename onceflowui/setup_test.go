@@ -41,6 +41,8 @@ type destination struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	n   map[string]int
+	// last holds the body of the latest request by path.
+	last map[string]string
 	// gate, when set, holds every /notify request until it is closed.
 	gate chan struct{}
 }
@@ -55,11 +57,12 @@ func (d *destination) hold() (release func()) {
 }
 
 func newDestination(t *testing.T) *destination {
-	d := &destination{n: map[string]int{}}
+	d := &destination{n: map[string]int{}, last: map[string]string{}}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d.mu.Lock()
 		d.n[r.URL.Path]++
+		d.last[r.URL.Path] = string(body)
 		gate := d.gate
 		d.mu.Unlock()
 		if gate != nil && r.URL.Path == "/notify" {
@@ -90,6 +93,13 @@ func (d *destination) count(path string) int {
 	return d.n[path]
 }
 
+// lastBody is the body of the latest request to path.
+func (d *destination) lastBody(path string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last[path]
+}
+
 // post sends body to path; a 4xx is permanent, the answer's body part of the error.
 func (d *destination) post(ctx context.Context, path string, body any) (json.RawMessage, error) {
 	b, _ := json.Marshal(body)
@@ -114,6 +124,8 @@ type bundle struct {
 	dest   *destination
 	srv    *httptest.Server
 	runID  int64
+	// path is the SQLite file of the store ("" on PostgreSQL).
+	path string
 	// api is the JSON API over the same client, store, tokens and redaction; every request
 	// made to it, and its answer, is checked against the OpenAPI document.
 	api *httptest.Server
@@ -122,16 +134,17 @@ type bundle struct {
 // openStore opens a new, empty store of backend: a SQLite file, or a schema of its own in
 // the PostgreSQL database of ONCEFLOW_TEST_POSTGRES_URL (skipped without it, failed under
 // CI=true), dropped when the test ends.
-func openStore(t *testing.T, backend string) store.Store {
+func openStore(t *testing.T, backend string) (store.Store, string) {
 	t.Helper()
 	ctx := t.Context()
 	if backend == "sqlite" {
-		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+		path := filepath.Join(t.TempDir(), "onceflow.db")
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		return st
+		return st, path
 	}
 	u, schema := testsvc.PostgresSchema(t, "onceflowui_test_")
 	st, err := postgres.Open(ctx, u, postgres.Options{Schema: schema})
@@ -142,7 +155,7 @@ func openStore(t *testing.T, backend string) store.Store {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, ""
 }
 
 // eachStore runs f on a bundle over SQLite and one over PostgreSQL.
@@ -161,7 +174,7 @@ func setup(t *testing.T) *bundle { return setupOn(t, "sqlite") }
 func setupOn(t *testing.T, backend string) *bundle {
 	t.Helper()
 	ctx := t.Context()
-	st := openStore(t, backend)
+	st, path := openStore(t, backend)
 	dest := newDestination(t)
 	client, err := onceflow.New(onceflow.Config{Store: st, Workers: 2, PollInterval: 20 * time.Millisecond,
 		Redact: onceflow.Redaction{Secrets: []string{canarySecret}}})
@@ -171,6 +184,7 @@ func setupOn(t *testing.T, backend string) *bundle {
 	type input struct {
 		CustomerID string `json:"customer_id"`
 		Phone      string `json:"phone"`
+		Name       string `json:"name"`
 	}
 	err = client.Register(onceflow.Workflow{
 		Name:   "signup",
@@ -189,7 +203,11 @@ func setupOn(t *testing.T, backend string) *bundle {
 				if err := sc.DecodeInput(&in); err != nil {
 					return nil, err
 				}
-				return dest.post(ctx, "/notify", map[string]string{"phone": in.Phone})
+				msg := map[string]string{"phone": in.Phone}
+				if in.Name != "" {
+					msg["name"] = in.Name
+				}
+				return dest.post(ctx, "/notify", msg)
 			}},
 			{ID: "task", Needs: []string{"create"}, EffectKey: "sales-task:{input.customer_id}", Do: func(ctx context.Context, sc *onceflow.StepContext) (any, error) {
 				var in input
@@ -208,7 +226,7 @@ func setupOn(t *testing.T, backend string) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{t: t, store: st, client: client, dest: dest, runID: run.ID}
+	b := &bundle{t: t, store: st, path: path, client: client, dest: dest, runID: run.ID}
 	b.waitFor("notify parked and task completed", func() bool {
 		if _, err := client.Work(ctx); err != nil {
 			t.Fatal(err)

@@ -52,6 +52,24 @@ func (it *ReviewItem) EffectMayExist() bool {
 	return StepEffectMayExist(&Step{State: it.State, Reason: it.Reason, LastOutcome: it.LastOutcome})
 }
 
+// Version names the state the item is in, as StepVersion names a step's: a person's
+// decision taken on a preview of the item carries it, and is refused (ErrItemChanged)
+// when the step is no longer in that state.
+func (it *ReviewItem) Version() string {
+	return version(it.State, it.Attempts, it.AttemptBase, it.Since)
+}
+
+// StepVersion names the state a step is in: its state, the number of its latest attempt,
+// its attempt base and when its state last changed. Any change to the step — an attempt,
+// a retry, a replay, a decision — gives it another version.
+func StepVersion(st *Step) string {
+	return version(st.State, st.Attempt, st.AttemptBase, st.UpdatedAt)
+}
+
+func version(state State, attempt, base int, since time.Time) string {
+	return fmt.Sprintf("%s.%d.%d.%d", state, attempt, base, since.UnixMicro())
+}
+
 // StepEffectMayExist is ReviewItem.EffectMayExist for a stored step.
 func StepEffectMayExist(st *Step) bool {
 	return st.State == StateNeedsReview &&
@@ -130,6 +148,10 @@ var (
 	ErrReviewConflict = errors.New("review conflict")
 	// ErrNothingToReplay: RunReplay found no step to make pending again.
 	ErrNothingToReplay = errors.New("nothing to replay")
+	// ErrItemChanged: the action names the version of the item it was decided on
+	// (ReviewAction.Version, RunReplayParams.StepVersions), and the step is no longer in
+	// that version. Nothing was written.
+	ErrItemChanged = errors.New("the item changed since it was previewed")
 )
 
 // ReviewListParams filters ReviewList. Zero fields do not filter; results are in step ID
@@ -156,6 +178,20 @@ type ReviewAction struct {
 	// Note says why; it is written into the audit event.
 	Note string
 	Now  time.Time
+	// Version, when set, is the step's version (StepVersion) the decision was taken on:
+	// the action is refused with ErrItemChanged, inside its transaction, when the step is
+	// in another.
+	Version string
+}
+
+// CheckVersion returns ErrItemChanged, wrapped with what the step is now, when want is
+// set and st is not in version want.
+func CheckVersion(st *Step, want string) error {
+	if want == "" || StepVersion(st) == want {
+		return nil
+	}
+	return fmt.Errorf("run %d step %q is now %s (attempt %d, since %s): %w", st.RunID, st.Name, st.State, st.Attempt,
+		st.UpdatedAt.UTC().Format(time.RFC3339), ErrItemChanged)
 }
 
 // ReviewRetryParams are the arguments of ReviewRetry.
@@ -204,6 +240,10 @@ type RunReplayParams struct {
 	Actor string
 	Note  string
 	Now   time.Time
+	// StepVersions, when set, holds by name the versions (StepVersion) of the run's steps
+	// the replay was planned on: the replay is refused with ErrItemChanged, inside its
+	// transaction, when one of them is in another.
+	StepVersions map[string]string
 }
 
 // RunReplayResult is what RunReplay did.
@@ -304,6 +344,9 @@ func ReplayCheck(p RunReplayParams, steps []*Step) ([]*Step, error) {
 			if StepEffectMayExist(st) {
 				return nil, fmt.Errorf("run %d step %q (reason %s): %w", p.RunID, st.Name, st.Reason, ErrEffectMayExist)
 			}
+		}
+		if err := CheckVersion(st, p.StepVersions[st.Name]); err != nil {
+			return nil, err
 		}
 		if ReplayResets(st) {
 			reset = append(reset, st)

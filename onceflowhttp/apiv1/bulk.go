@@ -22,8 +22,10 @@ type BulkItem[P any] struct {
 	RunID  int64  `json:"run_id"`
 	Step   string `json:"step"`
 	Reason string `json:"reason"`
-	OK     bool   `json:"ok"`
-	Error  string `json:"error,omitempty"`
+	// Version is the item's version as read; a confirmation names it.
+	Version string `json:"version,omitempty"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
 	// Problem is the type of the problem document the API answers the item's error with.
 	Problem   string         `json:"problem,omitempty"`
 	RunState  onceflow.State `json:"run_state,omitempty"`
@@ -34,5 +36,5 @@ type BulkItem[P any] struct {
 // NewBulkItem shapes it without its error and plan, which the caller shapes (the API adds
 // the type of the problem the error is).
 func NewBulkItem[P any](it *onceflow.BulkItem) BulkItem[P] {
-	return BulkItem[P]{RunID: it.RunID, Step: it.Step, Reason: string(it.Reason), OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
+	return BulkItem[P]{RunID: it.RunID, Step: it.Step, Reason: string(it.Reason), Version: it.Version, OK: it.OK, RunState: it.RunState, SameRunAs: it.SameRunAs}
 }

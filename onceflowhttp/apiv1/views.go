@@ -24,6 +24,8 @@ type Plan struct {
 	Diff      json.RawMessage `json:"diff,omitempty"`
 	Steps     []PlanStep      `json:"steps"`
 	Counts    map[string]int  `json:"counts"`
+	// Digest names the plan; a confirmation of the replay passes it back as plan_digest.
+	Digest string `json:"digest"`
 }
 
 // PlanStep is what a replay would do to one step.
@@ -44,7 +46,7 @@ type PlanStep struct {
 // NewPlan shapes p.
 func NewPlan(p *onceflow.ReplayPlan) Plan {
 	v := Plan{RunID: p.RunID, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Corrected: p.Corrected,
-		Steps: []PlanStep{}, Counts: map[string]int{}}
+		Steps: []PlanStep{}, Counts: map[string]int{}, Digest: p.Digest}
 	if len(p.Diff) > 0 {
 		v.Diff = p.Diff
 	}

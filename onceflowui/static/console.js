@@ -129,6 +129,32 @@
     check();
   }
 
+  // A replay preview ([data-previewed], holding the correction it was computed for) is
+  // stale as soon as the correction box says something else: it says so, and its Confirm
+  // is disabled until the person previews again. The server refuses a stale confirmation
+  // all the same (its plan digest differs); this only keeps the button from inviting it.
+  function previewGuard(section) {
+    var box = document.getElementById("merge_patch");
+    var confirm = document.getElementById("confirm");
+    var note = document.getElementById("stale");
+    if (!box || !confirm) { return; }
+    function canonical(text) {
+      var v = text.trim();
+      try { return JSON.stringify(JSON.parse(v)); } catch (e) { return v; }
+    }
+    var previewed = canonical(section.getAttribute("data-previewed") || "");
+    var wasDisabled = confirm.disabled;
+    function check() {
+      var stale = canonical(box.value) !== previewed;
+      section.classList.toggle("stale", stale);
+      if (note) { note.hidden = !stale; }
+      confirm.disabled = wasDisabled || stale;
+    }
+    box.addEventListener("input", check);
+    box.addEventListener("change", check);
+    check();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     localize(document);
     document.querySelectorAll("[data-live][data-poll]").forEach(poll);
@@ -137,5 +163,6 @@
     // the page it came back on.
     var preview = document.getElementById("preview-result");
     if (preview) { preview.scrollIntoView({ block: "start" }); }
+    document.querySelectorAll("[data-previewed]").forEach(previewGuard);
   });
 })();

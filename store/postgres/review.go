@@ -130,6 +130,9 @@ func reviewTarget(ctx context.Context, t *txn, a store.ReviewAction) (*store.Run
 	if st.State != store.StateNeedsReview {
 		return nil, nil, fmt.Errorf("run %d step %q is %s, not needs_review: %w", a.RunID, a.Step, st.State, store.ErrNotInReview)
 	}
+	if err := store.CheckVersion(st, a.Version); err != nil {
+		return nil, nil, err
+	}
 	return run, st, nil
 }
 

@@ -128,6 +128,9 @@ func reviewTarget(ctx context.Context, tx dbtx, a store.ReviewAction) (*store.Ru
 	if st.State != store.StateNeedsReview {
 		return nil, nil, fmt.Errorf("run %d step %q is %s, not needs_review: %w", a.RunID, a.Step, st.State, store.ErrNotInReview)
 	}
+	if err := store.CheckVersion(st, a.Version); err != nil {
+		return nil, nil, err
+	}
 	return run, st, nil
 }
 

@@ -24,6 +24,7 @@ var reviewTests = []subtest{
 	{"ReplayResetsFailedAndCancelled", testReplayCancelled},
 	{"ReplaySkipsWhatNeedsASkippedStep", testReplaySkipped},
 	{"ReplayRefusals", testReplayRefusals},
+	{"ActionsRefuseAChangedItem", testReviewVersion},
 	{"EventTimeRange", testEventTimeRange},
 }
 
@@ -636,4 +637,43 @@ func testEventTimeRange(h *harness) {
 		h.t.Error("no event at +3m: the test does not test the bounds")
 	}
 	_ = r1
+}
+
+// An action that names the version of the item it was decided on is refused with
+// ErrItemChanged, writing nothing, once the item has changed (here: retried and parked
+// again); the version a review item shows is the version of its step.
+func testReviewVersion(h *harness) {
+	run := h.run("r1", step("a"))
+	h.park(run, base, "a")
+	it, err := h.s.ReviewGetByStep(h.ctx, run.ID, "a")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	first := it.Version()
+	wantEqual(h.t, "the version of the item and of its step", first, store.StepVersion(h.step(run.ID, "a")))
+	retry := store.ReviewRetryParams{ReviewAction: action(run, "a", at(time.Minute))}
+	retry.Version = first
+	if _, err := h.s.ReviewRetry(h.ctx, retry); err != nil {
+		h.t.Fatalf("retry of the item as shown: %v", err)
+	}
+	h.park(run, at(2*time.Minute), "a")
+	second := store.StepVersion(h.step(run.ID, "a"))
+	if second == first {
+		h.t.Fatalf("the item parked again keeps its version %s", first)
+	}
+	events := h.eventCount()
+	stale := action(run, "a", at(time.Hour))
+	stale.Version = first
+	_, err = h.s.ReviewAbandon(h.ctx, stale)
+	h.wantErr("abandon of the item as it was", err, store.ErrItemChanged)
+	_, err = h.s.RunReplay(h.ctx, store.RunReplayParams{RunID: run.ID, Step: "a", Actor: "alice", Now: at(time.Hour),
+		StepVersions: map[string]string{"a": first}})
+	h.wantErr("replay of the item as it was", err, store.ErrItemChanged)
+	h.wantStep(run.ID, "a", store.StateNeedsReview, 2, store.ReasonPermanentError)
+	wantEqual(h.t, "events after the refusals", h.eventCount(), events)
+	stale.Version = second
+	if _, err := h.s.ReviewAbandon(h.ctx, stale); err != nil {
+		h.t.Fatalf("abandon of the item as it is: %v", err)
+	}
+	h.wantStep(run.ID, "a", store.StateFailed, 2, store.ReasonAbandoned)
 }

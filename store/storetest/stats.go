@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/store"
@@ -12,6 +13,7 @@ var statsTests = []subtest{
 	{"Empty", testStatsEmpty},
 	{"Counts", testStatsCounts},
 	{"ReusedSteps", testStatsReusedSteps},
+	{"ActivityCountsTheTrail", testStatsActivity},
 }
 
 func (h *harness) stats(now time.Time) *store.Stats {
@@ -85,6 +87,31 @@ func testStatsCounts(h *harness) {
 	// Once y's backoff is over it is due too; a step due in the future is not.
 	h.wantStats(at(time.Minute), append(slices.Clone(want), "due orders 2", "due other 1")...)
 	h.wantStats(base.Add(-time.Second), want...)
+	// Without the steps, the rest is the same; and the counts of runs follow a run's
+	// changes of state and its deletion.
+	st, err := h.s.StatsGet(h.ctx, store.StatsGetParams{Now: at(30 * time.Second), WithoutSteps: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	lines := statLines(st)
+	var noSteps []string
+	for _, l := range append(slices.Clone(want), "due orders 1", "due other 1") {
+		if !strings.HasPrefix(l, "step ") {
+			noSteps = append(noSteps, l)
+		}
+	}
+	slices.Sort(noSteps)
+	wantEqual(h.t, "stats without the steps", fmt.Sprint(lines), fmt.Sprint(noSteps))
+	if _, err := h.s.ReviewAbandon(h.ctx, action(b, "x", at(time.Hour))); err != nil {
+		h.t.Fatal(err)
+	}
+	failed := 0
+	for _, c := range h.stats(at(time.Hour)).Runs {
+		if c.Workflow == "orders" && c.State == store.StateFailed {
+			failed += int(c.Count)
+		}
+	}
+	wantEqual(h.t, "failed runs after an abandon", failed, 1)
 }
 
 // A step completed from the ledger is listed with its run in ClaimResult.ReusedSteps.
@@ -102,5 +129,67 @@ func testStatsReusedSteps(h *harness) {
 	}
 	if len(h.claim(store.StepClaimParams{Now: at(3 * time.Second)}).ReusedSteps) != 0 {
 		h.t.Error("a claim that reused nothing lists reused steps")
+	}
+}
+
+// StatsActivity counts, per slice, exactly the events of its types that the audit trail
+// lists from its start on, derived and stored alike, and returns the latest failures
+// newest first.
+func testStatsActivity(h *harness) {
+	r1 := h.run("r1", step("a"), step("b", "a"))
+	r2 := h.run("r2", step("a"))
+	r3 := h.run("r3", step("a"))
+	res := h.claim(store.StepClaimParams{Now: base})
+	for _, cs := range res.Claimed {
+		switch cs.Step.RunID {
+		case r1.ID:
+			h.mustRecord(succeed(cs, at(time.Second), `{}`))
+		case r2.ID:
+			h.mustRecord(giveUp(cs, at(time.Second), store.OutcomePermanent, store.StateNeedsReview, store.ReasonPermanentError))
+		case r3.ID:
+			h.mustRecord(giveUp(cs, at(2*time.Second), store.OutcomePermanent, store.StateFailed, store.ReasonPermanentError))
+		}
+	}
+	h.mustRecord(retry(h.claimOne(at(3*time.Second), "w1"), at(4*time.Second), at(10*time.Minute)))
+	h.mustRecord(succeed(h.claimOne(at(20*time.Minute), "w1"), at(21*time.Minute), `{}`))
+	h.newRun(store.RunInsertParams{RunKey: "r4", Steps: []store.StepInsert{step("a")}, Now: at(30 * time.Minute)})
+	_ = r1
+
+	trail := h.events(store.EventListParams{Limit: 100000})
+	for _, tc := range []struct {
+		since  time.Time
+		bucket time.Duration
+	}{{at(-time.Minute), 5 * time.Minute}, {base, time.Minute}, {at(5 * time.Minute), 5 * time.Minute}, {at(25 * time.Minute), time.Hour}, {at(time.Hour), time.Minute}} {
+		got, err := h.s.StatsActivity(h.ctx, store.StatsActivityParams{Since: tc.since, Bucket: tc.bucket, Failures: 10})
+		if err != nil {
+			h.t.Fatalf("StatsActivity: %v", err)
+		}
+		want := &store.Activity{}
+		var failures []int64
+		for _, e := range trail {
+			if e.At.Before(tc.since) || !slices.Contains(store.ActivityTypes, e.Type) {
+				continue
+			}
+			want.AddActivity(int(e.At.Sub(tc.since)/tc.bucket), e.Type, 1)
+			if e.Type == store.EventStepNeedsReview || e.Type == store.EventStepFailed {
+				failures = append([]int64{e.ID}, failures...)
+			}
+		}
+		wantEqual(h.t, fmt.Sprintf("activity from %s per %s", tc.since.Sub(base), tc.bucket), fmt.Sprint(got.Buckets), fmt.Sprint(want.Buckets))
+		var ids []int64
+		for _, e := range got.Failures {
+			ids = append(ids, e.ID)
+		}
+		wantEqual(h.t, fmt.Sprintf("failures from %s", tc.since.Sub(base)), fmt.Sprint(ids), fmt.Sprint(failures))
+	}
+	got, err := h.s.StatsActivity(h.ctx, store.StatsActivityParams{Since: at(-time.Minute), Bucket: time.Hour, Failures: 1})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if len(got.Failures) != 1 || got.Failures[0].Type != store.EventStepFailed || got.Failures[0].RunID != r3.ID {
+		h.t.Errorf("the latest failure: %+v, want run %d's step.failed", got.Failures, r3.ID)
+	}
+	if len(got.Buckets) != 1 || got.Buckets[0] != (store.ActivityBucket{Started: 4, Completed: 2, Retried: 1, Parked: 1, Failed: 1}) {
+		h.t.Errorf("the hour's activity: %+v, want 4 started, 2 completed, 1 retried, 1 parked, 1 failed", got.Buckets)
 	}
 }
