@@ -263,6 +263,9 @@ func (s *Store) writeConn(ctx context.Context, op string, fn func(c *sql.Conn) e
 		return fmt.Errorf("sqlite: %s: the store is closed", op)
 	}
 	if _, err := s.wc.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		// A BEGIN that ctx cut short may have begun the transaction all the same: end it,
+		// or the held connection stays inside it and every later write fails to begin.
+		_, _ = s.wc.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
 		return unavailable(fmt.Errorf("sqlite: %s: begin: %w", op, err))
 	}
 	bg := context.WithoutCancel(ctx)

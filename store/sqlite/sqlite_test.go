@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -320,5 +321,32 @@ func TestCloseWaitsForTheWriteInProgress(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
+	}
+}
+
+// A write whose context ends while it begins leaves the held write connection outside any
+// transaction: the next write begins (a BEGIN cut short had begun the transaction, and
+// every later write failed with "cannot start a transaction within a transaction" — a
+// worker's shutdown then could not record its interrupted step).
+func TestWriteCutShortLeavesNoTransactionOpen(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "onceflow.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Now()
+	insert := func(ctx context.Context, key string) error {
+		_, _, err := s.RunInsert(ctx, store.RunInsertParams{Workflow: "w", RunKey: key, Input: []byte(`{}`), InputHash: "h",
+			Steps: []store.StepInsert{{Name: "a"}}, Actor: "test", Now: now})
+		return err
+	}
+	for i := range 400 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i%40)*time.Microsecond)
+		_ = insert(ctx, fmt.Sprintf("cut-%d", i))
+		cancel()
+		if err := insert(t.Context(), fmt.Sprintf("next-%d", i)); err != nil {
+			t.Fatalf("the write after one cut short after %d µs: %v", i%40, err)
+		}
 	}
 }
