@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -27,13 +26,7 @@ type chrome struct {
 func newChrome(t *testing.T, b *bundle) *chrome {
 	t.Helper()
 	exe := chromium(t)
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
-	t.Cleanup(cancel)
-	bctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
-	t.Cleanup(cancel)
+	bctx := startChromium(t, exe)
 	return &chrome{t: t, b: b, ctx: bctx}
 }
 

@@ -1,16 +1,12 @@
 package onceflowui_test
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -18,39 +14,11 @@ import (
 	"github.com/onceflow/onceflow/store"
 )
 
-// chromeSession is a headless Chromium session on a bundle's console.
-type chromeSession struct {
-	t   *testing.T
-	b   *bundle
-	ctx context.Context
-}
+// chromeSession is a chrome that also reads JSON answers and the audit table of its page.
+type chromeSession struct{ *chrome }
 
-// newChrome starts Chromium for b's console; it stops when the test ends.
-func newChromeSession(t *testing.T, b *bundle) *chromeSession {
-	t.Helper()
-	exe := chromium(t)
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
-	t.Cleanup(cancel)
-	bctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	bctx, cancel = context.WithTimeout(bctx, 90*time.Second)
-	t.Cleanup(cancel)
-	return &chromeSession{t: t, b: b, ctx: bctx}
-}
-
-func (br *chromeSession) do(what string, steps ...chromedp.Action[chromedp.Void]) {
-	br.t.Helper()
-	if err := chromedp.Do(br.ctx, steps...); err != nil {
-		br.t.Fatalf("%s: %v", what, err)
-	}
-}
-
-func (br *chromeSession) signIn(secret string) {
-	br.t.Helper()
-	br.do("sign in", chromedp.Navigate(br.b.srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), secret), chromedp.Click(chromedp.ID("signin")), chromedp.WaitVisible(chromedp.ID("who")))
-}
+// newChromeSession starts Chromium for b's console; it stops when the test ends.
+func newChromeSession(t *testing.T, b *bundle) *chromeSession { return &chromeSession{newChrome(t, b)} }
 
 func (br *chromeSession) html() string {
 	br.t.Helper()
@@ -88,17 +56,6 @@ func (br *chromeSession) rows() []auditRow {
 	br.eval(`Promise.resolve(JSON.stringify([...document.querySelectorAll("#audit tbody tr[data-type]")].map(tr => ({
 		id: Number(tr.cells[0].textContent), type: tr.dataset.type, actor: tr.dataset.actor, why: tr.querySelector(".why").textContent}))))`, &rows)
 	return rows
-}
-
-func (br *chromeSession) screenshot(name string) {
-	br.t.Helper()
-	png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		br.t.Fatalf("screenshot %s: %v", name, err)
-	}
-	if err := os.WriteFile(filepath.Join(screenshotDir(br.t), name), png, 0o644); err != nil {
-		br.t.Fatal(err)
-	}
 }
 
 // TestBrowserAudit drives the audit page in headless Chromium: every event newest first;

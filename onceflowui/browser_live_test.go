@@ -51,13 +51,7 @@ func TestBrowserLiveListsTimesAndPhone(t *testing.T) {
 	t.Cleanup(srv.Close)
 	b.serve()
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	bctx := startChromium(t, exe)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {
@@ -190,13 +184,7 @@ func TestBrowserLiveListsTimesAndPhone(t *testing.T) {
 func TestBrowserSchedules(t *testing.T) {
 	exe := chromium(t)
 	sb := setupSchedule(t)
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	bctx := startChromium(t, exe)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {

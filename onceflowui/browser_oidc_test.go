@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
@@ -22,13 +21,7 @@ func TestBrowserOIDCSignIn(t *testing.T) {
 	exe := chromium(t)
 	ob := setupOIDC(t)
 	ctx := t.Context()
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	bctx := startChromium(t, exe)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {

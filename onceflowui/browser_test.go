@@ -72,13 +72,7 @@ func TestBrowser(t *testing.T) {
 		return len(runs) == 5
 	})
 
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	bctx := startChromium(t, exe)
 	shots := screenshotDir(t)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -238,4 +232,18 @@ func TestBrowser(t *testing.T) {
 	if !found {
 		t.Fatal("the replay is not in the audit trail with actor token:ops")
 	}
+}
+
+// startChromium starts headless Chromium (exe) in a window of 1360×1000 for the test: its
+// context ends after 90 s, or when the test does.
+func startChromium(t *testing.T, exe string) context.Context {
+	t.Helper()
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1360, 1000))...)
+	t.Cleanup(cancel)
+	bctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	bctx, cancel = context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancel)
+	return bctx
 }

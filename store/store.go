@@ -42,6 +42,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -395,6 +396,24 @@ type EventListParams struct {
 	// newest events and the next page is BeforeID the last one.
 	Newest bool
 	Limit  int // default 1000
+}
+
+// KeptTypes is the event types EventList keeps of those an arm of it can hold (types, nil
+// for any): the ones both lists name, nil for any.
+func (p EventListParams) KeptTypes(types []EventType) []EventType {
+	switch {
+	case p.Types == nil:
+		return types
+	case types == nil:
+		return p.Types
+	}
+	both := []EventType{}
+	for _, t := range p.Types {
+		if slices.Contains(types, t) {
+			both = append(both, t)
+		}
+	}
+	return both
 }
 
 // ClaimCandidate is a due step offered to StepClaimParams.Prepare inside the claim

@@ -147,7 +147,7 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 	if p.Workflow != "" {
 		workflow = arg(p.Workflow)
 	}
-	types = eventTypes(p, types)
+	types = p.KeptTypes(types)
 	upTo := arg(through)
 	limit := p.Limit
 	if limit <= 0 {
@@ -231,23 +231,6 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 		arms = append(arms, `(SELECT `+a.sel+` FROM `+a.from+` WHERE `+strings.Join(conds, " AND ")+` ORDER BY `+a.id+dir+` LIMIT `+lim+`)`)
 	}
 	return "SELECT * FROM (" + strings.Join(arms, "\nUNION ALL\n") + ") AS trail\nORDER BY 1" + dir + " LIMIT " + lim, args
-}
-
-// eventTypes is the types EventList keeps: those of both lists, nil for any.
-func eventTypes(p store.EventListParams, types []store.EventType) []store.EventType {
-	switch {
-	case p.Types == nil:
-		return types
-	case types == nil:
-		return p.Types
-	}
-	both := []store.EventType{}
-	for _, t := range p.Types {
-		if slices.Contains(types, t) {
-			both = append(both, t)
-		}
-	}
-	return both
 }
 
 // EventList implements store.Store: the stored and derived events, merged by ID, with one

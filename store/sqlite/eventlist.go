@@ -132,26 +132,9 @@ func eventsSQL(p store.EventListParams, types []store.EventType, through int64) 
 	return strings.Join(arms, "\nUNION ALL\n") + order, append(args, limit)
 }
 
-// eventTypes is the types EventList keeps: those of both lists, nil for any.
-func eventTypes(p store.EventListParams, types []store.EventType) []store.EventType {
-	switch {
-	case p.Types == nil:
-		return types
-	case types == nil:
-		return p.Types
-	}
-	both := []store.EventType{}
-	for _, t := range p.Types {
-		if slices.Contains(types, t) {
-			both = append(both, t)
-		}
-	}
-	return both
-}
-
 // eventArmsSQL returns the SELECT of each arm of eventsSQL and its arguments.
 func eventArmsSQL(p store.EventListParams, types []store.EventType, through int64) (arms []string, armArgs [][]any) {
-	types = eventTypes(p, types)
+	types = p.KeptTypes(types)
 	for _, a := range eventArms {
 		var args []any
 		if p.EffectKey != "" && a.key == "" {
