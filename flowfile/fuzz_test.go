@@ -1,6 +1,7 @@
 package flowfile
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,11 +18,19 @@ import (
 // fuzzMaxSource is the largest workflow file FuzzParse tries; real files are a few KB.
 const fuzzMaxSource = 16 << 10
 
-// fuzzAllocBudget is what loading one file of n bytes may allocate: a fixed allowance and
-// a generous multiple of its size. Reading a file is linear in its size; an input that
-// needs more (an alias expanded again and again, a quadratic step) fails the target
-// long before it could exhaust a server's memory.
-func fuzzAllocBudget(n int) uint64 { return 32<<20 + 4096*uint64(n) }
+// fuzzAllocBudget is what loading the file src may allocate: a fixed allowance and a
+// generous multiple of its size — reading a file is linear in its size — plus, for a file
+// with aliases, 1 KiB for each value MaxNodes lets its aliases expand to: 257 values
+// aliased 258 times are 66,306 values within the bound, which the step kinds then check
+// one by one (about 50 MB). An input that needs more (an alias expanded past the bound, a
+// quadratic step) fails the target long before it could exhaust a server's memory.
+func fuzzAllocBudget(src []byte) uint64 {
+	b := 32<<20 + 4096*uint64(len(src))
+	if bytes.Contains(src, []byte("*")) {
+		b += 1 << 10 * MaxNodes
+	}
+	return b
+}
 
 // FuzzParse loads any workflow file as validate and serve do — parse, check, build and
 // derive a run key — and checks that this never panics, that a file with problems reports
@@ -59,7 +68,7 @@ func FuzzParse(f *testing.F) {
 		if len(src) > fuzzMaxSource {
 			return
 		}
-		budget := fuzzAllocBudget(len(src))
+		budget := fuzzAllocBudget(src)
 		stop := watchAllocs(budget, func(n uint64) {
 			// Parse cannot be interrupted: end the process before the machine runs out of
 			// memory, naming the budget, so that the fuzzer keeps the input.
@@ -205,7 +214,7 @@ func FuzzNesting(f *testing.F) {
 			return
 		}
 		src := nestingDoc(prog)
-		budget := fuzzAllocBudget(len(src))
+		budget := fuzzAllocBudget(src)
 		stop := watchAllocs(budget, func(n uint64) {
 			panic(fmt.Sprintf("loading a %d-byte nested workflow file allocated %d MB, over its budget of %d MB", len(src), n>>20, budget>>20))
 		})
