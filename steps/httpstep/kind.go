@@ -247,30 +247,9 @@ func walkRequest(w block.Walker, base, label string, r RequestSettings) {
 	for _, k := range keys {
 		w.Template(base+"headers."+k, r.Headers[k], block.Use{Label: label + "header " + k, Env: true})
 	}
-	walkStrings(r.Body, func(v string) {
+	steps.Strings(r.Body, func(v string) {
 		w.Template(base+"body", v, block.Use{Label: label + "body", Env: true})
 	})
-}
-
-// walkStrings calls fn with every string leaf of a decoded YAML value, map keys in order.
-func walkStrings(v any, fn func(string)) {
-	switch x := v.(type) {
-	case string:
-		fn(x)
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			walkStrings(x[k], fn)
-		}
-	case []any:
-		for _, e := range x {
-			walkStrings(e, fn)
-		}
-	}
 }
 
 // OnUnknown sends an unknown outcome to review when the destination does not deduplicate
