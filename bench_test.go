@@ -90,10 +90,9 @@ func completed(b *testing.B, st *sqlite.Store, n int) bool {
 	return len(runs) == n
 }
 
-// BenchmarkClientNow reads the engine's clock, as every claim, record and start does: on
-// SQLite this machine's clock watched for jumps, on PostgreSQL the database's extrapolated
-// from the last measurement — no round trip either way.
-func BenchmarkClientNow(b *testing.B) {
+// onEachStore runs fn as a sub-benchmark on a new client of each store, SQLite and
+// PostgreSQL.
+func onEachStore(b *testing.B, fn func(b *testing.B, c *onceflow.Client)) {
 	ctx := context.Background()
 	open := map[string]func() (store.Store, error){
 		"sqlite": func() (store.Store, error) {
@@ -115,15 +114,24 @@ func BenchmarkClientNow(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c.Now() // the first reading measures the database's clock
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					c.Now()
-				}
-			})
+			fn(b, c)
 		})
 	}
+}
+
+// BenchmarkClientNow reads the engine's clock, as every claim, record and start does: on
+// SQLite this machine's clock watched for jumps, on PostgreSQL the database's extrapolated
+// from the last measurement — no round trip either way.
+func BenchmarkClientNow(b *testing.B) {
+	onEachStore(b, func(b *testing.B, c *onceflow.Client) {
+		c.Now() // the first reading measures the database's clock
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c.Now()
+			}
+		})
+	})
 }
 
 // BenchmarkRepeatedStart starts a key the client remembers again, as a webhook delivered
@@ -131,45 +139,25 @@ func BenchmarkClientNow(b *testing.B) {
 // writer (its run.deduplicated event is written in the background).
 func BenchmarkRepeatedStart(b *testing.B) {
 	ctx := context.Background()
-	open := map[string]func() (store.Store, error){
-		"sqlite": func() (store.Store, error) {
-			return sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
-		},
-		"postgres": func() (store.Store, error) {
-			u, schema := testsvc.PostgresSchema(b, "onceflow_bench_")
-			return postgres.Open(ctx, u, postgres.Options{Schema: schema})
-		},
-	}
-	for _, name := range []string{"sqlite", "postgres"} {
-		b.Run(name, func(b *testing.B) {
-			st, err := open[name]()
-			if err != nil {
-				b.Fatal(err)
+	onEachStore(b, func(b *testing.B, c *onceflow.Client) {
+		if err := c.Register(onceflow.Workflow{Name: "form", Entity: "lead:{input.id}", Steps: []onceflow.Step{{ID: "crm", Do: noop}}}); err != nil {
+			b.Fatal(err)
+		}
+		input := map[string]any{"id": 8812, "email": "ada@example.com", "name": "Ada"}
+		if _, err := c.Start(ctx, "form", "form-8812", input); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			r, err := c.Start(ctx, "form", "form-8812", input)
+			if err != nil || !r.Duplicate {
+				b.Fatalf("repeated start: %+v, %v", r, err)
 			}
-			defer st.Close()
-			c, err := onceflow.New(onceflow.Config{Store: st})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := c.Register(onceflow.Workflow{Name: "form", Entity: "lead:{input.id}", Steps: []onceflow.Step{{ID: "crm", Do: noop}}}); err != nil {
-				b.Fatal(err)
-			}
-			input := map[string]any{"id": 8812, "email": "ada@example.com", "name": "Ada"}
-			if _, err := c.Start(ctx, "form", "form-8812", input); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				r, err := c.Start(ctx, "form", "form-8812", input)
-				if err != nil || !r.Duplicate {
-					b.Fatalf("repeated start: %+v, %v", r, err)
-				}
-			}
-			b.StopTimer()
-			if err := c.Flush(ctx); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
+		}
+		b.StopTimer()
+		if err := c.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
