@@ -89,7 +89,8 @@ func (w *writeTx) committed(ok bool) {
 
 // checkDerivedEvents makes every write that derives an event compare it with the event
 // the write path planned, field by field and byte for byte in its detail, and fail on a
-// difference. The package's tests set it (export_test.go).
+// difference; and every write of a database of few runs compare run_counts with the runs
+// it counts. The package's tests set it (export_test.go).
 var checkDerivedEvents bool
 
 // checkDerived compares a derived event with the planned one, when checkDerivedEvents;
@@ -104,6 +105,31 @@ func (w *writeTx) checkDerived(events func() (planned, derived *store.Event)) er
 		p.Entity != d.Entity || p.StepName != d.StepName || p.EffectKey != d.EffectKey || p.Attempt != d.Attempt ||
 		p.Actor != d.Actor || p.Reason != d.Reason || string(p.Detail) != string(d.Detail) {
 		return fmt.Errorf("derived event %d differs from the planned one:\nplanned %+v %s\nderived %+v %s", d.ID, p, p.Detail, d, d.Detail)
+	}
+	return nil
+}
+
+// checkRunCounts compares run_counts with the runs it counts, when checkDerivedEvents and
+// the database has had at most a few thousand runs.
+func (w *writeTx) checkRunCounts() error {
+	if !checkDerivedEvents {
+		return nil
+	}
+	var last int64
+	if err := w.tx.QueryRowContext(w.ctx, `SELECT coalesce(max(id), 0) FROM runs`).Scan(&last); err != nil || last > 5000 {
+		return err
+	}
+	var diff string
+	err := w.tx.QueryRowContext(w.ctx, `WITH actual AS (SELECT workflow, state, count(*) AS n FROM runs GROUP BY workflow, state),
+		kept AS (SELECT workflow, state, n FROM run_counts WHERE n <> 0)
+		SELECT coalesce(group_concat(workflow || '/' || state || ': ' || n, ', '), '') FROM (
+			SELECT * FROM (SELECT * FROM actual EXCEPT SELECT * FROM kept)
+			UNION ALL SELECT workflow, state, -n FROM (SELECT * FROM kept EXCEPT SELECT * FROM actual))`).Scan(&diff)
+	if err != nil {
+		return fmt.Errorf("check run counts: %w", err)
+	}
+	if diff != "" {
+		return fmt.Errorf("run_counts differs from the runs (counted, negative where only run_counts has it): %s", diff)
 	}
 	return nil
 }

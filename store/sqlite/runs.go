@@ -146,6 +146,7 @@ func insertRun(w *writeTx, p *store.RunInsertParams, eventID int64) (*store.Run,
 	if err != nil {
 		return nil, false, err
 	}
+	w.count(p.Workflow, store.StatePending, 1)
 	run := &store.Run{ID: id, Workflow: p.Workflow, RunKey: p.RunKey, Entity: p.Entity, Input: p.Input,
 		InputHash: p.InputHash, State: store.StatePending, CreatedAt: fromTS(now), UpdatedAt: fromTS(now)}
 	for _, st := range p.Steps {

@@ -18,7 +18,6 @@ type stmtID int
 const (
 	stmtRunInsert stmtID = iota
 	stmtRunByKey
-	stmtRunStateSet
 	stmtRunsByIDs
 	stmtRunsOfSteps
 	stmtStepsOfRuns
@@ -55,6 +54,8 @@ const (
 	stmtKeyKeep
 	stmtStepRecordComplete
 	stmtStepRecordRelease
+	stmtRunCountsAdd
+	stmtRunStatesSet
 	// The multi-row inserts, one statement per size in bulkSizes.
 	stmtEventsBulk
 	stmtStepsBulk    = stmtEventsBulk + stmtID(len(bulkSizes))
@@ -120,9 +121,15 @@ var stmtSQL = func() [numStmts]string {
 		// A new run derives its run.created event.
 		stmtRunInsert: `INSERT INTO runs (workflow, run_key, entity, input, input_hash, state, created_at, updated_at, created_by, created_steps, created_event_id)
 			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?) ON CONFLICT (workflow, run_key) DO NOTHING`,
-		stmtRunByKey:    `SELECT ` + runColumns + ` FROM runs r WHERE r.workflow = ? AND r.run_key = ?`,
-		stmtRunStateSet: `UPDATE runs SET state = ?, updated_at = ? WHERE id = ?`,
-		stmtRunsByIDs:   `SELECT r.id, r.workflow, r.entity, r.state FROM runs r WHERE r.id IN (SELECT value FROM json_each(?))`,
+		stmtRunByKey: `SELECT ` + runColumns + ` FROM runs r WHERE r.workflow = ? AND r.run_key = ?`,
+		// The changes of run_counts a transaction made, as [workflow, state, delta] rows.
+		stmtRunCountsAdd: `INSERT INTO run_counts (workflow, state, n)
+			SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true
+			ON CONFLICT (workflow, state) DO UPDATE SET n = n + excluded.n`,
+		// The states of runs a transaction changed, as [id, state, updated_at] rows.
+		stmtRunStatesSet: `UPDATE runs SET state = u.value ->> 1, updated_at = u.value ->> 2
+			FROM json_each(?) AS u WHERE runs.id = u.value ->> 0`,
+		stmtRunsByIDs: `SELECT r.id, r.workflow, r.entity, r.state FROM runs r WHERE r.id IN (SELECT value FROM json_each(?))`,
 		stmtRunsOfSteps: `SELECT r.id, r.workflow, r.entity, r.state FROM runs r
 			WHERE r.id IN (SELECT s.run_id FROM steps s WHERE s.id IN (SELECT value FROM json_each(?)))`,
 		stmtStepsOfRuns: `SELECT s.id, s.run_id, s.name, s.needs, s.state, s.waiting, s.effect_key, NULL, s.reason = 'delayed' FROM steps s

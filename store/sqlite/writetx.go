@@ -41,7 +41,11 @@ type writeTx struct {
 	runs     map[int64]*runSteps
 	steps    map[int64]*stepStatus // the steps of runs, by ID
 	dirty    []*runSteps           // runs whose state changed and is not written yet
-	used     []*runSteps           // runs the transaction used, for the cache it leaves (writecache.go)
+	// counts are the changes of run_counts the transaction has not written yet: the runs it
+	// inserted, and those whose written state it changed (flush).
+	counts  map[runCount]int
+	scratch []byte      // flush's buffer
+	used    []*runSteps // runs the transaction used, for the cache it leaves (writecache.go)
 	// outputs is set in the transactions of claims and records (WriteBatch, StepRecord):
 	// every run they read is read with the outputs of its completed steps, which a claim
 	// needs and the writer's cache keeps.
@@ -59,6 +63,8 @@ type writeTx struct {
 // runSteps is what a writeTx knows of a run: the run and the status of each of its steps.
 type runSteps struct {
 	run *store.Run // ID, Workflow, Entity and State (the state derived last)
+	// stored is the state the run's row holds, as the transaction wrote it or read it.
+	stored store.State
 	// changed is set when State changed since the last flush; updatedAt is then when.
 	changed   bool
 	updatedAt int64
@@ -169,6 +175,9 @@ func (w *writeTx) finish() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
+	if err := w.checkRunCounts(); err != nil {
+		return err
+	}
 	if w.span.first == 0 {
 		return nil
 	}
@@ -233,13 +242,32 @@ func (w *writeTx) flush() error {
 		}
 		w.attempts = w.attempts[:0]
 	}
-	for _, rs := range w.dirty {
-		if _, err := w.exec(stmtRunStateSet, string(rs.run.State), rs.updatedAt, rs.run.ID); err != nil {
-			return fmt.Errorf("run %d: state: %w", rs.run.ID, err)
+	if len(w.dirty) > 0 {
+		// One statement for every run whose state changed: [[id, "state", updated_at], …].
+		b := append(w.scratch[:0], '[')
+		for i, rs := range w.dirty {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(append(b, '['), rs.run.ID, 10)
+			b = strconv.AppendInt(append(append(append(b, `,"`...), rs.run.State...), `",`...), rs.updatedAt, 10)
+			b = append(b, ']')
+			rs.changed = false
+			if rs.run.State != rs.stored {
+				w.count(rs.run.Workflow, rs.stored, -1)
+				w.count(rs.run.Workflow, rs.run.State, 1)
+				rs.stored = rs.run.State
+			}
 		}
-		rs.changed = false
+		w.scratch = append(b, ']')
+		if _, err := w.exec(stmtRunStatesSet, string(w.scratch)); err != nil {
+			return fmt.Errorf("run states: %w", err)
+		}
+		w.dirty = w.dirty[:0]
 	}
-	w.dirty = w.dirty[:0]
+	if err := w.flushCounts(); err != nil {
+		return err
+	}
 	if len(w.events) == 0 {
 		return nil
 	}
@@ -258,7 +286,45 @@ func (w *writeTx) flush() error {
 	return nil
 }
 
-// bulk inserts the rows in args (n values each) with the multi-row statements that start at
+// runCount is a row of run_counts: the runs of a workflow in a state.
+type runCount struct {
+	workflow string
+	state    store.State
+}
+
+// count notes that n runs of workflow joined state (or left it, n < 0).
+func (w *writeTx) count(workflow string, state store.State, n int) {
+	if w.counts == nil {
+		w.counts = map[runCount]int{}
+	}
+	w.counts[runCount{workflow, state}] += n
+}
+
+// flushCounts writes the changes of run_counts the transaction made, in one statement.
+// The writer keeps run_counts as it inserts runs and writes their states (a trigger per
+// row cost more than the run's own update); deleting a run decrements it by trigger.
+func (w *writeTx) flushCounts() error {
+	var rows [][3]any
+	for k, n := range w.counts {
+		if n != 0 {
+			rows = append(rows, [3]any{k.workflow, string(k.state), n})
+		}
+	}
+	clear(w.counts)
+	if len(rows) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	if _, err := w.exec(stmtRunCountsAdd, string(b)); err != nil {
+		return fmt.Errorf("run counts: %w", err)
+	}
+	return nil
+}
+
+// bulk writes the rows in args (n values each) with the multi-row statements that start at
 // first, one per size of bulkSizes.
 func (w *writeTx) bulk(first stmtID, n int, args []any) error {
 	rows := len(args) / n
@@ -330,7 +396,7 @@ func (w *writeTx) addRuns(runs []*store.Run, outputs bool) error {
 			w.use(rs)
 			continue
 		}
-		rs := &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}, outputs: outputs}
+		rs := &runSteps{run: &store.Run{ID: r.ID, Workflow: r.Workflow, Entity: r.Entity, State: r.State}, stored: r.State, outputs: outputs}
 		w.runs[r.ID] = rs
 		w.use(rs)
 		load = append(load, r.ID)
