@@ -48,6 +48,10 @@ func buildRuns(tb testing.TB, path string, n int, now time.Time) {
 		SELECT i, 'deliver', 'key-' || i, 'order:' || i, '{"n":' || i || '}', 'h' || i,
 			CASE WHEN i % 1000 = 0 THEN 'needs_review' ELSE 'completed' END,
 			?2 - (?1 - i) * ?3, ?2 - (?1 - i) * ?3 + 2000, 'api', 1, 3 * i - 2 FROM n`,
+		// The store's writer keeps run_counts as it inserts runs; rows written around it
+		// are counted here.
+		`INSERT INTO run_counts (workflow, state, n) SELECT workflow, state, count(*) FROM runs GROUP BY workflow, state
+		ON CONFLICT (workflow, state) DO UPDATE SET n = n + excluded.n`,
 		`INSERT INTO steps (id, run_id, workflow, name, state, effect_key, attempt, next_at, reason, created_at, updated_at, last_outcome)
 		SELECT id, id, 'deliver', 'send', CASE WHEN id % 1000 = 0 THEN 'needs_review' ELSE 'completed' END, 'send:' || id, 1, created_at,
 			CASE WHEN id % 1000 = 0 THEN 'permanent_error' ELSE '' END, created_at, created_at + 2000,

@@ -63,6 +63,20 @@ const (
 	numStmts         = stmtAttemptsBulk + stmtID(len(bulkSizes))
 )
 
+// keepsReleases are the statements that may run while releases wait to be written
+// (writeTx.release): they change rows no release changes and read none a release changes.
+// Before any other statement the releases are written.
+var keepsReleases = func() (k [numStmts]bool) {
+	for _, id := range []stmtID{stmtRunInsert, stmtStepRecord, stmtStepRecordComplete, stmtStepRecordRelease, stmtAttemptRecord,
+		stmtEffectComplete, stmtEffectRelease, stmtStepTake, stmtStepTakeFree, stmtRunStatesSet, stmtRunCountsAdd, stmtSpanInsert} {
+		k[id] = true
+	}
+	for i := range bulkSizes {
+		k[stmtEventsBulk+stmtID(i)], k[stmtStepsBulk+stmtID(i)], k[stmtAttemptsBulk+stmtID(i)] = true, true, true
+	}
+	return k
+}()
+
 // bulkSizes are the row counts of the prepared multi-row inserts: n rows are written with
 // at most one statement per size, largest first.
 var bulkSizes = [...]int{128, 32, 8, 2, 1}
@@ -164,8 +178,11 @@ var stmtSQL = func() [numStmts]string {
 		// The take of a key no step holds (the unique index steps_key refuses a second
 		// holder) and effects does not keep.
 		stmtStepTakeFree: stepTakeSQL + ` AND NOT EXISTS (SELECT 1 FROM effects WHERE effect_key = ?2)`,
-		stmtStepRelease: `UPDATE steps SET waiting = waiting - 1, next_at = max(next_at, ?), updated_at = ?
-			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending' AND waiting > 0`,
+		// The releases a transaction made, as [id, releases, latest due time, last time]
+		// rows (writeTx.release).
+		stmtStepRelease: `UPDATE steps SET waiting = waiting - (u.value ->> 1), next_at = max(next_at, u.value ->> 2),
+			updated_at = u.value ->> 3
+			FROM json_each(?) AS u WHERE steps.id = u.value ->> 0 AND steps.state = 'pending' AND steps.waiting >= u.value ->> 1`,
 		stmtStepCancelDependents: fmt.Sprintf(propagateSQL, `'failed', 'cancelled'`),
 		stmtStepSkipDependents:   fmt.Sprintf(propagateSQL, `'skipped'`),
 		stmtStepRecord:           `UPDATE steps SET ` + stepRecordSet + ` WHERE ` + stepRecordWhere,

@@ -44,8 +44,12 @@ type writeTx struct {
 	// counts are the changes of run_counts the transaction has not written yet: the runs it
 	// inserted, and those whose written state it changed (flush).
 	counts  map[runCount]int
-	scratch []byte      // flush's buffer
-	used    []*runSteps // runs the transaction used, for the cache it leaves (writecache.go)
+	scratch []byte // flush's buffer
+	// releases are the releases of steps (release) not written yet, releaseAt their index
+	// by step ID.
+	releases  []pendingRelease
+	releaseAt map[int64]int
+	used      []*runSteps // runs the transaction used, for the cache it leaves (writecache.go)
 	// outputs is set in the transactions of claims and records (WriteBatch, StepRecord):
 	// every run they read is read with the outputs of its completed steps, which a claim
 	// needs and the writer's cache keeps.
@@ -190,13 +194,24 @@ func (w *writeTx) finish() error {
 // stmt returns prepared statement id, prepared on the write connection.
 func (w *writeTx) stmt(id stmtID) *sql.Stmt { return w.prep[id] }
 
+// before writes the releases not written yet unless statement id may run before them.
+func (w *writeTx) before(id stmtID) error {
+	if len(w.releases) == 0 || keepsReleases[id] {
+		return nil
+	}
+	return w.writeReleases()
+}
+
 func (w *writeTx) exec(id stmtID, args ...any) (sql.Result, error) {
+	if err := w.before(id); err != nil {
+		return nil, err
+	}
 	return w.stmt(id).ExecContext(w.ctx, args...)
 }
 
 // execN runs statement id and returns how many rows it changed.
 func (w *writeTx) execN(id stmtID, args ...any) (int64, error) {
-	r, err := w.stmt(id).ExecContext(w.ctx, args...)
+	r, err := w.exec(id, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -204,12 +219,23 @@ func (w *writeTx) execN(id stmtID, args ...any) (int64, error) {
 }
 
 func (w *writeTx) query(id stmtID, args ...any) (*sql.Rows, error) {
+	if err := w.before(id); err != nil {
+		return nil, err
+	}
 	return w.stmt(id).QueryContext(w.ctx, args...)
 }
 
-func (w *writeTx) queryRow(id stmtID, args ...any) *sql.Row {
+func (w *writeTx) queryRow(id stmtID, args ...any) scanner {
+	if err := w.before(id); err != nil {
+		return failedRow{err}
+	}
 	return w.stmt(id).QueryRowContext(w.ctx, args...)
 }
+
+// failedRow is the row of a query that could not be sent: its Scan returns why.
+type failedRow struct{ err error }
+
+func (r failedRow) Scan(...any) error { return r.err }
 
 // event appends an audit event to the transaction: it takes the next ID of the audit
 // sequence and is written by flush.
@@ -228,6 +254,9 @@ func (w *writeTx) insertStep(runID int64, workflow, name, needs string, waiting 
 
 // flush writes the buffered steps and attempts, the run states that changed and the buffered events.
 func (w *writeTx) flush() error {
+	if err := w.writeReleases(); err != nil {
+		return err
+	}
 	if err := w.bulk(stmtStepsBulk, stepInsertArgs, w.stepRows); err != nil {
 		return fmt.Errorf("insert steps: %w", err)
 	}
@@ -560,16 +589,55 @@ func (w *writeTx) release(runID int64, name string, now int64) error {
 	if len(released) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(released))
-	for i, st := range released {
-		ids[i] = st.id
-	}
-	// The copy in memory is exact, so the statement changes every step picked.
-	if _, err := w.exec(stmtStepRelease, now, now, idList(ids)); err != nil {
-		return err
-	}
+	// The copy in memory is exact, so the statement that writes the releases changes every
+	// step picked. It is sent once for all the releases of the transaction, before any
+	// statement that may read or change a released step (keepsReleases), and by flush.
 	for _, st := range released {
 		st.waiting--
+		if w.releaseAt == nil {
+			w.releaseAt = map[int64]int{}
+		}
+		i, ok := w.releaseAt[st.id]
+		if !ok {
+			i = len(w.releases)
+			w.releaseAt[st.id] = i
+			w.releases = append(w.releases, pendingRelease{id: st.id})
+		}
+		r := &w.releases[i]
+		r.n++
+		r.maxAt, r.lastAt = max(r.maxAt, now), now
+	}
+	return nil
+}
+
+// pendingRelease is a step's releases that the transaction has not written yet: how many,
+// the latest time among them (its next_at does not go back) and the last one's time.
+type pendingRelease struct {
+	id, maxAt, lastAt int64
+	n                 int
+}
+
+// writeReleases writes the releases the transaction made and has not written yet.
+func (w *writeTx) writeReleases() error {
+	if len(w.releases) == 0 {
+		return nil
+	}
+	b := append(w.scratch[:0], '[')
+	for i, r := range w.releases {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(append(b, '['), r.id, 10)
+		b = strconv.AppendInt(append(b, ','), int64(r.n), 10)
+		b = strconv.AppendInt(append(b, ','), r.maxAt, 10)
+		b = strconv.AppendInt(append(b, ','), r.lastAt, 10)
+		b = append(b, ']')
+	}
+	w.scratch = append(b, ']')
+	w.releases = w.releases[:0]
+	clear(w.releaseAt)
+	if _, err := w.stmt(stmtStepRelease).ExecContext(w.ctx, string(w.scratch)); err != nil {
+		return fmt.Errorf("release steps: %w", err)
 	}
 	return nil
 }

@@ -72,6 +72,13 @@ func (b *sqliteBulk) backlog(ctx context.Context, workflow, step string, n int, 
 				step, before); err != nil {
 				return err
 			}
+			// The store's writer keeps the counts of runs by state (run_counts) as it
+			// inserts runs; rows written around it are counted here.
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_counts (workflow, state, n)
+				SELECT workflow, state, count(*) FROM runs WHERE id > ? GROUP BY workflow, state
+				ON CONFLICT (workflow, state) DO UPDATE SET n = n + excluded.n`, before); err != nil {
+				return err
+			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO events (at, type, run_id, workflow, actor, detail)
 				SELECT created_at, 'run.created', id, workflow, 'api', json_object('run_key', run_key, 'steps', 1)
 				FROM runs WHERE id > ? ORDER BY id`, before)
