@@ -123,7 +123,7 @@ func (c *Client) prepare(cand *store.ClaimCandidate) (store.EffectSpec, error) {
 			return store.EffectSpec{Skip: store.ReasonConditionFalse}, nil
 		}
 	}
-	data, err := sc.TemplateData()
+	data, err := sc.templateData(sd.keyRoots)
 	if err != nil {
 		return store.EffectSpec{}, &store.PrepareError{Reason: store.ReasonInvalidKey, Err: err}
 	}

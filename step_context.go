@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/internal/keytmpl"
@@ -111,21 +113,47 @@ func (sc *StepContext) DecodeOutput(step string, v any) error {
 // TemplateData returns the tree that step templates read: input, run (key, id), workflow,
 // step, and steps.ID.output for the run's completed steps. Numbers keep their exact text.
 func (sc *StepContext) TemplateData() (map[string]any, error) {
-	in, err := keytmpl.Decode(sc.Input)
-	if err != nil {
-		return nil, fmt.Errorf("decode input: %w", err)
+	return sc.templateData(templateRoots{input: true, steps: true})
+}
+
+// templateRoots says which of the parts of TemplateData that need decoding some templates
+// read: the run's input, the outputs of its steps.
+type templateRoots struct{ input, steps bool }
+
+// rootsOf returns the parts that need decoding the template t reads.
+func rootsOf(t *keytmpl.Template) templateRoots {
+	var r templateRoots
+	for _, f := range t.Fields() {
+		root, _, _ := strings.Cut(f, ".")
+		r.input = r.input || root == "input"
+		r.steps = r.steps || root == "steps"
+	}
+	return r
+}
+
+// templateData is TemplateData with the input and the outputs decoded only if roots says
+// a template reads them; a template that reads neither finds them empty.
+func (sc *StepContext) templateData(roots templateRoots) (map[string]any, error) {
+	var in any = map[string]any{}
+	if roots.input {
+		var err error
+		if in, err = keytmpl.Decode(sc.Input); err != nil {
+			return nil, fmt.Errorf("decode input: %w", err)
+		}
 	}
 	steps := map[string]any{}
-	for name, raw := range sc.Outputs {
-		out, err := keytmpl.Decode(raw)
-		if err != nil {
-			return nil, fmt.Errorf("decode output of step %q: %w", name, err)
+	if roots.steps {
+		for name, raw := range sc.Outputs {
+			out, err := keytmpl.Decode(raw)
+			if err != nil {
+				return nil, fmt.Errorf("decode output of step %q: %w", name, err)
+			}
+			steps[name] = map[string]any{"output": out}
 		}
-		steps[name] = map[string]any{"output": out}
 	}
 	return map[string]any{
 		"input":    in,
-		"run":      map[string]any{"key": sc.RunKey, "id": json.Number(fmt.Sprint(sc.RunID))},
+		"run":      map[string]any{"key": sc.RunKey, "id": json.Number(strconv.FormatInt(sc.RunID, 10))},
 		"workflow": sc.Workflow,
 		"step":     sc.Step,
 		"steps":    steps,

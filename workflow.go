@@ -202,6 +202,7 @@ type workflowDef struct {
 type stepDef struct {
 	Step
 	effectKey *keytmpl.Template
+	keyRoots  templateRoots // what effectKey reads that needs decoding
 	retry     RetryPolicy
 	ancestors map[string]bool
 }
@@ -308,7 +309,7 @@ func compile(w Workflow) (*workflowDef, error) {
 			bad(s.ID, "effect_key", "effect key: %v", err)
 			t, _ = keytmpl.Parse(defaultEffectKey)
 		}
-		sd := &stepDef{Step: s, effectKey: t, retry: s.Retry.withDefaults()}
+		sd := &stepDef{Step: s, effectKey: t, keyRoots: rootsOf(t), retry: s.Retry.withDefaults()}
 		if sd.OnFailure == "" {
 			sd.OnFailure = Review
 		}
