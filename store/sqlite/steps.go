@@ -125,6 +125,13 @@ func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, 
 	if err := w.addRuns(runs, true); err != nil {
 		return err
 	}
+	// A run whose state the transaction changed holds its old state in its row until the
+	// transaction ends.
+	for _, c := range cands {
+		if rs := w.runs[c.Run.ID]; rs != nil && rs.changed {
+			c.Run.State, c.Run.UpdatedAt = rs.run.State, fromTS(rs.updatedAt)
+		}
+	}
 	for i, c := range cands {
 		if st := w.steps[c.Step.ID]; st != nil && !st.hasFacts {
 			f := facts[i]

@@ -48,8 +48,10 @@ func (s *Store) WriteBatch(ctx context.Context, p store.WriteBatchParams) (*stor
 		if !claiming {
 			return nil
 		}
-		// The claim reads the table: the new runs' steps must be in it.
-		if err := w.flush(); err != nil {
+		// The claim reads the steps table: the new runs' steps and the releases must be in
+		// it. The runs' states, attempts and events are written once, when the
+		// transaction ends.
+		if err := w.flushSteps(); err != nil {
 			return err
 		}
 		return claimIn(w, &p.Claim, string(workflows), p.Claim.Limit, res.Claim)

@@ -254,13 +254,9 @@ func (w *writeTx) insertStep(runID int64, workflow, name, needs string, waiting 
 
 // flush writes the buffered steps and attempts, the run states that changed and the buffered events.
 func (w *writeTx) flush() error {
-	if err := w.writeReleases(); err != nil {
+	if err := w.flushSteps(); err != nil {
 		return err
 	}
-	if err := w.bulk(stmtStepsBulk, stepInsertArgs, w.stepRows); err != nil {
-		return fmt.Errorf("insert steps: %w", err)
-	}
-	w.stepRows = w.stepRows[:0]
 	if len(w.attempts) > 0 {
 		args := make([]any, 0, len(w.attempts)*attemptInsertArgs)
 		for _, a := range w.attempts {
@@ -350,6 +346,20 @@ func (w *writeTx) flushCounts() error {
 	if _, err := w.exec(stmtRunCountsAdd, string(b)); err != nil {
 		return fmt.Errorf("run counts: %w", err)
 	}
+	return nil
+}
+
+// flushSteps writes what the transaction buffered of the steps table: the new runs'
+// steps and the releases. A query of steps that follows sees every step as the
+// transaction changed it; the runs' states, the attempts and the events wait for flush.
+func (w *writeTx) flushSteps() error {
+	if err := w.writeReleases(); err != nil {
+		return err
+	}
+	if err := w.bulk(stmtStepsBulk, stepInsertArgs, w.stepRows); err != nil {
+		return fmt.Errorf("insert steps: %w", err)
+	}
+	w.stepRows = w.stepRows[:0]
 	return nil
 }
 
