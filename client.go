@@ -40,6 +40,10 @@ const (
 	StateCancelled   = store.StateCancelled
 )
 
+// commitRefill bounds how long a committer on a database with many writers waits for its
+// callers' next items (groupcommit.Config.Refill).
+const commitRefill = 5 * time.Millisecond
+
 // Config configures a Client. Only Store is required; every other zero value takes the
 // default documented on its field.
 type Config struct {
@@ -114,7 +118,10 @@ type Config struct {
 	// MaxBatch is the most starts, or step records, written in one transaction (default
 	// 256). Concurrent Start calls and the results of concurrent steps are group-committed:
 	// the ones that arrive while a transaction commits are written together in the next,
-	// and each caller returns once the transaction holding its own item has committed.
+	// and each caller returns once the transaction holding its own item has committed. On
+	// PostgreSQL, after a transaction of several items, the next one waits for as many
+	// items as long as the last commit took, at most 5 ms: callers that start or record
+	// one item after another then share each commit.
 	MaxBatch int
 	// ScheduleInterval is how often the scheduler leader looks for due ticks (default 1 s);
 	// the leadership lasts three intervals without renewal.
@@ -263,8 +270,17 @@ func New(cfg Config) (*Client, error) {
 		recent:    newRecentKeys(cfg.RecentKeysTTL, purgeCount(cfg.Store)),
 	}
 	c.clock = newEngineClock(cfg, c.log, cfg.Metrics)
+	// On a database with many writers a committer waits, after a batch of several items,
+	// for its callers' next items (groupcommit.Config.Refill): the commit is the server's
+	// work, and callers that start or record one item after another then share each commit
+	// instead of each waiting for two. SQLite's one writer is this process's own CPU, and
+	// there the wait measured slower for callers that come back over HTTP.
+	var refill time.Duration
+	if bw, ok := cfg.Store.(store.BatchWriter); !ok || !bw.OneWriter() {
+		refill = commitRefill
+	}
 	gc := func(kind string) groupcommit.Config {
-		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second,
+		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second, Refill: refill,
 			Observe: func(items int, took time.Duration, err error) { c.observeCommit(kind, items, took, err) }}
 	}
 	c.starts = groupcommit.New(c.store.RunInsertMany, gc(CommitStarts))

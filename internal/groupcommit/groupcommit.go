@@ -1,10 +1,12 @@
 // Package groupcommit gathers the items many goroutines submit into batches that are
 // committed together, one transaction (and one fsync) per batch instead of one per item.
 //
-// There is no timer: the first item of an idle committer is committed at once, and the
-// items that arrive while a commit is under way form the next batch. A busy committer
-// therefore batches as much as the database's commit latency allows, and an idle one adds
-// no latency. Each caller waits for the commit that holds its item and gets its own result.
+// The first item of an idle committer is committed at once, and the items that arrive
+// while a commit is under way form the next batch. A busy committer therefore batches as
+// much as the database's commit latency allows, and an idle one adds no latency. With
+// Config.Refill, a committer that just committed a batch of several items waits, no longer
+// than that commit took, for the callers it answered to submit their next items. Each
+// caller waits for the commit that holds its item and gets its own result.
 //
 // A commit that fails as a whole (the function returns an error) is retried item by item,
 // so one item that the database refuses fails only its own caller; the others get the
@@ -37,6 +39,15 @@ type Config struct {
 	// Observe, when set, is told of every commit: how many items it held, how long it
 	// took and whether it failed as a whole. It runs on the committing goroutine.
 	Observe func(items int, took time.Duration, err error)
+	// Refill, when positive, is the longest a committer that just committed a batch of
+	// several items waits for the queue to hold as many again before it takes the next
+	// batch; it never waits longer than that batch's commit took (0: it takes what the
+	// queue holds at once). The callers of a batch are woken when it commits, and callers
+	// that submit one item after another submit their next one at once: without the wait
+	// the next batch starts before they do, and each of them waits for two commits
+	// instead of one. The first item of an idle committer, and the item after a batch of
+	// one, are committed at once.
+	Refill time.Duration
 }
 
 // Committer batches items for fn. It starts goroutines only while it has work, so it
@@ -49,6 +60,10 @@ type Committer[T, R any] struct {
 	queue   []*call[T, R]
 	running int
 	idle    chan struct{} // closed when running drops to 0 with an empty queue; nil while idle
+	// refill is closed when the queue holds want items (Config.Refill); nil unless a
+	// committer waits for it.
+	refill chan struct{}
+	want   int
 }
 
 type call[T, R any] struct {
@@ -148,6 +163,10 @@ func (c *Committer[T, R]) enqueue(cls ...*call[T, R]) {
 	if c.idle == nil {
 		c.idle = make(chan struct{})
 	}
+	if c.refill != nil && len(c.queue) >= c.want {
+		close(c.refill)
+		c.refill = nil
+	}
 	// A committer for each batch the queue holds, up to Concurrency committing at once.
 	for n := (len(c.queue) + c.cfg.MaxBatch - 1) / c.cfg.MaxBatch; n > 0 && c.running < c.cfg.Concurrency; n-- {
 		c.running++
@@ -158,7 +177,9 @@ func (c *Committer[T, R]) enqueue(cls ...*call[T, R]) {
 
 // run commits batches until the queue is empty.
 func (c *Committer[T, R]) run() {
+	last, took := 0, time.Duration(0) // the size of the batch committed last, and how long it took
 	for {
+		c.awaitRefill(last, took)
 		c.mu.Lock()
 		batch := c.take()
 		if len(batch) == 0 {
@@ -171,8 +192,39 @@ func (c *Committer[T, R]) run() {
 			return
 		}
 		c.mu.Unlock()
+		began := time.Now()
 		c.commit(batch)
+		last, took = len(batch), time.Since(began)
 	}
+}
+
+// awaitRefill waits, after a batch of last items, until the queue holds as many items or
+// Config.Refill has passed (see Config.Refill).
+func (c *Committer[T, R]) awaitRefill(last int, took time.Duration) {
+	wait := min(c.cfg.Refill, took)
+	if wait <= 0 || last < 2 {
+		return
+	}
+	c.mu.Lock()
+	want := min(last, c.cfg.MaxBatch)
+	if len(c.queue) >= want || c.refill != nil {
+		c.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	c.refill, c.want = ch, want
+	c.mu.Unlock()
+	t := time.NewTimer(wait)
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+	t.Stop()
+	c.mu.Lock()
+	if c.refill == ch {
+		c.refill = nil
+	}
+	c.mu.Unlock()
 }
 
 // take removes the next batch from the queue, answering the callers that gave up. It is

@@ -311,3 +311,68 @@ func TestALoneItemWhoseCommitFailsGetsTheError(t *testing.T) {
 		t.Errorf("observed %d commits, %d failed; want the one failed commit, not retried", obs.batches, obs.failed)
 	}
 }
+
+// waitingForRefill reports whether a committer waits for its queue to refill.
+func (c *Committer[T, R]) waitingForRefill() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refill != nil
+}
+
+// TestRefillWaitsForTheCallersOfTheLastBatch: after a batch of three, a committer with
+// Refill waits for three items before it takes the next batch, as long as the last commit
+// took at most; the items that arrive meanwhile form one batch.
+func TestRefillWaitsForTheCallersOfTheLastBatch(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{Refill: time.Hour})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
+			t.Error(errs)
+		}
+	})
+	<-g.started
+	// The first commit takes a second: the committer may then wait up to a second for the
+	// next batch to fill.
+	time.Sleep(time.Second)
+	close(g.release)
+	wg.Wait()
+	for deadline := time.Now().Add(30 * time.Second); !c.waitingForRefill(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("after a batch of three the committer does not wait for the next items")
+		}
+	}
+	c.Go(4)
+	c.Go(5)
+	if !c.waitingForRefill() || c.Pending() != 2 {
+		t.Fatalf("with 2 of 3 items queued: waiting %v, %d pending; want the committer still waiting for a third", c.waitingForRefill(), c.Pending())
+	}
+	c.Go(6)
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sizes(g.batches); !slices.Equal(got, []int{3, 3}) {
+		t.Errorf("batch sizes = %v, want [3 3]", got)
+	}
+}
+
+// TestRefillNeverOutwaitsTheLastCommit: the wait for a refill is bounded by how long the
+// last commit took, however long Refill is; after a batch of one there is none.
+func TestRefillNeverOutwaitsTheLastCommit(t *testing.T) {
+	var g gate
+	g.firstRun.Do(func() {}) // no hold
+	c := New(g.commit, Config{Refill: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, errs := c.DoMany(ctx, []int{1, 2}); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	for i := 3; i <= 5; i++ { // one at a time: after a batch of two, then batches of one
+		if v, err := c.Do(ctx, i); err != nil || v != i*10 {
+			t.Fatalf("item %d: %d, %v (the committer waited for a refill longer than its commit took)", i, v, err)
+		}
+	}
+	if got := sizes(g.batches); !slices.Equal(got, []int{2, 1, 1, 1}) {
+		t.Errorf("batch sizes = %v, want [2 1 1 1]", got)
+	}
+}
