@@ -269,14 +269,12 @@ func (w *writeTx) flush() error {
 	}
 	if len(w.dirty) > 0 {
 		// One statement for every run whose state changed: [[id, "state", updated_at], …].
-		b := append(w.scratch[:0], '[')
-		for i, rs := range w.dirty {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(append(b, '['), rs.run.ID, 10)
-			b = strconv.AppendInt(append(append(append(b, `,"`...), rs.run.State...), `",`...), rs.updatedAt, 10)
-			b = append(b, ']')
+		rows := w.jsonRows(len(w.dirty), func(b []byte, i int) []byte {
+			rs := w.dirty[i]
+			b = strconv.AppendInt(b, rs.run.ID, 10)
+			return strconv.AppendInt(append(append(append(b, `,"`...), rs.run.State...), `",`...), rs.updatedAt, 10)
+		})
+		for _, rs := range w.dirty {
 			rs.changed = false
 			if rs.run.State != rs.stored {
 				w.count(rs.run.Workflow, rs.stored, -1)
@@ -284,8 +282,7 @@ func (w *writeTx) flush() error {
 				rs.stored = rs.run.State
 			}
 		}
-		w.scratch = append(b, ']')
-		if _, err := w.exec(stmtRunStatesSet, string(w.scratch)); err != nil {
+		if _, err := w.exec(stmtRunStatesSet, rows); err != nil {
 			return fmt.Errorf("run states: %w", err)
 		}
 		w.dirty = w.dirty[:0]
@@ -309,6 +306,20 @@ func (w *writeTx) flush() error {
 	}
 	w.events = w.events[:0]
 	return nil
+}
+
+// jsonRows returns the JSON array of n rows that a json_each statement takes, each row
+// the array whose elements row appends to b, built in w.scratch.
+func (w *writeTx) jsonRows(n int, row func(b []byte, i int) []byte) string {
+	b := append(w.scratch[:0], '[')
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(row(append(b, '['), i), ']')
+	}
+	w.scratch = append(b, ']')
+	return string(w.scratch)
 }
 
 // runCount is a row of run_counts: the runs of a workflow in a state.
@@ -632,21 +643,16 @@ func (w *writeTx) writeReleases() error {
 	if len(w.releases) == 0 {
 		return nil
 	}
-	b := append(w.scratch[:0], '[')
-	for i, r := range w.releases {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(append(b, '['), r.id, 10)
+	rows := w.jsonRows(len(w.releases), func(b []byte, i int) []byte {
+		r := w.releases[i]
+		b = strconv.AppendInt(b, r.id, 10)
 		b = strconv.AppendInt(append(b, ','), int64(r.n), 10)
 		b = strconv.AppendInt(append(b, ','), r.maxAt, 10)
-		b = strconv.AppendInt(append(b, ','), r.lastAt, 10)
-		b = append(b, ']')
-	}
-	w.scratch = append(b, ']')
+		return strconv.AppendInt(append(b, ','), r.lastAt, 10)
+	})
 	w.releases = w.releases[:0]
 	clear(w.releaseAt)
-	if _, err := w.stmt(stmtStepRelease).ExecContext(w.ctx, string(w.scratch)); err != nil {
+	if _, err := w.stmt(stmtStepRelease).ExecContext(w.ctx, rows); err != nil {
 		return fmt.Errorf("release steps: %w", err)
 	}
 	return nil
