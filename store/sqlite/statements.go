@@ -158,7 +158,7 @@ var stmtSQL = func() [numStmts]string {
 			FROM steps s JOIN runs r ON r.id = s.run_id
 			WHERE s.state IN ('pending', 'retrying') AND s.waiting = 0 AND s.next_at <= ?
 			  AND s.workflow IN (SELECT value FROM json_each(?))
-			ORDER BY s.next_at, s.id LIMIT ?`,
+			ORDER BY s.next_at, s.id`,
 		stmtEffectComplete: `UPDATE effects SET state = 'completed', result = ?, completed_at = ?, retain_until = ?
 			WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,
 		stmtEffectRelease: `DELETE FROM effects WHERE effect_key = ? AND step_id = ? AND state = 'in_flight'`,

@@ -100,14 +100,17 @@ func (s *Store) StepClaim(ctx context.Context, p store.StepClaimParams) (*store.
 // claimIn claims, in w, up to limit due steps of the workflows in the JSON array
 // workflows, as StepClaim does, and adds them to res.
 func claimIn(w *writeTx, p *store.StepClaimParams, workflows string, limit int, res *store.ClaimResult) error {
-	rows, err := w.query(stmtClaimCandidates, ts(p.Now), workflows, limit)
+	// The statement has no LIMIT: it walks steps_due in order, and the claim stops reading
+	// after limit rows. A bound LIMIT would make SQLite prepare the statement again each
+	// time the limit changes (it reads the bound value when it plans).
+	rows, err := w.query(stmtClaimCandidates, ts(p.Now), workflows)
 	if err != nil {
 		return err
 	}
 	var cands []*store.ClaimCandidate
 	var facts []*stepStatus
 	var runs []*store.Run
-	for rows.Next() {
+	for len(cands) < limit && rows.Next() {
 		f := &stepStatus{}
 		st, r, err := scanStepRun(rows, f.factsDest()...)
 		if err != nil {
