@@ -40,9 +40,14 @@ const (
 	StateCancelled   = store.StateCancelled
 )
 
-// commitRefill bounds how long a committer on a database with many writers waits for its
-// callers' next items (groupcommit.Config.Refill).
+// commitRefill bounds how long a committer waits for its callers' next items
+// (groupcommit.Config.Refill).
 const commitRefill = 5 * time.Millisecond
+
+// commitRefillGap ends the wait of SQLite's committer when no item came for that long
+// (groupcommit.Config.RefillGap): the engine's own workers and callers in this process
+// submit within it, callers over HTTP do not.
+const commitRefillGap = 100 * time.Microsecond
 
 // Config configures a Client. Only Store is required; every other zero value takes the
 // default documented on its field.
@@ -270,17 +275,18 @@ func New(cfg Config) (*Client, error) {
 		recent:    newRecentKeys(cfg.RecentKeysTTL, purgeCount(cfg.Store)),
 	}
 	c.clock = newEngineClock(cfg, c.log, cfg.Metrics)
-	// On a database with many writers a committer waits, after a batch of several items,
-	// for its callers' next items (groupcommit.Config.Refill): the commit is the server's
-	// work, and callers that start or record one item after another then share each commit
-	// instead of each waiting for two. SQLite's one writer is this process's own CPU, and
-	// there the wait measured slower for callers that come back over HTTP.
-	var refill time.Duration
-	if bw, ok := cfg.Store.(store.BatchWriter); !ok || !bw.OneWriter() {
-		refill = commitRefill
+	// A committer waits, after a batch of several items, for its callers' next items
+	// (groupcommit.Config.Refill): callers that start or record one item after another then
+	// share each commit instead of each waiting for two. On a database with many writers
+	// the commit is the server's work and the wait lasts until the batch is as large again.
+	// SQLite's one writer is this process's own CPU: there it waits only while items keep
+	// coming (RefillGap), as a full wait measured slower for callers over HTTP.
+	refill, gap := commitRefill, time.Duration(0)
+	if bw, ok := cfg.Store.(store.BatchWriter); ok && bw.OneWriter() {
+		gap = commitRefillGap
 	}
 	gc := func(kind string) groupcommit.Config {
-		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second, Refill: refill,
+		return groupcommit.Config{MaxBatch: cfg.MaxBatch, Concurrency: cfg.CommitConcurrency, Timeout: 30 * time.Second, Refill: refill, RefillGap: gap,
 			Observe: func(items int, took time.Duration, err error) { c.observeCommit(kind, items, took, err) }}
 	}
 	c.starts = groupcommit.New(c.store.RunInsertMany, gc(CommitStarts))

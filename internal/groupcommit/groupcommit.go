@@ -5,7 +5,8 @@
 // while a commit is under way form the next batch. A busy committer therefore batches as
 // much as the database's commit latency allows, and an idle one adds no latency. With
 // Config.Refill, a committer that just committed a batch of several items waits, no longer
-// than that commit took, for the callers it answered to submit their next items. Each
+// than that commit took, for the callers it answered to submit their next items (with
+// Config.RefillGap, only while they keep coming). Each
 // caller waits for the commit that holds its item and gets its own result.
 //
 // A commit that fails as a whole (the function returns an error) is retried item by item,
@@ -48,6 +49,13 @@ type Config struct {
 	// instead of one. The first item of an idle committer, and the item after a batch of
 	// one, are committed at once.
 	Refill time.Duration
+	// RefillGap, when positive, also ends the wait for a refill when no item arrived for
+	// that long. Callers in this process submit their next items within microseconds of
+	// their answer; callers that answer over a network come back much later, and a
+	// committer that waited for them would sit idle. With a gap the wait lasts while items
+	// keep coming and ends soon after they stop (0: the wait ends only when the queue holds
+	// as many items as the last batch, or Refill has passed).
+	RefillGap time.Duration
 }
 
 // Committer batches items for fn. It starts goroutines only while it has work, so it
@@ -60,8 +68,8 @@ type Committer[T, R any] struct {
 	queue   []*call[T, R]
 	running int
 	idle    chan struct{} // closed when running drops to 0 with an empty queue; nil while idle
-	// refill is closed when the queue holds want items (Config.Refill); nil unless a
-	// committer waits for it.
+	// refill is closed when the queue holds want items (Config.Refill), or with
+	// Config.RefillGap when any item arrives; nil unless a committer waits for it.
 	refill chan struct{}
 	want   int
 }
@@ -163,7 +171,7 @@ func (c *Committer[T, R]) enqueue(cls ...*call[T, R]) {
 	if c.idle == nil {
 		c.idle = make(chan struct{})
 	}
-	if c.refill != nil && len(c.queue) >= c.want {
+	if c.refill != nil && (len(c.queue) >= c.want || c.cfg.RefillGap > 0) {
 		close(c.refill)
 		c.refill = nil
 	}
@@ -198,8 +206,8 @@ func (c *Committer[T, R]) run() {
 	}
 }
 
-// awaitRefill waits, after a batch of last items, until the queue holds as many items or
-// Config.Refill has passed (see Config.Refill).
+// awaitRefill waits, after a batch of last items, until the queue holds as many items,
+// Config.Refill has passed, or (with Config.RefillGap) no item arrived for the gap.
 func (c *Committer[T, R]) awaitRefill(last int, took time.Duration) {
 	wait := min(c.cfg.Refill, took)
 	if wait <= 0 || last < 2 {
@@ -211,20 +219,38 @@ func (c *Committer[T, R]) awaitRefill(last int, took time.Duration) {
 		c.mu.Unlock()
 		return
 	}
-	ch := make(chan struct{})
-	c.refill, c.want = ch, want
-	c.mu.Unlock()
-	t := time.NewTimer(wait)
-	select {
-	case <-ch:
-	case <-t.C:
+	deadline := time.Now().Add(wait)
+	for {
+		// Each round waits for the queue to hold want items (with a gap: for the next item),
+		// no longer than the gap and the time left.
+		round := time.Until(deadline)
+		if c.cfg.RefillGap > 0 {
+			round = min(round, c.cfg.RefillGap)
+		}
+		if round <= 0 {
+			c.mu.Unlock()
+			return
+		}
+		ch := make(chan struct{})
+		c.refill, c.want = ch, want
+		c.mu.Unlock()
+		t := time.NewTimer(round)
+		arrived := false
+		select {
+		case <-ch:
+			arrived = true
+		case <-t.C:
+		}
+		t.Stop()
+		c.mu.Lock()
+		if c.refill == ch {
+			c.refill = nil
+		}
+		if !arrived || len(c.queue) >= want {
+			c.mu.Unlock()
+			return
+		}
 	}
-	t.Stop()
-	c.mu.Lock()
-	if c.refill == ch {
-		c.refill = nil
-	}
-	c.mu.Unlock()
 }
 
 // take removes the next batch from the queue, answering the callers that gave up. It is

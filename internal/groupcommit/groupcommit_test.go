@@ -376,3 +376,72 @@ func TestRefillNeverOutwaitsTheLastCommit(t *testing.T) {
 		t.Errorf("batch sizes = %v, want [2 1 1 1]", got)
 	}
 }
+
+// TestRefillGapKeepsWaitingWhileItemsCome: with a gap, every item that arrives starts the
+// gap again, and the wait still ends when the queue holds as many items as the last batch.
+func TestRefillGapKeepsWaitingWhileItemsCome(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{Refill: time.Hour, RefillGap: time.Hour})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
+			t.Error(errs)
+		}
+	})
+	<-g.started
+	time.Sleep(time.Second) // the first commit takes a second: the wait may last as long
+	close(g.release)
+	wg.Wait()
+	awaitRefillWait(t, c)
+	c.Go(4)
+	awaitRefillWait(t, c) // the arrival woke the committer, which waits for the next one
+	c.Go(5)
+	awaitRefillWait(t, c)
+	if c.Pending() != 2 {
+		t.Fatalf("%d pending, want 2 while the committer waits for a third", c.Pending())
+	}
+	c.Go(6)
+	if err := c.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sizes(g.batches); !slices.Equal(got, []int{3, 3}) {
+		t.Errorf("batch sizes = %v, want [3 3]", got)
+	}
+}
+
+// TestRefillGapEndsTheWaitWhenItemsStop: with a gap, a committer whose callers do not come
+// back stops waiting one gap after the last item arrived, long before the last commit's
+// duration (which bounds the wait without a gap).
+func TestRefillGapEndsTheWaitWhenItemsStop(t *testing.T) {
+	g := newGate()
+	c := New(g.commit, Config{Refill: time.Hour, RefillGap: time.Millisecond})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
+			t.Error(errs)
+		}
+	})
+	<-g.started
+	time.Sleep(3 * time.Second) // without the gap the committer could wait 3 s for a refill
+	close(g.release)
+	wg.Wait()
+	awaitRefillWait(t, c)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if v, err := c.Do(ctx, 4); err != nil || v != 40 {
+		t.Fatalf("item 4: %d, %v: the committer still waited for the items of callers that did not come back", v, err)
+	}
+	if got := sizes(g.batches); !slices.Equal(got, []int{3, 1}) {
+		t.Errorf("batch sizes = %v, want [3 1]", got)
+	}
+}
+
+// awaitRefillWait spins until c waits for a refill.
+func awaitRefillWait[T, R any](t *testing.T, c *Committer[T, R]) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !c.waitingForRefill(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the committer does not wait for a refill")
+		}
+	}
+}
