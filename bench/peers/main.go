@@ -26,7 +26,7 @@
 // Usage:
 //
 //	go run . [--db URL] [--jobs 20000] [--concurrency 16] [--workers 100] [--rounds 1]
-//	         [--pool 0] [--batch 500] [--keep] [--json]
+//	         [--pool 0] [--batch 500] [--keep] [--json] [--cpuprofile FILE]
 //
 // This is a separate Go module so that River never becomes a dependency of onceflow.
 package main
@@ -44,6 +44,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +140,8 @@ func main() {
 	flag.Var(duration.NewFlag(&opts.Timeout, 10*time.Minute), "timeout", "longest one side's measurement may take (such as 10m or 1h)")
 	flag.IntVar(&opts.Batch, "batch", 500, "also measure River InsertMany against onceflow StartMany in batches of this many (0: not)")
 	flag.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	var cpuProfile string
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole comparison to this file; each measurement's samples carry the label side (River, onceflow, River InsertMany, onceflow StartMany): go tool pprof -tagfocus side=onceflow")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "peers: unexpected arguments %q\n", flag.Args())
@@ -151,7 +154,21 @@ func main() {
 	if !asJSON {
 		progress = os.Stdout
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+	}
 	rep, err := compare(ctx, opts, progress)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
@@ -220,23 +237,23 @@ func compare(ctx context.Context, opts options, progress io.Writer) (*report, er
 	}
 	for i := 1; i <= opts.Rounds; i++ {
 		rd := round{Round: i}
-		rd.River, err = measure(ctx, opts, url, fmt.Sprintf("river_peer_%s_%d", suffix, i), runRiver)
+		rd.River, err = measureAs(ctx, "River", opts, url, fmt.Sprintf("river_peer_%s_%d", suffix, i), runRiver)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: River: %w", i, err)
 		}
 		line(i, "River", "jobs/s", rd.River)
-		rd.Onceflow, err = measure(ctx, opts, url, fmt.Sprintf("onceflow_peer_%s_%d", suffix, i), runOnceflow)
+		rd.Onceflow, err = measureAs(ctx, "onceflow", opts, url, fmt.Sprintf("onceflow_peer_%s_%d", suffix, i), runOnceflow)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: onceflow: %w", i, err)
 		}
 		line(i, "onceflow", "steps/s", rd.Onceflow)
 		if opts.Batch > 0 {
-			rb, err := measure(ctx, opts, url, fmt.Sprintf("river_peer_%s_%d_many", suffix, i), runRiverMany)
+			rb, err := measureAs(ctx, "River InsertMany", opts, url, fmt.Sprintf("river_peer_%s_%d_many", suffix, i), runRiverMany)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: River InsertMany: %w", i, err)
 			}
 			line(i, "River InsertMany", "jobs/s", rb)
-			ob, err := measure(ctx, opts, url, fmt.Sprintf("onceflow_peer_%s_%d_many", suffix, i), runOnceflowMany)
+			ob, err := measureAs(ctx, "onceflow StartMany", opts, url, fmt.Sprintf("onceflow_peer_%s_%d_many", suffix, i), runOnceflowMany)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: onceflow StartMany: %w", i, err)
 			}
@@ -254,6 +271,14 @@ func compare(ctx context.Context, opts options, progress io.Writer) (*report, er
 		rep.BatchRatio = rep.OnceflowBatchStepsPerS / rep.RiverBatchJobsPerSec
 	}
 	return rep, nil
+}
+
+// measureAs is measure with the profile label side=name on every goroutine it starts.
+func measureAs(ctx context.Context, name string, opts options, url, schema string, run side) (res sideResult, err error) {
+	pprof.Do(ctx, pprof.Labels("side", name), func(ctx context.Context) {
+		res, err = measure(ctx, opts, url, schema, run)
+	})
+	return res, err
 }
 
 // side runs one side's measurement in schema, which it creates, and reports how long
