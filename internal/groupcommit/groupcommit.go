@@ -49,8 +49,9 @@ type Config struct {
 	// instead of one. The first item of an idle committer, and the item after a batch of
 	// one, are committed at once.
 	Refill time.Duration
-	// RefillGap, when positive, also ends the wait for a refill when no item arrived for
-	// that long. Callers in this process submit their next items within microseconds of
+	// RefillGap, when positive, also ends the wait for a refill once a gap of that long
+	// passed with no item arriving (the committer looks once a gap, and is not woken by
+	// each item). Callers in this process submit their next items within microseconds of
 	// their answer; callers that answer over a network come back much later, and a
 	// committer that waited for them would sit idle. With a gap the wait lasts while items
 	// keep coming and ends soon after they stop (0: the wait ends only when the queue holds
@@ -68,8 +69,8 @@ type Committer[T, R any] struct {
 	queue   []*call[T, R]
 	running int
 	idle    chan struct{} // closed when running drops to 0 with an empty queue; nil while idle
-	// refill is closed when the queue holds want items (Config.Refill), or with
-	// Config.RefillGap when any item arrives; nil unless a committer waits for it.
+	// refill is closed when the queue holds want items (Config.Refill); nil unless a
+	// committer waits for it.
 	refill chan struct{}
 	want   int
 }
@@ -171,7 +172,7 @@ func (c *Committer[T, R]) enqueue(cls ...*call[T, R]) {
 	if c.idle == nil {
 		c.idle = make(chan struct{})
 	}
-	if c.refill != nil && (len(c.queue) >= c.want || c.cfg.RefillGap > 0) {
+	if c.refill != nil && len(c.queue) >= c.want {
 		close(c.refill)
 		c.refill = nil
 	}
@@ -219,38 +220,45 @@ func (c *Committer[T, R]) awaitRefill(last int, took time.Duration) {
 		c.mu.Unlock()
 		return
 	}
+	ch := make(chan struct{})
+	c.refill, c.want = ch, want
+	seen := len(c.queue)
+	c.mu.Unlock()
+	// Without a gap the wait is one round; with one, a round lasts a gap and the wait goes
+	// on while each round saw items arrive.
 	deadline := time.Now().Add(wait)
 	for {
-		// Each round waits for the queue to hold want items (with a gap: for the next item),
-		// no longer than the gap and the time left.
 		round := time.Until(deadline)
 		if c.cfg.RefillGap > 0 {
 			round = min(round, c.cfg.RefillGap)
 		}
 		if round <= 0 {
-			c.mu.Unlock()
-			return
+			break
 		}
-		ch := make(chan struct{})
-		c.refill, c.want = ch, want
-		c.mu.Unlock()
 		t := time.NewTimer(round)
-		arrived := false
+		filled := false
 		select {
 		case <-ch:
-			arrived = true
+			filled = true
 		case <-t.C:
 		}
 		t.Stop()
+		if filled || c.cfg.RefillGap <= 0 {
+			break
+		}
 		c.mu.Lock()
-		if c.refill == ch {
-			c.refill = nil
+		n := len(c.queue)
+		c.mu.Unlock()
+		if n == seen {
+			break
 		}
-		if !arrived || len(c.queue) >= want {
-			c.mu.Unlock()
-			return
-		}
+		seen = n
 	}
+	c.mu.Lock()
+	if c.refill == ch {
+		c.refill = nil
+	}
+	c.mu.Unlock()
 }
 
 // take removes the next batch from the queue, answering the callers that gave up. It is
