@@ -6,8 +6,8 @@
 // much as the database's commit latency allows, and an idle one adds no latency. With
 // Config.Refill, a committer that just committed a batch of several items waits, no longer
 // than that commit took, for the callers it answered to submit their next items (with
-// Config.RefillGap, only while they keep coming). Each
-// caller waits for the commit that holds its item and gets its own result.
+// Config.RefillGap, only while they keep coming). Each caller waits for the commit that
+// holds its item and gets its own result.
 //
 // A commit that fails as a whole (the function returns an error) is retried item by item,
 // so one item that the database refuses fails only its own caller; the others get the
