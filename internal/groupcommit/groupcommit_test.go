@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -321,38 +322,29 @@ func (c *Committer[T, R]) waitingForRefill() bool {
 
 // TestRefillWaitsForTheCallersOfTheLastBatch: after a batch of three, a committer with
 // Refill waits for three items before it takes the next batch, as long as the last commit
-// took at most; the items that arrive meanwhile form one batch.
+// took at most; the items that arrive meanwhile form one batch. With a gap, items that keep
+// arriving within it keep the wait going just the same.
 func TestRefillWaitsForTheCallersOfTheLastBatch(t *testing.T) {
-	g := newGate()
-	c := New(g.commit, Config{Refill: time.Hour})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
-			t.Error(errs)
-		}
-	})
-	<-g.started
-	// The first commit takes a second: the committer may then wait up to a second for the
-	// next batch to fill.
-	time.Sleep(time.Second)
-	close(g.release)
-	wg.Wait()
-	for deadline := time.Now().Add(30 * time.Second); !c.waitingForRefill(); runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("after a batch of three the committer does not wait for the next items")
-		}
-	}
-	c.Go(4)
-	c.Go(5)
-	if !c.waitingForRefill() || c.Pending() != 2 {
-		t.Fatalf("with 2 of 3 items queued: waiting %v, %d pending; want the committer still waiting for a third", c.waitingForRefill(), c.Pending())
-	}
-	c.Go(6)
-	if err := c.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got := sizes(g.batches); !slices.Equal(got, []int{3, 3}) {
-		t.Errorf("batch sizes = %v, want [3 3]", got)
+	for _, cfg := range []Config{{Refill: time.Hour}, {Refill: time.Hour, RefillGap: time.Hour}} {
+		t.Run(fmt.Sprintf("gap=%v", cfg.RefillGap), func(t *testing.T) {
+			g := newGate()
+			c := New(g.commit, cfg)
+			// The first commit takes a second: the committer may then wait up to a second for
+			// the next batch to fill.
+			commitThree(t, c, g, time.Second)
+			c.Go(4)
+			c.Go(5)
+			if !c.waitingForRefill() || c.Pending() != 2 {
+				t.Fatalf("with 2 of 3 items queued: waiting %v, %d pending; want the committer still waiting for a third", c.waitingForRefill(), c.Pending())
+			}
+			c.Go(6)
+			if err := c.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := sizes(g.batches); !slices.Equal(got, []int{3, 3}) {
+				t.Errorf("batch sizes = %v, want [3 3]", got)
+			}
+		})
 	}
 }
 
@@ -377,55 +369,13 @@ func TestRefillNeverOutwaitsTheLastCommit(t *testing.T) {
 	}
 }
 
-// TestRefillGapKeepsWaitingWhileItemsCome: with a gap, every item that arrives starts the
-// gap again, and the wait still ends when the queue holds as many items as the last batch.
-func TestRefillGapKeepsWaitingWhileItemsCome(t *testing.T) {
-	g := newGate()
-	c := New(g.commit, Config{Refill: time.Hour, RefillGap: time.Hour})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
-			t.Error(errs)
-		}
-	})
-	<-g.started
-	time.Sleep(time.Second) // the first commit takes a second: the wait may last as long
-	close(g.release)
-	wg.Wait()
-	awaitRefillWait(t, c)
-	c.Go(4)
-	awaitRefillWait(t, c) // the arrival woke the committer, which waits for the next one
-	c.Go(5)
-	awaitRefillWait(t, c)
-	if c.Pending() != 2 {
-		t.Fatalf("%d pending, want 2 while the committer waits for a third", c.Pending())
-	}
-	c.Go(6)
-	if err := c.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got := sizes(g.batches); !slices.Equal(got, []int{3, 3}) {
-		t.Errorf("batch sizes = %v, want [3 3]", got)
-	}
-}
-
 // TestRefillGapEndsTheWaitWhenItemsStop: with a gap, a committer whose callers do not come
 // back stops waiting one gap after the last item arrived, long before the last commit's
 // duration (which bounds the wait without a gap).
 func TestRefillGapEndsTheWaitWhenItemsStop(t *testing.T) {
 	g := newGate()
 	c := New(g.commit, Config{Refill: time.Hour, RefillGap: time.Millisecond})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
-			t.Error(errs)
-		}
-	})
-	<-g.started
-	time.Sleep(3 * time.Second) // without the gap the committer could wait 3 s for a refill
-	close(g.release)
-	wg.Wait()
-	awaitRefillWait(t, c)
+	commitThree(t, c, g, 3*time.Second) // without the gap the committer could wait 3 s for a refill
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	if v, err := c.Do(ctx, 4); err != nil || v != 40 {
@@ -434,6 +384,23 @@ func TestRefillGapEndsTheWaitWhenItemsStop(t *testing.T) {
 	if got := sizes(g.batches); !slices.Equal(got, []int{3, 1}) {
 		t.Errorf("batch sizes = %v, want [3 1]", got)
 	}
+}
+
+// commitThree commits a batch of three items through c, whose first commit g holds for
+// hold, and returns once c waits for a refill.
+func commitThree(t *testing.T, c *Committer[int, int], g *gate, hold time.Duration) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, errs := c.DoMany(t.Context(), []int{1, 2, 3}); errors.Join(errs...) != nil {
+			t.Error(errs)
+		}
+	})
+	<-g.started
+	time.Sleep(hold)
+	close(g.release)
+	wg.Wait()
+	awaitRefillWait(t, c)
 }
 
 // awaitRefillWait spins until c waits for a refill.
