@@ -227,6 +227,8 @@ func (c *Committer[T, R]) awaitRefill(last int, took time.Duration) {
 	// Without a gap the wait is one round; with one, a round lasts a gap and the wait goes
 	// on while each round saw items arrive.
 	deadline := time.Now().Add(wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	for {
 		round := time.Until(deadline)
 		if c.cfg.RefillGap > 0 {
@@ -235,14 +237,13 @@ func (c *Committer[T, R]) awaitRefill(last int, took time.Duration) {
 		if round <= 0 {
 			break
 		}
-		t := time.NewTimer(round)
+		t.Reset(round)
 		filled := false
 		select {
 		case <-ch:
 			filled = true
 		case <-t.C:
 		}
-		t.Stop()
 		if filled || c.cfg.RefillGap <= 0 {
 			break
 		}
